@@ -1,0 +1,74 @@
+# One entry point for every task. `make dev` and `make test` set themselves up on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# The Lambda runtime is python3.12; develop and test on the same interpreter.
+# (pyenv's shim on PATH may exist yet refuse to run, so each candidate is tried.)
+PYTHON312 ?= $(shell for c in $$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/3.12*/bin/python3.12 2>/dev/null) $$(command -v python3.12); do "$$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null && { echo "$$c"; break; }; done)
+VENV := .venv
+PY := $(VENV)/bin/python
+TOOLS := .tools
+SAM := $(TOOLS)/bin/sam
+PYTEST_ARGS ?=
+
+
+help:
+	@echo "make dev        start the service locally (embedded runtime, no Docker): http://127.0.0.1:$${PORT:-3000}"
+	@echo "make test       lint, typecheck, unit, integration, e2e, sam validate --lint, sam build"
+	@echo "make bench      counting benchmark (write units per create, batched vs per-record)"
+
+$(VENV)/.installed: pyproject.toml
+	@test -n "$(PYTHON312)" || { echo "python3.12 not found (PATH or pyenv); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
+	$(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@
+
+# aws-sam-cli pins its own boto3; keep it out of the project's environment.
+$(TOOLS)/.installed:
+	$(PYTHON312) -m venv $(TOOLS)
+	$(TOOLS)/bin/pip install --quiet aws-sam-cli==1.170.0
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+deps: $(VENV)/.installed node_modules/.installed
+
+dev: deps
+	$(VENV)/bin/hybrid-counter-local
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+unit: $(VENV)/.installed
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+integration: deps
+	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
+
+e2e: deps
+	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+sam-validate: $(TOOLS)/.installed
+	$(SAM) validate --lint
+
+# sam build needs the runtime's exact interpreter first on PATH.
+sam-build: $(TOOLS)/.installed
+	PATH="$(dir $(PYTHON312)):$$PATH" $(SAM) build --cached
+
+test: deps $(TOOLS)/.installed
+	$(MAKE) lint typecheck
+	$(MAKE) sam-validate sam-build
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+bench: deps
+	$(PY) -m localrun.bench
+
+clean:
+	rm -rf $(VENV) $(TOOLS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,100 @@
+"""Routes of the HTTP API (API Gateway HTTP API, payload format 2.0) on Powertools' resolver."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
+from hybrid_counter.api.models import MAX_BODY_BYTES, LimitBody, ResourceBody
+from hybrid_counter.errors import DomainError
+from hybrid_counter.keys import ID_PATTERN
+from hybrid_counter.resources import ResourceService
+
+AccountId = Annotated[str, Path(pattern=ID_PATTERN, description="Account id: 1-64 of A-Z a-z 0-9 _ . -")]
+ResourceId = Annotated[str, Path(pattern=ID_PATTERN, description="Resource id: 1-64 of A-Z a-z 0-9 _ . -")]
+
+
+def _json(status: int, body: Any) -> Response[str]:
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
+    """``service`` is called per request, so the resolver can be built before configuration."""
+    app = APIGatewayHttpResolver(enable_validation=True)
+
+    def reject_oversize(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
+        body = app.current_event.body or ""
+        if len(body.encode()) > MAX_BODY_BYTES:
+            return error_response(
+                400, "ValidationError", f"request body is larger than {MAX_BODY_BYTES} bytes"
+            )
+        return next_middleware(app)
+
+    app.use([reject_oversize])
+
+    @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
+    def _invalid(error: RequestValidationError) -> Response[str]:
+        return error_response(400, "ValidationError", validation_message(list(error.errors())))
+
+    @app.exception_handler(DomainError)  # type: ignore[untyped-decorator]
+    def _domain(error: DomainError) -> Response[str]:
+        return domain_error_response(error)
+
+    @app.not_found
+    def _not_found(_: Exception) -> Response[str]:
+        return error_response(404, "NotFound", "no such route")
+
+    @app.put("/accounts/<account_id>/limit")
+    def put_limit(account_id: AccountId, body: Annotated[LimitBody, Body()]) -> Response[str]:
+        return _json(200, service().set_limit(account_id, body.limit))
+
+    @app.get("/accounts/<account_id>/usage")
+    def get_usage(account_id: AccountId) -> Response[str]:
+        return _json(200, service().usage(account_id).to_json())
+
+    @app.post("/accounts/<account_id>/resources")
+    def create_resource(account_id: AccountId, body: Annotated[ResourceBody, Body()]) -> Response[str]:
+        resource, _ = service().create(account_id, body.name, body.extra_fields())
+        return _json(201, resource.to_json())
+
+    @app.put("/accounts/<account_id>/resources/<resource_id>")
+    def put_resource(
+        account_id: AccountId, resource_id: ResourceId, body: Annotated[ResourceBody, Body()]
+    ) -> Response[str]:
+        resource, created = service().create(account_id, body.name, body.extra_fields(), resource_id)
+        return _json(201 if created else 200, resource.to_json())
+
+    @app.get("/accounts/<account_id>/resources/<resource_id>")
+    def get_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
+        return _json(200, service().get(account_id, resource_id).to_json())
+
+    @app.get("/accounts/<account_id>/resources")
+    def list_resources(
+        account_id: AccountId,
+        limit: Annotated[int, Query(ge=1, le=100)] = 50,
+        next_token: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> Response[str]:
+        page = service().list(account_id, limit, next_token)
+        return _json(200, {"items": [r.to_json() for r in page.items], "next_token": page.next_token})
+
+    @app.delete("/accounts/<account_id>/resources/<resource_id>")
+    def delete_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
+        service().delete(account_id, resource_id)
+        return Response(status_code=204, body="")
+
+    @app.get("/openapi.json")
+    def openapi() -> Response[str]:
+        return Response(
+            status_code=200,
+            content_type=content_types.APPLICATION_JSON,
+            body=app.get_openapi_json_schema(title="hybrid-counter", version="1.0.0"),
+        )
+
+    return app

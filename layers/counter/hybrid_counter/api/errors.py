@@ -1,0 +1,38 @@
+"""The one map from domain errors (and request validation) to HTTP responses."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response, content_types
+
+from hybrid_counter.errors import DomainError, LimitExceeded, NotFound, StoreUnavailable, ValidationError
+
+STATUS = {
+    ValidationError: 400,
+    NotFound: 404,
+    LimitExceeded: 409,
+    StoreUnavailable: 503,
+}
+
+
+def error_response(status: int, code: str, message: str, **extra: Any) -> Response[str]:
+    body = {"error": {"code": code, "message": message, **extra}}
+    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+
+
+def domain_error_response(error: DomainError) -> Response[str]:
+    status = next((code for kind, code in STATUS.items() if isinstance(error, kind)), 500)
+    extra: dict[str, Any] = {}
+    if isinstance(error, LimitExceeded):
+        extra = {"limit": error.limit, "used": error.used}
+    return error_response(status, error.code, str(error), **extra)
+
+
+def validation_message(errors: list[dict[str, Any]]) -> str:
+    parts = []
+    for error in errors[:5]:
+        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        parts.append(f"{location or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"

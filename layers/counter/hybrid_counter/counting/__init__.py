@@ -1,0 +1,1 @@
+"""The stream path: exactly-once counting into the eventual counter."""

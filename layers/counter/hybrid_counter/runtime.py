@@ -1,0 +1,43 @@
+"""Composition root: builds the domain objects from settings, once per process, on first use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from hybrid_counter.aws import Clients
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.replay import Replayer
+from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.observability import Observability, default_observability
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.settings import Settings
+
+
+@dataclass
+class Components:
+    settings: Settings
+    clients: Clients
+    obs: Observability
+
+    @classmethod
+    def from_env(cls) -> Components:
+        return cls(Settings.from_env(), Clients(), default_observability())
+
+    @cached_property
+    def resources(self) -> ResourceService:
+        return ResourceService(self.settings, self.clients, self.obs)
+
+    @cached_property
+    def eventual(self) -> EventualCounter:
+        return EventualCounter(self.settings.table_name, self.settings.counting_mode, self.clients, self.obs)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(
+            self.settings.table_name, self.eventual, self.settings.pending_grace_seconds, self.clients
+        )
+
+    @cached_property
+    def replayer(self) -> Replayer:
+        return Replayer(self.eventual, self.sweeper, self.clients)

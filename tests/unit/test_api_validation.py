@@ -1,0 +1,180 @@
+"""Bad input gets a 4xx with the error body and never reaches the domain."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from hybrid_counter.api.app import build_app
+from hybrid_counter.errors import LimitExceeded, NotFound
+from hybrid_counter.resources import Resource, ResourcePage, Usage
+from tests.conftest import load_event
+
+
+class RecordingService:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, tuple[Any, ...]]] = []
+
+    def set_limit(self, account_id: str, limit: int) -> dict[str, Any]:
+        self.calls.append(("set_limit", (account_id, limit)))
+        return {"account_id": account_id, "limit": limit}
+
+    def usage(self, account_id: str) -> Usage:
+        self.calls.append(("usage", (account_id,)))
+        return Usage(account_id, 10, 3, 2)
+
+    def create(self, account_id: str, name: str, extra: dict, resource_id: str | None = None):
+        self.calls.append(("create", (account_id, name, extra, resource_id)))
+        if name == "full":
+            raise LimitExceeded(10, 10)
+        return Resource(account_id, resource_id or "generated", name, "2026-11-21T00:00:00.000Z", extra), True
+
+    def get(self, account_id: str, resource_id: str) -> Resource:
+        raise NotFound("resource not found")
+
+    def list(self, account_id: str, page_size: int, next_token: str | None) -> ResourcePage:
+        self.calls.append(("list", (account_id, page_size, next_token)))
+        return ResourcePage([], None)
+
+    def delete(self, account_id: str, resource_id: str) -> None:
+        self.calls.append(("delete", (account_id, resource_id)))
+
+
+@pytest.fixture
+def api():
+    service = RecordingService()
+    app = build_app(lambda: service)  # type: ignore[arg-type, return-value]
+
+    def call(name: str, body: Any = ..., **changes: Any) -> tuple[int, Any]:
+        event = load_event(name)
+        if body is not ...:
+            event["body"] = body
+        for key, value in changes.items():
+            event[key] = value
+        response = app.resolve(event, None)
+        text = response.get("body") or ""
+        return response["statusCode"], (json.loads(text) if text else None)
+
+    call.service = service  # type: ignore[attr-defined]
+    return call
+
+
+def assert_error(status: int, body: Any, expected_status: int, code: str) -> None:
+    assert status == expected_status
+    assert set(body) == {"error"}
+    assert body["error"]["code"] == code
+    assert isinstance(body["error"]["message"], str)
+    assert body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{not json",
+        "[]",
+        '"limit"',
+        '{"limit": -1}',
+        '{"limit": "3"}',
+        '{"limit": 3.5}',
+        '{"limit": true}',
+        '{"limit": null}',
+        "{}",
+        '{"limit": 3, "other": 1}',
+        None,
+    ],
+)
+def test_bad_limit_bodies_are_rejected(api, body):
+    status, payload = api("api_put_limit.json", body)
+    assert_error(status, payload, 400, "ValidationError")
+    assert api.service.calls == []
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "{broken",
+        "{}",
+        '{"name": ""}',
+        '{"name": 5}',
+        '{"name": null}',
+        '{"name": "' + "x" * 257 + '"}',
+        '{"name": "ok", "resource_id": "forged"}',
+        '{"name": "ok", "blob": "' + "x" * 17000 + '"}',
+    ],
+    ids=["malformed", "empty", "blank-name", "int-name", "null-name", "long-name", "reserved", "oversize"],
+)
+def test_bad_resource_bodies_are_rejected(api, body):
+    status, payload = api("api_create_resource.json", body)
+    assert_error(status, payload, 400, "ValidationError")
+    assert api.service.calls == []
+
+
+@pytest.mark.parametrize("bad_id", ["a b", "-leading-dash", "x" * 65, "semi;colon", "ünïcode", "..%2F"])
+def test_bad_ids_are_rejected(api, bad_id):
+    path = f"/accounts/acct-demo/resources/{bad_id}"
+    event = load_event("api_put_resource.json")
+    status, payload = api(
+        "api_put_resource.json",
+        rawPath=path,
+        requestContext={**event["requestContext"], "http": {**event["requestContext"]["http"], "path": path}},
+        pathParameters={"account_id": "acct-demo", "resource_id": bad_id},
+    )
+    assert_error(status, payload, 400, "ValidationError")
+    assert api.service.calls == []
+
+
+def test_unknown_route_is_404_with_error_body(api):
+    event = load_event("api_get_usage.json")
+    status, payload = api(
+        "api_get_usage.json",
+        rawPath="/accounts/acct-demo/nothing",
+        requestContext={**event["requestContext"], "http": {**event["requestContext"]["http"], "path": "/x/y"}},
+    )
+    assert_error(status, payload, 404, "NotFound")
+
+
+def test_valid_create_passes_extra_fields_through(api):
+    status, payload = api("api_create_resource.json")
+    assert status == 201
+    assert payload["name"] == "build-runner"
+    assert payload["tier"] == "small"
+    assert api.service.calls == [("create", ("acct-demo", "build-runner", {"tier": "small"}, None))]
+
+
+def test_limit_exceeded_is_409_with_limit_and_used(api):
+    status, payload = api("api_create_resource.json", '{"name": "full"}')
+    assert_error(status, payload, 409, "LimitExceeded")
+    assert payload["error"]["limit"] == 10
+    assert payload["error"]["used"] == 10
+
+
+def test_not_found_is_404(api):
+    status, payload = api("api_get_resource.json")
+    assert_error(status, payload, 404, "NotFound")
+
+
+def test_delete_is_204_without_body(api):
+    status, payload = api("api_delete_resource.json")
+    assert status == 204
+    assert payload is None
+
+
+def test_usage_reports_used_as_the_max_of_both_counters(api):
+    status, payload = api("api_get_usage.json")
+    assert status == 200
+    assert payload == {
+        "account_id": "acct-demo",
+        "limit": 10,
+        "best_effort": 3,
+        "eventual": 2,
+        "used": 3,
+        "remaining": 7,
+    }
+
+
+@pytest.mark.parametrize("query", [{"limit": "0"}, {"limit": "101"}, {"limit": "ten"}])
+def test_bad_list_page_sizes_are_rejected(api, query):
+    status, payload = api("api_list_resources.json", queryStringParameters=query)
+    assert_error(status, payload, 400, "ValidationError")
