@@ -1,5 +1,7 @@
 # One entry point for every task. `make dev` and `make test` set themselves up on a fresh machine.
 SHELL := /bin/bash
+# SAM CLI must not try to send telemetry (and this machine has no internet).
+export SAM_CLI_TELEMETRY := 0
 .DEFAULT_GOAL := help
 
 # The Lambda runtime is python3.12; develop and test on the same interpreter.

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
-
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound
 from hybrid_counter.resources import Resource, ResourcePage, Usage
+
 from tests.conftest import load_event
 
 
@@ -53,7 +53,7 @@ def api():
             event["body"] = body
         for key, value in changes.items():
             event[key] = value
-        response = app.resolve(event, None)
+        response = app.resolve(event, None)  # type: ignore[arg-type]
         text = response.get("body") or ""
         return response["statusCode"], (json.loads(text) if text else None)
 
@@ -130,7 +130,10 @@ def test_unknown_route_is_404_with_error_body(api):
     status, payload = api(
         "api_get_usage.json",
         rawPath="/accounts/acct-demo/nothing",
-        requestContext={**event["requestContext"], "http": {**event["requestContext"]["http"], "path": "/x/y"}},
+        requestContext={
+            **event["requestContext"],
+            "http": {**event["requestContext"]["http"], "path": "/x/y"},
+        },
     )
     assert_error(status, payload, 404, "NotFound")
 

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from hybrid_counter.counting.eventual import MAX_ACTIONS, plan_chunks
+from hybrid_counter.counting.ops import CountOp, UncountOp
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybrid_counter.counting.eventual import MAX_ACTIONS, plan_chunks
-from hybrid_counter.counting.ops import CountOp, UncountOp
-
 ops_strategy = st.lists(
     st.one_of(
-        st.builds(CountOp, st.sampled_from(["a", "b", "c"]), st.text("xyz", min_size=1, max_size=2), st.just("i")),
+        st.builds(
+            CountOp, st.sampled_from(["a", "b", "c"]), st.text("xyz", min_size=1, max_size=2), st.just("i")
+        ),
         st.builds(
             UncountOp,
             st.sampled_from(["a", "b", "c"]),

@@ -19,8 +19,10 @@ if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
 
-RETRYING = Config(retries={"mode": "standard", "max_attempts": 5}, connect_timeout=2, read_timeout=5)
-SINGLE_ATTEMPT = Config(retries={"mode": "standard", "max_attempts": 1}, connect_timeout=2, read_timeout=5)
+RETRYING = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=2, read_timeout=5)
+SINGLE_ATTEMPT = Config(
+    retries={"mode": "standard", "total_max_attempts": 1}, connect_timeout=2, read_timeout=5
+)
 
 # Error codes that DynamoDB returns only when the request was not applied.
 NOT_APPLIED_ERRORS = frozenset(

@@ -1,0 +1,75 @@
+"""The process environment the handlers see.
+
+All functions run in this one process, so `os.environ` holds the union of their
+resolved `Environment.Variables`; a variable that two functions set to different
+values cannot be emulated and is an error. On top come the variables Lambda and the
+local endpoints provide: region, dummy credentials, the endpoint URLs boto3 reads
+(`AWS_ENDPOINT_URL_<SERVICE>`) and Powertools' tracer switched off (no X-Ray daemon).
+Powertools metrics stay on and print their EMF lines to stdout as on Lambda; set
+`POWERTOOLS_METRICS_DISABLED=true` through `extra` to silence them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+
+from localrun.aws_clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
+from localrun.errors import TemplateError
+from localrun.template import REGION
+
+
+def runtime_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
+    return {
+        "AWS_REGION": REGION,
+        "AWS_DEFAULT_REGION": REGION,
+        "AWS_ACCESS_KEY_ID": DUMMY_ACCESS_KEY_ID,
+        "AWS_SECRET_ACCESS_KEY": DUMMY_SECRET_ACCESS_KEY,
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb_url,
+        # boto3 derives the name from the service id "DynamoDB Streams"; the second spelling is
+        # for code that builds the name from the client name instead.
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": dynamodb_url,
+        "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": dynamodb_url,
+        "AWS_ENDPOINT_URL_SQS": sqs_url,
+        "POWERTOOLS_TRACE_DISABLED": "true",
+    }
+
+
+def merged_environment(
+    per_function: Mapping[str, Mapping[str, str]],
+    runtime: Mapping[str, str],
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """One environment for every function; conflicting values are an error."""
+    merged: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for function, variables in per_function.items():
+        for name, value in variables.items():
+            if name in merged and merged[name] != value:
+                raise TemplateError(
+                    f"environment variable {name} is {merged[name]!r} in {owner[name]} but {value!r} in "
+                    f"{function}; all functions share one process locally, so they must agree"
+                )
+            merged[name] = value
+            owner[name] = function
+    for name in runtime:
+        if name in merged and name not in {"AWS_REGION", "AWS_DEFAULT_REGION"}:
+            raise TemplateError(
+                f"environment variable {name} of {owner[name]} is reserved by the local runtime"
+            )
+    return {**merged, **runtime, **(extra or {})}
+
+
+def apply_environment(variables: Mapping[str, str]) -> Callable[[], None]:
+    """Set variables in os.environ; returns a function that restores the previous values."""
+    previous = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+
+    def restore() -> None:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    return restore

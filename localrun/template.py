@@ -1,0 +1,800 @@
+"""A typed description of template.yaml: what the local runtime has to create and run.
+
+`load_template()` reads the SAM template, applies parameter overrides, merges
+`Globals.Function` into every `AWS::Serverless::Function` (maps merged key by key,
+lists appended, scalars overridden, as SAM does) and describes:
+
+* parameters and their effective values,
+* DynamoDB tables (keys, indexes, stream) and SQS queues (redrive policy),
+* functions (code location, handler, timeout, memory, environment) and their events:
+  HttpApi routes, DynamoDB stream mappings, SQS mappings and schedules.
+
+Values that depend on the local resources (table names, queue URLs, ARNs) stay as
+intrinsic expressions here; `FunctionSpec.resolved_environment()` evaluates them once
+the resources exist. Event sources are described by the logical ids they point at.
+Anything the local runtime cannot emulate faithfully raises `TemplateError`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from localrun.cfn_yaml import load_yaml
+from localrun.errors import TemplateError
+from localrun.intrinsics import Resolver, intrinsic_name
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
+
+REGION = "us-east-1"
+ACCOUNT_ID = "123456789012"
+
+FUNCTION_TYPE = "AWS::Serverless::Function"
+TABLE_TYPE = "AWS::DynamoDB::Table"
+QUEUE_TYPE = "AWS::SQS::Queue"
+HTTP_API_TYPE = "AWS::Serverless::HttpApi"
+LAYER_TYPE = "AWS::Serverless::LayerVersion"
+
+# Resources that have no behaviour a local run needs (monitoring, permissions).
+IGNORED_RESOURCE_TYPES = frozenset(
+    {
+        "AWS::CloudWatch::Alarm",
+        "AWS::CloudWatch::CompositeAlarm",
+        "AWS::CloudWatch::Dashboard",
+        "AWS::Logs::LogGroup",
+        "AWS::Logs::MetricFilter",
+        "AWS::IAM::Role",
+        "AWS::IAM::Policy",
+        "AWS::IAM::ManagedPolicy",
+        "AWS::SQS::QueuePolicy",
+        "AWS::Lambda::Permission",
+        "AWS::SNS::Topic",
+        "AWS::SNS::Subscription",
+        "AWS::SNS::TopicPolicy",
+    }
+)
+
+_FUNCTION_IGNORED = frozenset(
+    {
+        "Description",
+        "Policies",
+        "Role",
+        "Architectures",
+        "Tracing",
+        "Tags",
+        "ReservedConcurrentExecutions",
+        "ProvisionedConcurrencyConfig",
+        "AutoPublishAlias",
+        "DeploymentPreference",
+        "LoggingConfig",
+        "RuntimeManagementConfig",
+        "KmsKeyArn",
+        "PermissionsBoundary",
+        "VpcConfig",
+        "EphemeralStorage",
+        "DeadLetterQueue",
+        "EventInvokeConfig",
+        "SnapStart",
+        "PropagateTags",
+    }
+)
+_FUNCTION_USED = frozenset(
+    {
+        "CodeUri",
+        "Handler",
+        "Runtime",
+        "Timeout",
+        "MemorySize",
+        "Environment",
+        "Layers",
+        "Events",
+        "FunctionName",
+    }
+)
+_TABLE_IGNORED = frozenset(
+    {
+        "PointInTimeRecoverySpecification",
+        "SSESpecification",
+        "Tags",
+        "DeletionProtectionEnabled",
+        "ContributorInsightsSpecification",
+        "TableClass",
+        "ResourcePolicy",
+        "WarmThroughput",
+        "OnDemandThroughput",
+    }
+)
+_TABLE_USED = frozenset(
+    {
+        "TableName",
+        "AttributeDefinitions",
+        "KeySchema",
+        "GlobalSecondaryIndexes",
+        "LocalSecondaryIndexes",
+        "StreamSpecification",
+        "BillingMode",
+        "ProvisionedThroughput",
+        "TimeToLiveSpecification",
+    }
+)
+_QUEUE_IGNORED = frozenset(
+    {"SqsManagedSseEnabled", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "Tags", "RedriveAllowPolicy"}
+)
+_QUEUE_USED = frozenset(
+    {
+        "QueueName",
+        "VisibilityTimeout",
+        "MessageRetentionPeriod",
+        "DelaySeconds",
+        "MaximumMessageSize",
+        "ReceiveMessageWaitTimeSeconds",
+        "RedrivePolicy",
+        "FifoQueue",
+        "ContentBasedDeduplication",
+    }
+)
+_HTTP_API_IGNORED = frozenset(
+    {"DefaultRouteSettings", "RouteSettings", "Tags", "Description", "FailOnWarnings", "AccessLogSettings"}
+)
+_HTTP_API_USED = frozenset({"StageName"})
+
+_RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
+_RATE_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+# ---------------------------------------------------------------------------------------------
+# The description
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Parameter:
+    name: str
+    type: str
+    default: str | None
+    allowed_values: tuple[str, ...] | None = None
+    min_value: float | None = None
+    max_value: float | None = None
+    allowed_pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    logical_id: str
+    table_name: str | None  # an explicit TableName; None = derived from the stack name
+    attribute_definitions: tuple[dict[str, str], ...]
+    key_schema: tuple[dict[str, str], ...]
+    global_secondary_indexes: tuple[dict[str, Any], ...]
+    local_secondary_indexes: tuple[dict[str, Any], ...]
+    stream_view_type: str | None
+    billing_mode: str
+    provisioned_throughput: dict[str, int] | None
+    ttl_attribute: str | None
+
+
+@dataclass(frozen=True)
+class QueueSpec:
+    logical_id: str
+    queue_name: str | None
+    attributes: dict[str, str]  # SQS CreateQueue attributes, RedrivePolicy excluded
+    dead_letter_queue: str | None  # logical id of the redrive target
+    max_receive_count: int | None
+    fifo: bool
+
+
+@dataclass(frozen=True)
+class HttpApiSpec:
+    logical_id: str
+    stage_name: str  # "$default" serves routes at the root
+
+
+@dataclass(frozen=True)
+class HttpApiEvent:
+    name: str
+    method: str  # upper case, or "ANY"
+    path: str | None  # "/accounts/{account_id}/limit"; None = the $default route
+    api: str | None  # logical id of the AWS::Serverless::HttpApi (None = the implicit API)
+
+    @property
+    def route_key(self) -> str:
+        return "$default" if self.path is None else f"{self.method} {self.path}"
+
+
+@dataclass(frozen=True)
+class DynamoDBStreamEvent:
+    name: str
+    table: str  # logical id of the table whose stream is read
+    starting_position: str  # TRIM_HORIZON | LATEST
+    batch_size: int
+    maximum_batching_window_seconds: float
+    maximum_retry_attempts: int  # -1 = until the record expires
+    bisect_batch_on_function_error: bool
+    parallelization_factor: int
+    function_response_types: tuple[str, ...]
+    on_failure_queue: str | None  # logical id of the OnFailure SQS destination
+    enabled: bool
+
+    @property
+    def report_batch_item_failures(self) -> bool:
+        return "ReportBatchItemFailures" in self.function_response_types
+
+
+@dataclass(frozen=True)
+class SqsEvent:
+    name: str
+    queue: str  # logical id
+    batch_size: int
+    maximum_batching_window_seconds: float
+    function_response_types: tuple[str, ...]
+    enabled: bool
+
+    @property
+    def report_batch_item_failures(self) -> bool:
+        return "ReportBatchItemFailures" in self.function_response_types
+
+
+@dataclass(frozen=True)
+class ScheduleEvent:
+    name: str
+    expression: str
+    interval_seconds: float
+    enabled: bool
+    input: str | None  # a constant JSON event instead of the Scheduled Event
+
+
+EventSpec = HttpApiEvent | DynamoDBStreamEvent | SqsEvent | ScheduleEvent
+
+
+@dataclass(frozen=True)
+class FunctionSpec:
+    logical_id: str
+    function_name: str | None  # an explicit FunctionName; None = derived from the stack name
+    code_uri: Path
+    handler: str  # "module.function"
+    runtime: str
+    timeout: int
+    memory_size: int
+    environment: dict[str, Any]  # variable -> value or intrinsic expression
+    layers: tuple[Any, ...]
+    events: tuple[EventSpec, ...]
+
+    @property
+    def handler_module(self) -> str:
+        return self.handler.rsplit(".", 1)[0]
+
+    @property
+    def handler_function(self) -> str:
+        return self.handler.rsplit(".", 1)[1]
+
+    @property
+    def handler_path(self) -> Path:
+        return self.code_uri / (self.handler_module.replace(".", "/") + ".py")
+
+    def events_of[T](self, kind: type[T]) -> list[T]:
+        return [event for event in self.events if isinstance(event, kind)]
+
+    def resolved_environment(self, resolver: Resolver) -> dict[str, str]:
+        where = f"Resources.{self.logical_id}.Environment.Variables"
+        return {
+            name: resolver.resolve_str(value, f"{where}.{name}")
+            for name, value in self.environment.items()
+            if resolver.resolve(value, f"{where}.{name}") is not None
+        }
+
+
+@dataclass(frozen=True)
+class Template:
+    path: Path
+    stack_name: str
+    parameters: dict[str, Parameter]
+    parameter_values: dict[str, str]
+    tables: dict[str, TableSpec]
+    queues: dict[str, QueueSpec]
+    http_apis: dict[str, HttpApiSpec]
+    functions: dict[str, FunctionSpec]
+    layers: tuple[str, ...]
+    resolver: Resolver = field(repr=False)
+
+    @property
+    def root(self) -> Path:
+        return self.path.parent
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+# ---------------------------------------------------------------------------------------------
+
+
+def load_template(
+    path: Path | None = None,
+    *,
+    stack_name: str = "hybrid-counter-local",
+    parameter_overrides: Mapping[str, str] | None = None,
+) -> Template:
+    """Read and describe a SAM template (default: the project's template.yaml)."""
+    template_path = (path or DEFAULT_TEMPLATE).resolve()
+    if not template_path.is_file():
+        raise TemplateError(f"template not found: {template_path}")
+    document = load_yaml(template_path)
+    transform = document.get("Transform")
+    transforms = transform if isinstance(transform, list) else [transform]
+    if "AWS::Serverless-2016-10-31" not in transforms:
+        raise TemplateError(f"{template_path}: expected Transform AWS::Serverless-2016-10-31")
+
+    parameters = _parameters(document.get("Parameters") or {})
+    values = _parameter_values(parameters, parameter_overrides or {})
+    resources_raw: dict[str, Any] = document.get("Resources") or {}
+    resolver = Resolver(
+        parameters=values,
+        pseudo_parameters={
+            "AWS::Region": REGION,
+            "AWS::AccountId": ACCOUNT_ID,
+            "AWS::StackName": stack_name,
+            "AWS::StackId": f"arn:aws:cloudformation:{REGION}:{ACCOUNT_ID}:stack/{stack_name}/local",
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+        },
+        conditions=document.get("Conditions") or {},
+        mappings=document.get("Mappings") or {},
+        known_resource_ids=frozenset(resources_raw),
+    )
+    globals_function = ((document.get("Globals") or {}).get("Function")) or {}
+    if not isinstance(globals_function, dict):
+        raise TemplateError("Globals.Function must be a mapping")
+
+    tables: dict[str, TableSpec] = {}
+    queues: dict[str, QueueSpec] = {}
+    apis: dict[str, HttpApiSpec] = {}
+    functions: dict[str, FunctionSpec] = {}
+    layers: list[str] = []
+    for logical_id, resource in resources_raw.items():
+        if not isinstance(resource, dict) or "Type" not in resource:
+            raise TemplateError(f"Resources.{logical_id}: a resource needs a Type")
+        condition = resource.get("Condition")
+        if condition is not None and not resolver.condition(str(condition), f"Resources.{logical_id}"):
+            continue
+        kind = resource["Type"]
+        props: dict[str, Any] = resource.get("Properties") or {}
+        where = f"Resources.{logical_id}"
+        if kind == TABLE_TYPE:
+            tables[logical_id] = _table(logical_id, props, resolver, where)
+        elif kind == QUEUE_TYPE:
+            queues[logical_id] = _queue(logical_id, props, resolver, where)
+        elif kind == HTTP_API_TYPE:
+            apis[logical_id] = _http_api(logical_id, props, resolver, where)
+        elif kind == FUNCTION_TYPE:
+            merged = _merge_globals(globals_function, props)
+            functions[logical_id] = _function(logical_id, merged, resolver, template_path.parent, where)
+        elif kind == LAYER_TYPE:
+            layers.append(logical_id)
+        elif kind not in IGNORED_RESOURCE_TYPES:
+            raise TemplateError(f"{where}: resource type {kind} is not supported by the local runtime")
+
+    template = Template(
+        path=template_path,
+        stack_name=stack_name,
+        parameters=parameters,
+        parameter_values=values,
+        tables=tables,
+        queues=queues,
+        http_apis=apis,
+        functions=functions,
+        layers=tuple(layers),
+        resolver=resolver,
+    )
+    _check_references(template)
+    return template
+
+
+def _parameters(raw: Mapping[str, Any]) -> dict[str, Parameter]:
+    parameters: dict[str, Parameter] = {}
+    for name, spec in raw.items():
+        default = spec.get("Default")
+        allowed = spec.get("AllowedValues")
+        parameters[name] = Parameter(
+            name=name,
+            type=str(spec.get("Type", "String")),
+            default=None if default is None else _scalar_str(default),
+            allowed_values=None if allowed is None else tuple(_scalar_str(item) for item in allowed),
+            min_value=None if spec.get("MinValue") is None else float(spec["MinValue"]),
+            max_value=None if spec.get("MaxValue") is None else float(spec["MaxValue"]),
+            allowed_pattern=spec.get("AllowedPattern"),
+        )
+    return parameters
+
+
+def _parameter_values(parameters: Mapping[str, Parameter], overrides: Mapping[str, str]) -> dict[str, str]:
+    unknown = sorted(set(overrides) - set(parameters))
+    if unknown:
+        raise TemplateError(
+            f"unknown parameter(s) {', '.join(unknown)}; the template has {', '.join(parameters)}"
+        )
+    values: dict[str, str] = {}
+    for name, parameter in parameters.items():
+        value = overrides.get(name, parameter.default)
+        if value is None:
+            raise TemplateError(f"parameter {name} has no default; pass it as an override")
+        value = str(value)
+        if parameter.allowed_values is not None and value not in parameter.allowed_values:
+            raise TemplateError(f"parameter {name}={value!r} is not one of {list(parameter.allowed_values)}")
+        if parameter.type == "Number":
+            try:
+                number = float(value)
+            except ValueError as error:
+                raise TemplateError(f"parameter {name}={value!r} is not a number") from error
+            if parameter.min_value is not None and number < parameter.min_value:
+                raise TemplateError(f"parameter {name}={value} is below its MinValue {parameter.min_value:g}")
+            if parameter.max_value is not None and number > parameter.max_value:
+                raise TemplateError(f"parameter {name}={value} is above its MaxValue {parameter.max_value:g}")
+        if parameter.allowed_pattern is not None and not re.fullmatch(parameter.allowed_pattern, value):
+            raise TemplateError(f"parameter {name}={value!r} does not match {parameter.allowed_pattern}")
+        values[name] = value
+    return values
+
+
+def _merge_globals(globals_function: Mapping[str, Any], props: Mapping[str, Any]) -> dict[str, Any]:
+    """SAM's Globals rule: maps merge (the function wins per key), lists append, scalars override."""
+
+    def merge(base: Any, own: Any) -> Any:
+        if intrinsic_name(base) or intrinsic_name(own):
+            return own
+        if isinstance(base, dict) and isinstance(own, dict):
+            out = dict(base)
+            for key, value in own.items():
+                out[key] = merge(base[key], value) if key in base else value
+            return out
+        if isinstance(base, list) and isinstance(own, list):
+            return [*base, *own]
+        return own
+
+    merged: dict[str, Any] = dict(globals_function)
+    for key, value in props.items():
+        merged[key] = merge(globals_function[key], value) if key in globals_function else value
+    return merged
+
+
+def _check_keys(where: str, props: Mapping[str, Any], used: frozenset[str], ignored: frozenset[str]) -> None:
+    unknown = sorted(set(props) - used - ignored)
+    if unknown:
+        raise TemplateError(
+            f"{where}: the local runtime does not support {', '.join(unknown)} "
+            "(teach localrun/template.py about it, or leave it out)"
+        )
+
+
+# -- tables and queues ------------------------------------------------------------------------
+
+
+def _table(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> TableSpec:
+    _check_keys(where, props, _TABLE_USED, _TABLE_IGNORED)
+    values = resolver.resolve(props, where)
+    stream = values.get("StreamSpecification")
+    ttl = values.get("TimeToLiveSpecification") or {}
+    if not values.get("KeySchema"):
+        raise TemplateError(f"{where}: KeySchema is required")
+    return TableSpec(
+        logical_id=logical_id,
+        table_name=values.get("TableName"),
+        attribute_definitions=tuple(_str_dict(item) for item in values.get("AttributeDefinitions", [])),
+        key_schema=tuple(_str_dict(item) for item in values["KeySchema"]),
+        global_secondary_indexes=tuple(values.get("GlobalSecondaryIndexes", [])),
+        local_secondary_indexes=tuple(values.get("LocalSecondaryIndexes", [])),
+        stream_view_type=None if not stream else str(stream["StreamViewType"]),
+        billing_mode=str(values.get("BillingMode", "PROVISIONED")),
+        provisioned_throughput=values.get("ProvisionedThroughput"),
+        ttl_attribute=ttl.get("AttributeName") if _is_true(ttl.get("Enabled", False)) else None,
+    )
+
+
+def _queue(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> QueueSpec:
+    _check_keys(where, props, _QUEUE_USED, _QUEUE_IGNORED)
+    plain = {key: value for key, value in props.items() if key != "RedrivePolicy"}
+    values = resolver.resolve(plain, where)
+    attributes = {
+        key: _scalar_str(values[key])
+        for key in (
+            "VisibilityTimeout",
+            "MessageRetentionPeriod",
+            "DelaySeconds",
+            "MaximumMessageSize",
+            "ReceiveMessageWaitTimeSeconds",
+            "FifoQueue",
+            "ContentBasedDeduplication",
+        )
+        if key in values
+    }
+    dead_letter_queue = None
+    max_receive_count = None
+    redrive = props.get("RedrivePolicy")
+    if redrive is not None:
+        if not isinstance(redrive, dict):
+            raise TemplateError(f"{where}.RedrivePolicy must be a mapping")
+        dead_letter_queue = _arn_target(
+            redrive.get("deadLetterTargetArn"), QUEUE_TYPE, f"{where}.RedrivePolicy"
+        )
+        max_receive_count = int(resolver.resolve(redrive.get("maxReceiveCount"), f"{where}.RedrivePolicy"))
+    return QueueSpec(
+        logical_id=logical_id,
+        queue_name=values.get("QueueName"),
+        attributes=attributes,
+        dead_letter_queue=dead_letter_queue,
+        max_receive_count=max_receive_count,
+        fifo=_is_true(values.get("FifoQueue", False)),
+    )
+
+
+def _http_api(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> HttpApiSpec:
+    _check_keys(where, props, _HTTP_API_USED, _HTTP_API_IGNORED)
+    stage = resolver.resolve(props.get("StageName", "$default"), where)
+    return HttpApiSpec(logical_id=logical_id, stage_name=str(stage))
+
+
+# -- functions and events ---------------------------------------------------------------------
+
+
+def _function(
+    logical_id: str, props: dict[str, Any], resolver: Resolver, root: Path, where: str
+) -> FunctionSpec:
+    _check_keys(where, props, _FUNCTION_USED, _FUNCTION_IGNORED)
+    if props.get("PackageType", "Zip") != "Zip" or "InlineCode" in props:
+        raise TemplateError(f"{where}: only Zip functions with a CodeUri run locally")
+    runtime = str(resolver.resolve(props.get("Runtime", ""), f"{where}.Runtime"))
+    if not runtime.startswith("python3"):
+        raise TemplateError(f"{where}: Runtime {runtime!r} cannot run in the local (Python) runtime")
+    code_uri = resolver.resolve(props.get("CodeUri"), f"{where}.CodeUri")
+    handler = resolver.resolve(props.get("Handler"), f"{where}.Handler")
+    if not isinstance(code_uri, str) or not isinstance(handler, str) or "." not in handler:
+        raise TemplateError(f"{where}: needs a local CodeUri directory and a Handler 'module.function'")
+    environment = (props.get("Environment") or {}).get("Variables") or {}
+    events_raw: dict[str, Any] = props.get("Events") or {}
+    events = tuple(
+        _event(name, spec, resolver, f"{where}.Events.{name}") for name, spec in events_raw.items()
+    )
+    return FunctionSpec(
+        logical_id=logical_id,
+        function_name=resolver.resolve(props.get("FunctionName"), f"{where}.FunctionName"),
+        code_uri=(root / code_uri).resolve(),
+        handler=handler,
+        runtime=runtime,
+        timeout=int(resolver.resolve(props.get("Timeout", 3), f"{where}.Timeout")),
+        memory_size=int(resolver.resolve(props.get("MemorySize", 128), f"{where}.MemorySize")),
+        environment=dict(environment),
+        layers=tuple(props.get("Layers") or ()),
+        events=events,
+    )
+
+
+def _event(name: str, spec: Any, resolver: Resolver, where: str) -> EventSpec:
+    if not isinstance(spec, dict):
+        raise TemplateError(f"{where}: an event needs Type and Properties")
+    kind = spec.get("Type")
+    props: dict[str, Any] = spec.get("Properties") or {}
+    if kind == "HttpApi":
+        return _http_api_event(name, props, resolver, where)
+    if kind == "DynamoDB":
+        return _dynamodb_event(name, props, resolver, where)
+    if kind == "SQS":
+        return _sqs_event(name, props, resolver, where)
+    if kind == "Schedule":
+        return _schedule_event(name, props, resolver, where)
+    raise TemplateError(f"{where}: event type {kind!r} is not supported by the local runtime")
+
+
+def _http_api_event(name: str, props: dict[str, Any], resolver: Resolver, where: str) -> HttpApiEvent:
+    _check_keys(
+        where,
+        props,
+        frozenset({"ApiId", "Method", "Path", "PayloadFormatVersion"}),
+        frozenset({"TimeoutInMillis", "RouteSettings"}),
+    )
+    version = str(resolver.resolve(props.get("PayloadFormatVersion", "2.0"), where))
+    if version != "2.0":
+        raise TemplateError(f"{where}: only PayloadFormatVersion 2.0 is emulated locally")
+    api_id = props.get("ApiId")
+    api = None
+    if api_id is not None:
+        if intrinsic_name(api_id) != "Ref":
+            raise TemplateError(f"{where}.ApiId must be !Ref to an AWS::Serverless::HttpApi")
+        api = str(api_id["Ref"])
+    path = props.get("Path")
+    method = str(resolver.resolve(props.get("Method", "ANY"), where)).upper()
+    if path is not None:
+        path = str(resolver.resolve(path, where))
+        if not path.startswith("/"):
+            raise TemplateError(f"{where}.Path must start with '/'")
+    return HttpApiEvent(
+        name=name,
+        method="ANY" if method in {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"} else method,
+        path=path,
+        api=api,
+    )
+
+
+def _dynamodb_event(name: str, props: dict[str, Any], resolver: Resolver, where: str) -> DynamoDBStreamEvent:
+    _check_keys(
+        where,
+        props,
+        frozenset(
+            {
+                "Stream",
+                "StartingPosition",
+                "BatchSize",
+                "MaximumBatchingWindowInSeconds",
+                "MaximumRetryAttempts",
+                "BisectBatchOnFunctionError",
+                "ParallelizationFactor",
+                "FunctionResponseTypes",
+                "DestinationConfig",
+                "Enabled",
+                "MaximumRecordAgeInSeconds",
+            }
+        ),
+        frozenset({"KmsKeyArn", "MetricsConfig"}),
+    )
+    table = _arn_target(props.get("Stream"), TABLE_TYPE, f"{where}.Stream", attribute="StreamArn")
+    values = resolver.resolve(
+        {key: value for key, value in props.items() if key not in {"Stream", "DestinationConfig"}}, where
+    )
+    starting = str(values.get("StartingPosition", ""))
+    if starting not in {"TRIM_HORIZON", "LATEST"}:
+        raise TemplateError(f"{where}.StartingPosition must be TRIM_HORIZON or LATEST, not {starting!r}")
+    factor = int(values.get("ParallelizationFactor", 1))
+    if factor != 1:
+        raise TemplateError(f"{where}: ParallelizationFactor {factor} is not emulated locally (only 1)")
+    if int(values.get("MaximumRecordAgeInSeconds", -1)) != -1:
+        raise TemplateError(f"{where}: MaximumRecordAgeInSeconds is not emulated locally (leave it at -1)")
+    retries = int(values.get("MaximumRetryAttempts", -1))
+    if retries < -1:
+        raise TemplateError(f"{where}.MaximumRetryAttempts must be >= -1")
+    on_failure = None
+    on_failure_config = (props.get("DestinationConfig") or {}).get("OnFailure") or {}
+    if on_failure_config.get("Type", "SQS") != "SQS":
+        raise TemplateError(f"{where}: only SQS on-failure destinations are emulated locally")
+    destination = on_failure_config.get("Destination")
+    if destination is not None:
+        on_failure = _arn_target(destination, QUEUE_TYPE, f"{where}.DestinationConfig.OnFailure.Destination")
+    return DynamoDBStreamEvent(
+        name=name,
+        table=table,
+        starting_position=starting,
+        batch_size=_bounded_int(values.get("BatchSize", 100), 1, 10_000, f"{where}.BatchSize"),
+        maximum_batching_window_seconds=float(values.get("MaximumBatchingWindowInSeconds", 0)),
+        maximum_retry_attempts=retries,
+        bisect_batch_on_function_error=_is_true(values.get("BisectBatchOnFunctionError", False)),
+        parallelization_factor=factor,
+        function_response_types=_response_types(values.get("FunctionResponseTypes"), where),
+        on_failure_queue=on_failure,
+        enabled=_is_true(values.get("Enabled", True)),
+    )
+
+
+def _sqs_event(name: str, props: dict[str, Any], resolver: Resolver, where: str) -> SqsEvent:
+    _check_keys(
+        where,
+        props,
+        frozenset(
+            {"Queue", "BatchSize", "MaximumBatchingWindowInSeconds", "FunctionResponseTypes", "Enabled"}
+        ),
+        frozenset({"ScalingConfig", "KmsKeyArn", "MetricsConfig"}),
+    )
+    queue = _arn_target(props.get("Queue"), QUEUE_TYPE, f"{where}.Queue")
+    values = resolver.resolve({key: value for key, value in props.items() if key != "Queue"}, where)
+    window = float(values.get("MaximumBatchingWindowInSeconds", 0))
+    batch_size = _bounded_int(values.get("BatchSize", 10), 1, 10_000, f"{where}.BatchSize")
+    if batch_size > 10 and window <= 0:
+        raise TemplateError(f"{where}: a BatchSize above 10 needs MaximumBatchingWindowInSeconds (as on AWS)")
+    return SqsEvent(
+        name=name,
+        queue=queue,
+        batch_size=batch_size,
+        maximum_batching_window_seconds=window,
+        function_response_types=_response_types(values.get("FunctionResponseTypes"), where),
+        enabled=_is_true(values.get("Enabled", True)),
+    )
+
+
+def _schedule_event(name: str, props: dict[str, Any], resolver: Resolver, where: str) -> ScheduleEvent:
+    _check_keys(
+        where,
+        props,
+        frozenset({"Schedule", "Enabled", "State", "Input"}),
+        frozenset({"Name", "Description", "RetryPolicy", "DeadLetterConfig"}),
+    )
+    values = resolver.resolve(props, where)
+    expression = str(values.get("Schedule", ""))
+    return ScheduleEvent(
+        name=name,
+        expression=expression,
+        interval_seconds=rate_seconds(expression, where),
+        enabled=_is_true(values.get("Enabled", True)) and values.get("State", "ENABLED") == "ENABLED",
+        input=values.get("Input"),
+    )
+
+
+def rate_seconds(expression: str, where: str = "Schedule") -> float:
+    """Seconds between runs of an EventBridge `rate(...)` expression."""
+    match = _RATE.match(expression.strip())
+    if match is None:
+        raise TemplateError(f"{where}: only rate(...) schedules run locally, not {expression!r}")
+    amount, unit = int(match.group(1)), match.group(2).rstrip("s")
+    if amount <= 0 or (amount == 1) != (match.group(2) == unit):
+        raise TemplateError(f"{where}: {expression!r} is not a valid rate (rate(1 minute), rate(5 minutes))")
+    return float(amount * _RATE_UNIT_SECONDS[unit])
+
+
+# -- helpers ----------------------------------------------------------------------------------
+
+
+def _arn_target(value: Any, resource_type: str, where: str, attribute: str = "Arn") -> str:
+    """The logical id behind `!GetAtt X.<attribute>`; other forms cannot be wired locally."""
+    if intrinsic_name(value) == "Fn::GetAtt":
+        target = value["Fn::GetAtt"]
+        if isinstance(target, list) and len(target) == 2 and target[1] == attribute:
+            return str(target[0])
+    raise TemplateError(
+        f"{where}: must be !GetAtt <{resource_type} logical id>.{attribute} to run locally, not {value!r}"
+    )
+
+
+def _check_references(template: Template) -> None:
+    for function in template.functions.values():
+        for event in function.events:
+            where = f"Resources.{function.logical_id}.Events.{event.name}"
+            if isinstance(event, DynamoDBStreamEvent):
+                table = template.tables.get(event.table)
+                if table is None:
+                    raise TemplateError(f"{where}: {event.table} is not a DynamoDB table of this template")
+                if table.stream_view_type is None:
+                    raise TemplateError(f"{where}: table {event.table} has no StreamSpecification")
+                if event.on_failure_queue is not None and event.on_failure_queue not in template.queues:
+                    raise TemplateError(
+                        f"{where}: on-failure destination {event.on_failure_queue} is not a queue"
+                    )
+            elif isinstance(event, SqsEvent) and event.queue not in template.queues:
+                raise TemplateError(f"{where}: {event.queue} is not an SQS queue of this template")
+            elif (
+                isinstance(event, HttpApiEvent)
+                and event.api is not None
+                and event.api not in template.http_apis
+            ):
+                raise TemplateError(f"{where}: ApiId {event.api} is not an AWS::Serverless::HttpApi")
+    for queue in template.queues.values():
+        if queue.dead_letter_queue is not None and queue.dead_letter_queue not in template.queues:
+            raise TemplateError(
+                f"Resources.{queue.logical_id}: dead-letter target is not a queue of this template"
+            )
+
+
+def _response_types(value: Any, where: str) -> tuple[str, ...]:
+    types = tuple(str(item) for item in (value or ()))
+    unknown = [item for item in types if item != "ReportBatchItemFailures"]
+    if unknown:
+        raise TemplateError(f"{where}.FunctionResponseTypes: unknown value(s) {unknown}")
+    return types
+
+
+def _bounded_int(value: Any, low: int, high: int, where: str) -> int:
+    number = int(value)
+    if not low <= number <= high:
+        raise TemplateError(f"{where} must be between {low} and {high}, not {number}")
+    return number
+
+
+def _is_true(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.lower() == "true"
+    return bool(value)
+
+
+def _scalar_str(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _str_dict(value: Any) -> dict[str, str]:
+    return {str(key): str(item) for key, item in dict(value).items()}

@@ -1,0 +1,78 @@
+"""Which running stack the end-to-end tests talk to, chosen by HC_E2E_TARGET:
+
+- ``local`` (default): the embedded runtime, started here from template.yaml.
+- ``url``: any deployment at HC_API_URL (for example LocalStack's HTTP API URL).
+- ``stack``: a CloudFormation stack named HC_STACK_NAME; its outputs give the API URL and queue
+  URLs. Works against AWS, and against LocalStack with AWS_ENDPOINT_URL=http://localhost:4566.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+import pytest
+import requests
+from localrun.runtime import LocalRuntime, RuntimeOptions
+
+
+@dataclass
+class Target:
+    api_url: str
+    runtime: LocalRuntime | None = None
+    outputs: dict[str, str] = field(default_factory=dict)
+    http: requests.Session = field(default_factory=requests.Session)
+
+    def call(self, method: str, path: str, body: Any = None, raw: str | None = None) -> requests.Response:
+        url = self.api_url.rstrip("/") + path
+        if raw is not None:
+            headers = {"content-type": "application/json"}
+            return self.http.request(method, url, data=raw.encode(), headers=headers, timeout=30)
+        return self.http.request(method, url, json=body, timeout=30)
+
+    def settle(self, timeout: float = 60) -> None:
+        """Wait until the asynchronous paths have caught up (local: exactly; remote: by polling)."""
+        if self.runtime is not None:
+            self.runtime.wait_until_idle(timeout)
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 0.2) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            result = check()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+        else:
+            return result
+        time.sleep(interval)
+
+
+@pytest.fixture(scope="session")
+def target() -> Iterator[Target]:
+    kind = os.environ.get("HC_E2E_TARGET", "local")
+    if kind == "local":
+        options = RuntimeOptions(port=0, stack_name="hybrid-counter-e2e", failure_visibility_seconds=0.5)
+        with LocalRuntime(options) as runtime:
+            yield Target(api_url=runtime.api_url, runtime=runtime)
+    elif kind == "url":
+        yield Target(api_url=os.environ["HC_API_URL"])
+    elif kind == "stack":
+        cloudformation = boto3.client("cloudformation")
+        stack = cloudformation.describe_stacks(StackName=os.environ["HC_STACK_NAME"])["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        yield Target(api_url=outputs["ApiUrl"], outputs=outputs)
+    else:
+        raise pytest.UsageError(f"HC_E2E_TARGET must be local, url or stack, not {kind!r}")
+
+
+@pytest.fixture
+def local_runtime(target: Target) -> LocalRuntime:
+    if target.runtime is None:
+        pytest.skip("needs the embedded runtime (writes to its table and wraps its functions)")
+    return target.runtime
