@@ -35,7 +35,7 @@ def failed(reason: str) -> BatchOutcome:
     return BatchOutcome(frozenset(), whole_batch_failed=True, reason=reason)
 
 
-def read_batch_response(
+def read_batch_response(  # noqa: PLR0911 - one return per documented case
     response: Any, batch_ids: Collection[str], report_item_failures: bool
 ) -> BatchOutcome:
     if not report_item_failures or response is None:

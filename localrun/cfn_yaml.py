@@ -48,5 +48,5 @@ def load_yaml(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as handle:
         document = yaml.load(handle, Loader=TemplateLoader)  # noqa: S506 - SafeLoader subclass
     if not isinstance(document, dict):
-        raise ValueError(f"{path}: a template must be a YAML mapping")
+        raise TypeError(f"{path}: a template must be a YAML mapping")
     return document

@@ -148,8 +148,8 @@ def map_response(result: Any, request_id: str) -> HttpResponse:
     """The HTTP response API Gateway makes of a format 2.0 Lambda result."""
     base_headers = [("apigw-requestid", request_id)]
     if not (isinstance(result, dict) and "statusCode" in result):
-        body = result if isinstance(result, str) else json.dumps(result)
-        return HttpResponse(200, [*base_headers, ("content-type", "application/json")], body.encode())
+        text = result if isinstance(result, str) else json.dumps(result)
+        return HttpResponse(200, [*base_headers, ("content-type", "application/json")], text.encode())
     status = result["statusCode"]
     if isinstance(status, bool) or not isinstance(status, int | str):
         raise InvalidResponseError(f"statusCode must be an integer, not {status!r}")

@@ -33,7 +33,7 @@ def intrinsic_name(value: Any) -> str | None:
     """The intrinsic function a value is (`Ref`, `Fn::GetAtt`, ...), or None."""
     if isinstance(value, dict) and len(value) == 1:
         (key,) = value.keys()
-        if key == "Ref" or key == "Condition" or key.startswith("Fn::"):
+        if key in {"Ref", "Condition"} or key.startswith("Fn::"):
             return str(key)
     return None
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from localrun.errors import TemplateError
 from localrun.intrinsics import ResourceValues
@@ -22,6 +22,7 @@ from localrun.template import ACCOUNT_ID, REGION, QueueSpec, TableSpec, Template
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
+    from mypy_boto3_sqs.literals import QueueAttributeNameType
 
 log = logging.getLogger("localrun.provision")
 
@@ -228,7 +229,9 @@ def _ensure_queue(
                 "maxReceiveCount": spec.max_receive_count,
             }
         )
-    url = sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"]
+    url = sqs.create_queue(QueueName=name, Attributes=cast("dict[QueueAttributeNameType, str]", attributes))[
+        "QueueUrl"
+    ]
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     log.info("queue %s ready", name)
     return QueueResource(spec.logical_id, name, url, arn)

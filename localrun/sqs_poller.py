@@ -96,7 +96,7 @@ def sqs_record(message: MessageTypeDef, queue_arn: str, region: str) -> dict[str
         "messageId": message["MessageId"],
         "receiptHandle": message["ReceiptHandle"],
         "body": message.get("Body", ""),
-        "attributes": {name: attributes[name] for name in _LAMBDA_ATTRIBUTES if name in attributes},  # type: ignore[literal-required]
+        "attributes": {name: attributes[name] for name in _LAMBDA_ATTRIBUTES if name in attributes},
         "messageAttributes": _message_attributes(dict(message.get("MessageAttributes", {}))),
         "md5OfBody": message.get("MD5OfBody", ""),
     }

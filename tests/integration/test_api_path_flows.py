@@ -157,3 +157,43 @@ def test_list_is_paginated_and_hides_deleted(service, account):
         if token is None:
             break
     assert sorted(seen) == [f"id-{n}" for n in range(7) if n != 3]
+
+
+def test_eventual_counter_covers_a_drifted_best_effort(service, account, clients, settings, drain):
+    # Given 3 counted resources and a best-effort counter that drifted down to 0 after failures
+    service.set_limit(account, 3)
+    for n in range(3):
+        service.create(account, f"r{n}", {})
+    drain(account)
+    clients.dynamodb.update_item(
+        TableName=settings.table_name,
+        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
+        UpdateExpression="SET best_effort = :zero",
+        ExpressionAttributeValues={":zero": {"N": "0"}},
+    )
+    # When another create comes in, the limit is judged on max(best_effort, eventual)
+    with pytest.raises(LimitExceeded) as refused:
+        service.create(account, "over", {})
+    assert refused.value.used == 3
+    assert len(service.list(account).items) == 3
+
+
+def test_admission_rechecks_eventual_inside_the_conditional_write(service, account, clients, settings, drain):
+    # Given the pre-check saw room, but the eventual counter reached the limit before the admission
+    service.set_limit(account, 2)
+    for n in range(2):
+        service.create(account, f"r{n}", {})
+    drain(account)
+    clients.dynamodb.update_item(
+        TableName=settings.table_name,
+        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
+        UpdateExpression="SET best_effort = :zero",
+        ExpressionAttributeValues={":zero": {"N": "0"}},
+    )
+    stale = service.counters.read(account)
+    stale = type(stale)(best_effort=0, eventual=0, limit=2)
+    # When the admission is attempted with that stale view
+    admission = service.counters.admit(account, "x#y", stale)
+    # Then the conditional write itself refuses it
+    assert admission.outcome == "rejected"
+    assert service.usage(account).best_effort == 0

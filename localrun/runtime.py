@@ -1,0 +1,422 @@
+"""`LocalRuntime`: the SAM app of template.yaml running in this process against local endpoints.
+
+    with LocalRuntime(RuntimeOptions(port=0)) as runtime:
+        requests.put(f"{runtime.api_url}/accounts/a1/limit", json={"limit": 5})
+        runtime.wait_until_idle(timeout=30)
+
+`start()` starts DynamoDB Local and moto (unless `endpoints` are given), creates the
+template's tables and queues, sets the functions' environment, and starts the HTTP
+gateway, the stream and queue pollers and the schedules. `stop()` undoes all of it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.endpoints import LocalEndpoints
+from localrun.environment import apply_environment, merged_environment, runtime_variables
+from localrun.errors import LocalRunError, TemplateError
+from localrun.http_gateway import HttpGateway
+from localrun.http_routes import Route, RouteTable
+from localrun.invoke import FunctionInvoker, Wrapper, new_module_prefix
+from localrun.provision import LocalResources, provision
+from localrun.scheduler import ScheduledJob, Scheduler
+from localrun.sqs_poller import QueueMapping, SqsPoller
+from localrun.stream_batches import RetryPolicy
+from localrun.stream_poller import StreamMapping, StreamPoller
+from localrun.template import (
+    REGION,
+    DynamoDBStreamEvent,
+    HttpApiEvent,
+    ScheduleEvent,
+    SqsEvent,
+    Template,
+    load_template,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+log = logging.getLogger("localrun")
+
+
+@dataclass
+class RuntimeOptions:
+    port: int = 3000  # HTTP gateway port on 127.0.0.1; 0 = a free port
+    stack_name: str = "hybrid-counter-local"
+    parameter_overrides: dict[str, str] = field(default_factory=dict)
+    start_stream_pollers: bool = True
+    start_queue_pollers: bool = True
+    start_schedules: bool = True
+    failure_visibility_seconds: float = 1.0  # SQS: how soon a failed message is received again
+    retry_backoff_seconds: float = 0.2  # stream: first pause before a retry (doubles per failure)
+    endpoints: LocalEndpoints | None = None  # running endpoints to use (not stopped by stop())
+    # Beyond the basics:
+    template_path: Path | None = None  # default: the project's template.yaml
+    start_http: bool = True
+    max_retry_backoff_seconds: float = 2.0
+    schedule_interval_seconds: float | None = None  # override every Schedule's rate
+    stream_batching_window_seconds: float | None = None  # override MaximumBatchingWindowInSeconds
+    stream_poll_interval_seconds: float = 0.1
+    enforce_timeouts: bool = True  # a run longer than the function's Timeout counts as failed
+    extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
+
+
+class LocalRuntime:
+    def __init__(self, options: RuntimeOptions | None = None) -> None:
+        self.options = options or RuntimeOptions()
+        self._template: Template | None = None
+        self._resources: LocalResources | None = None
+        self._endpoints: LocalEndpoints | None = None
+        self._owns_endpoints = False
+        self._invokers: dict[str, FunctionInvoker] = {}
+        self._gateway: HttpGateway | None = None
+        self._stream_pollers: list[StreamPoller] = []
+        self._queue_pollers: list[SqsPoller] = []
+        self._scheduler: Scheduler | None = None
+        self._restore_environment: Callable[[], None] | None = None
+        self._started = False
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    def start(self) -> Self:
+        if self._started:
+            return self
+        self._started = True
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _start(self) -> None:
+        options = self.options
+        template = load_template(
+            options.template_path,
+            stack_name=options.stack_name,
+            parameter_overrides=options.parameter_overrides,
+        )
+        self._template = template
+        if options.endpoints is not None:
+            if not options.endpoints.running:
+                raise LocalRunError("RuntimeOptions.endpoints must be started")
+            self._endpoints = options.endpoints
+        else:
+            self._endpoints = LocalEndpoints().start()
+            self._owns_endpoints = True
+        endpoints = self._endpoints
+        resources = provision(
+            template, dynamodb_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+        )
+        self._resources = resources
+        resolver = template.resolver.with_resources(resources.values())
+
+        environment = merged_environment(
+            {
+                logical_id: spec.resolved_environment(resolver)
+                for logical_id, spec in template.functions.items()
+            },
+            runtime_variables(endpoints.dynamodb_url, endpoints.sqs_url),
+            options.extra_environment,
+        )
+        self._restore_environment = apply_environment(environment)
+
+        prefix = new_module_prefix()
+        self._invokers = {
+            logical_id: FunctionInvoker(
+                spec,
+                resources.functions[logical_id],
+                module_prefix=prefix,
+                enforce_timeout=options.enforce_timeouts,
+            )
+            for logical_id, spec in template.functions.items()
+        }
+        if options.start_http:
+            self._start_gateway(template, resources)
+        if options.start_stream_pollers:
+            self._start_stream_pollers(template, resources)
+        if options.start_queue_pollers:
+            self._start_queue_pollers(template, resources)
+        if options.start_schedules:
+            self._start_schedules(template, resources)
+        log.info("local runtime %s started", template.stack_name)
+
+    def stop(self) -> None:
+        """Stop pollers, gateway and (own) endpoints; restore os.environ. Idempotent."""
+        if self._scheduler is not None:
+            self._scheduler.stop()
+        for poller in self._stream_pollers:
+            poller.stop()
+        for queue_poller in self._queue_pollers:
+            queue_poller.stop()
+        for poller in self._stream_pollers:
+            poller.join()
+        for queue_poller in self._queue_pollers:
+            queue_poller.join()
+        if self._scheduler is not None:
+            self._scheduler.join()
+        self._stream_pollers, self._queue_pollers, self._scheduler = [], [], None
+        if self._gateway is not None:
+            self._gateway.stop()
+            self._gateway = None
+        if self._restore_environment is not None:
+            self._restore_environment()
+            self._restore_environment = None
+        if self._endpoints is not None and self._owns_endpoints:
+            self._endpoints.stop()
+        self._owns_endpoints = False
+        self._started = False
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # -- wiring -----------------------------------------------------------------------------------
+
+    def _invoke(self, logical_id: str) -> Callable[[dict[str, Any]], Any]:
+        return self._invokers[logical_id].invoke
+
+    def _start_gateway(self, template: Template, resources: LocalResources) -> None:
+        routes: list[Route] = []
+        apis: set[str | None] = set()
+        for spec in template.functions.values():
+            for event in spec.events_of(HttpApiEvent):
+                routes.append(Route(event.method, event.path, spec.logical_id))
+                apis.add(event.api)
+        if not routes:
+            return
+        if len(apis) > 1:
+            raise TemplateError(
+                f"the local gateway serves one HTTP API; the template's routes use {sorted(map(str, apis))}"
+            )
+        (api,) = apis
+        api_id = resources.http_api_ids.get(api or "", "localapi00")
+        stage = template.http_apis[api].stage_name if api is not None else "$default"
+        self._gateway = HttpGateway(
+            RouteTable(routes),
+            lambda logical_id, event: self._invokers[logical_id].invoke(event),
+            api_id=api_id,
+            stage=stage,
+            port=self.options.port,
+        )
+        self._gateway.start()
+
+    def _start_stream_pollers(self, template: Template, resources: LocalResources) -> None:
+        endpoints = self._require_endpoints()
+        for spec in template.functions.values():
+            for event in spec.events_of(DynamoDBStreamEvent):
+                if not event.enabled:
+                    continue
+                table = resources.tables[event.table]
+                assert table.stream_arn is not None
+                window = self.options.stream_batching_window_seconds
+                mapping = StreamMapping(
+                    function_name=spec.logical_id,
+                    function_arn=resources.functions[spec.logical_id].arn,
+                    invoke=self._invoke(spec.logical_id),
+                    stream_arn=table.stream_arn,
+                    starting_position=event.starting_position,
+                    batch_size=event.batch_size,
+                    batching_window_seconds=event.maximum_batching_window_seconds
+                    if window is None
+                    else window,
+                    policy=RetryPolicy(
+                        maximum_retry_attempts=event.maximum_retry_attempts,
+                        bisect_on_function_error=event.bisect_batch_on_function_error,
+                        report_batch_item_failures=event.report_batch_item_failures,
+                        backoff_seconds=self.options.retry_backoff_seconds,
+                        max_backoff_seconds=self.options.max_retry_backoff_seconds,
+                    ),
+                    on_failure_queue_url=(
+                        resources.queues[event.on_failure_queue].url if event.on_failure_queue else None
+                    ),
+                    region=REGION,
+                    poll_interval_seconds=self.options.stream_poll_interval_seconds,
+                )
+                poller = StreamPoller(
+                    mapping, streams_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+                )
+                self._stream_pollers.append(poller)
+                poller.start()
+
+    def _start_queue_pollers(self, template: Template, resources: LocalResources) -> None:
+        endpoints = self._require_endpoints()
+        for spec in template.functions.values():
+            for event in spec.events_of(SqsEvent):
+                if not event.enabled:
+                    continue
+                queue = resources.queues[event.queue]
+                mapping = QueueMapping(
+                    function_name=spec.logical_id,
+                    invoke=self._invoke(spec.logical_id),
+                    queue_url=queue.url,
+                    queue_arn=queue.arn,
+                    batch_size=event.batch_size,
+                    batching_window_seconds=event.maximum_batching_window_seconds,
+                    report_batch_item_failures=event.report_batch_item_failures,
+                    failure_visibility_seconds=self.options.failure_visibility_seconds,
+                    region=REGION,
+                )
+                poller = SqsPoller(mapping, sqs_client(endpoints.sqs_url))
+                self._queue_pollers.append(poller)
+                poller.start()
+
+    def _start_schedules(self, template: Template, resources: LocalResources) -> None:
+        jobs = [
+            ScheduledJob(
+                function_name=spec.logical_id,
+                rule_name=f"{template.stack_name}-{spec.logical_id}{event.name}"[:64],
+                interval_seconds=self.options.schedule_interval_seconds or event.interval_seconds,
+                invoke=self._invoke(spec.logical_id),
+                input=event.input,
+            )
+            for spec in template.functions.values()
+            for event in spec.events_of(ScheduleEvent)
+            if event.enabled
+        ]
+        if jobs:
+            self._scheduler = Scheduler(jobs)
+            self._scheduler.start()
+
+    def _require_endpoints(self) -> LocalEndpoints:
+        if self._endpoints is None:
+            raise LocalRunError("the local runtime is not started")
+        return self._endpoints
+
+    def _require_resources(self) -> LocalResources:
+        if self._resources is None:
+            raise LocalRunError("the local runtime is not started")
+        return self._resources
+
+    # -- what tests and tools use -----------------------------------------------------------------
+
+    @property
+    def template(self) -> Template:
+        if self._template is None:
+            raise LocalRunError("the local runtime is not started")
+        return self._template
+
+    @property
+    def resources(self) -> LocalResources:
+        return self._require_resources()
+
+    @property
+    def endpoints(self) -> LocalEndpoints:
+        return self._require_endpoints()
+
+    @property
+    def api_url(self) -> str:
+        if self._gateway is None:
+            raise LocalRunError("the HTTP gateway is not running (no HttpApi events, or start_http=False)")
+        return self._gateway.url
+
+    @property
+    def dynamodb_url(self) -> str:
+        return self._require_endpoints().dynamodb_url
+
+    @property
+    def sqs_url(self) -> str:
+        return self._require_endpoints().sqs_url
+
+    @property
+    def table_names(self) -> dict[str, str]:
+        return {logical_id: table.name for logical_id, table in self._require_resources().tables.items()}
+
+    @property
+    def table_name(self) -> str:
+        """The name of the template's only table."""
+        return self._only(self._require_resources().tables).name
+
+    @property
+    def stream_arn(self) -> str:
+        """The stream ARN of the template's only table."""
+        arn = self._only(self._require_resources().tables).stream_arn
+        if arn is None:
+            raise LocalRunError("the table has no stream")
+        return arn
+
+    @property
+    def queue_urls(self) -> dict[str, str]:
+        return {logical_id: queue.url for logical_id, queue in self._require_resources().queues.items()}
+
+    @staticmethod
+    def _only[T](items: dict[str, T]) -> T:
+        if len(items) != 1:
+            raise LocalRunError(
+                f"the template has {len(items)} of these ({', '.join(items)}); pick one by id"
+            )
+        return next(iter(items.values()))
+
+    def function(self, logical_id: str) -> FunctionInvoker:
+        try:
+            return self._invokers[logical_id]
+        except KeyError:
+            raise LocalRunError(
+                f"no function {logical_id!r}; the template has {', '.join(self._invokers) or 'none (not started?)'}"
+            ) from None
+
+    def wrap_function(self, logical_id: str, wrapper: Wrapper) -> Callable[[], None]:
+        """Wrap a function's handler: `wrapper(event, context, call_next)`; returns an unwrap function."""
+        return self.function(logical_id).wrap(wrapper)
+
+    def pause_stream(self) -> None:
+        """Stop invoking stream functions (records keep being read and wait); in-flight batches finish."""
+        for poller in self._stream_pollers:
+            poller.pause()
+
+    def resume_stream(self) -> None:
+        for poller in self._stream_pollers:
+            poller.resume()
+
+    def wait_until_idle(self, timeout: float = 30.0) -> None:
+        """Return once all asynchronous work is done; raise TimeoutError naming what is still busy.
+
+        Idle means: every stream shard has been read to its end (by a read that began after
+        the check did), no batch is in flight or waiting for a retry, every polled queue is
+        empty (in-flight messages included), no scheduled run is going on, and it stays so
+        over a second check that starts after the first one passed.
+        """
+        deadline = time.monotonic() + timeout
+        since = time.monotonic()
+        idle_progress: tuple[Any, ...] | None = None
+        while True:
+            reasons = self._busy(since)
+            if not reasons:
+                progress = self._progress()
+                if progress == idle_progress:
+                    return  # idle twice, with nothing processed in between
+                idle_progress = progress
+                since = time.monotonic()  # the confirming check must see reads that begin after now
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"local runtime still busy after {timeout:g} s: {'; '.join(reasons) or 'still changing'}"
+                )
+            time.sleep(0.05)
+
+    def _busy(self, since: float) -> list[str]:
+        reasons: list[str] = []
+        for poller in self._stream_pollers:
+            reasons.extend(poller.busy(since))
+        for queue_poller in self._queue_pollers:
+            reasons.extend(queue_poller.busy())
+        if self._scheduler is not None:
+            reasons.extend(self._scheduler.busy())
+        return reasons
+
+    def _progress(self) -> tuple[Any, ...]:
+        return (
+            tuple(poller.progress() for poller in self._stream_pollers),
+            tuple(poller.progress() for poller in self._queue_pollers),
+            0 if self._scheduler is None else self._scheduler.runs,
+        )
