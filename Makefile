@@ -70,7 +70,7 @@ test: deps $(TOOLS)/.installed
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 bench: deps
-	$(PY) -m localrun.bench
+	$(PY) -m benchmarks.counting
 
 clean:
 	rm -rf $(VENV) $(TOOLS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -392,6 +392,11 @@ class StreamPoller:
 
     # -- idleness ---------------------------------------------------------------------------------
 
+    def backlog(self) -> int:
+        with self._lock:
+            readers = list(self._readers.values())
+        return sum(len(reader.buffer) for reader in readers)
+
     def progress(self) -> tuple[int, int]:
         with self._lock:
             readers = list(self._readers.values())

@@ -1,0 +1,1 @@
+"""Benchmarks: counts (requests, write units) and same-run ratios, never absolute targets."""

@@ -1,0 +1,733 @@
+"""localrun against the real DynamoDB Local and moto server, with stub handlers.
+
+One set of endpoints and one runtime serve the module; the runtime runs a throwaway
+template whose settings differ from the project's, so nothing can pass by accident
+through hard-coded values. Each test installs its own wrappers around the stub
+handlers and leaves the runtime idle.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import requests
+
+from localrun import LambdaContext, LocalEndpoints, LocalRuntime, RuntimeOptions
+from localrun.errors import EndpointError
+from localrun.endpoints import find_dynamodb_local_jar
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+TEMPLATE = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: AWS::Serverless-2016-10-31
+Parameters:
+  Flavour:
+    Type: String
+    Default: plain
+Globals:
+  Function:
+    Runtime: python3.12
+    Timeout: 20
+    Environment:
+      Variables:
+        ITEMS_TABLE: !Ref ItemsTable
+        WORK_QUEUE: !Ref WorkQueue
+        FLAVOUR: !Ref Flavour
+Resources:
+  ItemsTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions:
+        - {AttributeName: id, AttributeType: S}
+        - {AttributeName: group, AttributeType: S}
+      KeySchema: [{AttributeName: id, KeyType: HASH}]
+      GlobalSecondaryIndexes:
+        - IndexName: ByGroup
+          KeySchema: [{AttributeName: group, KeyType: HASH}]
+          Projection: {ProjectionType: KEYS_ONLY}
+      StreamSpecification: {StreamViewType: NEW_AND_OLD_IMAGES}
+  BisectTable:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: id, AttributeType: S}]
+      KeySchema: [{AttributeName: id, KeyType: HASH}]
+      StreamSpecification: {StreamViewType: NEW_IMAGE}
+  FailureQueue:
+    Type: AWS::SQS::Queue
+  BisectFailureQueue:
+    Type: AWS::SQS::Queue
+  WorkDeadLetters:
+    Type: AWS::SQS::Queue
+  WorkQueue:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: 300
+      RedrivePolicy:
+        deadLetterTargetArn: !GetAtt WorkDeadLetters.Arn
+        maxReceiveCount: 2
+  Api:
+    Type: AWS::Serverless::HttpApi
+  ApiFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: echo.handler
+      MemorySize: 321
+      Events:
+        Put:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: PUT, Path: "/things/{thing_id}/parts/{part_id}"}
+        Get:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: /things/{thing_id}}
+        Fixed:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: /things/special}
+  StreamFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: noop.handler
+      Events:
+        Items:
+          Type: DynamoDB
+          Properties:
+            Stream: !GetAtt ItemsTable.StreamArn
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 10
+            MaximumBatchingWindowInSeconds: 0
+            MaximumRetryAttempts: 2
+            BisectBatchOnFunctionError: false
+            FunctionResponseTypes: [ReportBatchItemFailures]
+            DestinationConfig:
+              OnFailure:
+                Destination: !GetAtt FailureQueue.Arn
+  BisectFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: noop.handler
+      Events:
+        Items:
+          Type: DynamoDB
+          Properties:
+            Stream: !GetAtt BisectTable.StreamArn
+            StartingPosition: TRIM_HORIZON
+            BatchSize: 10
+            MaximumRetryAttempts: 1
+            BisectBatchOnFunctionError: true
+            FunctionResponseTypes: [ReportBatchItemFailures]
+            DestinationConfig:
+              OnFailure:
+                Destination: !GetAtt BisectFailureQueue.Arn
+  QueueFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: noop.handler
+      Events:
+        Work:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt WorkQueue.Arn
+            BatchSize: 5
+            FunctionResponseTypes: [ReportBatchItemFailures]
+  TickFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: noop.handler
+      Events:
+        Tick:
+          Type: Schedule
+          Properties:
+            Schedule: rate(3 minutes)
+"""
+
+ECHO_HANDLER = """\
+import json
+import os
+
+
+def handler(event, context):
+    if event.get("rawQueryString") == "raw=1":
+        return {"plain": True}
+    return {
+        "statusCode": 201,
+        "headers": {"content-type": "application/json", "x-echo": "yes"},
+        "cookies": ["c1=v1", "c2=v2"],
+        "body": json.dumps({
+            "event": event,
+            "function_name": context.function_name,
+            "function_version": context.function_version,
+            "invoked_function_arn": context.invoked_function_arn,
+            "memory_limit_in_mb": context.memory_limit_in_mb,
+            "aws_request_id": context.aws_request_id,
+            "log_group_name": context.log_group_name,
+            "remaining_ms": context.get_remaining_time_in_millis(),
+            "env": {name: os.environ.get(name) for name in ("ITEMS_TABLE", "WORK_QUEUE", "FLAVOUR", "AWS_REGION")},
+        }),
+    }
+"""
+
+NOOP_HANDLER = """\
+def handler(event, context):
+    return None
+"""
+
+ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+ISO_MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
+
+
+# -- fixtures ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def endpoints() -> Iterator[LocalEndpoints]:
+    with LocalEndpoints() as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("localrun-app")
+    (root / "template.yaml").write_text(TEMPLATE)
+    (root / "stubs").mkdir()
+    (root / "stubs" / "echo.py").write_text(ECHO_HANDLER)
+    (root / "stubs" / "noop.py").write_text(NOOP_HANDLER)
+    return root
+
+
+@pytest.fixture(scope="module")
+def runtime(endpoints: LocalEndpoints, project: Path) -> Iterator[LocalRuntime]:
+    options = RuntimeOptions(
+        port=0,
+        stack_name="lr-test",
+        parameter_overrides={"Flavour": "spicy"},
+        endpoints=endpoints,
+        template_path=project / "template.yaml",
+        retry_backoff_seconds=0.02,
+        max_retry_backoff_seconds=0.1,
+        schedule_interval_seconds=0.3,
+        failure_visibility_seconds=0,
+    )
+    with LocalRuntime(options) as running:
+        yield running
+    assert os.environ.get("ITEMS_TABLE") is None  # environment restored
+
+
+class Recorder:
+    """Wraps stub handlers; records every event and answers with `respond(event)`."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        self.runtime = runtime
+        self.events: dict[str, list[Any]] = {}
+        self._unwrap: list[Callable[[], None]] = []
+        self._lock = threading.Lock()
+
+    def wrap(self, function: str, respond: Callable[[Any], Any] = lambda event: None) -> list[Any]:
+        events = self.events.setdefault(function, [])
+
+        def wrapper(event: Any, context: LambdaContext, call_next: Callable[[Any, LambdaContext], Any]) -> Any:
+            with self._lock:
+                events.append(event)
+            return respond(event)
+
+        self._unwrap.append(self.runtime.wrap_function(function, wrapper))
+        return events
+
+    def close(self) -> None:
+        for unwrap in self._unwrap:
+            unwrap()
+
+
+@pytest.fixture
+def recorder(runtime: LocalRuntime) -> Iterator[Recorder]:
+    recorder = Recorder(runtime)
+    recorder.wrap("TickFn")  # keeps the fast schedule quiet
+    yield recorder
+    runtime.wait_until_idle(timeout=30)
+    recorder.close()
+
+
+def ddb(runtime: LocalRuntime) -> Any:
+    return boto3.client(
+        "dynamodb", endpoint_url=runtime.dynamodb_url, region_name="us-east-1",
+        aws_access_key_id="x", aws_secret_access_key="x",
+    )
+
+
+def sqs(runtime: LocalRuntime) -> Any:
+    return boto3.client(
+        "sqs", endpoint_url=runtime.sqs_url, region_name="us-east-1",
+        aws_access_key_id="x", aws_secret_access_key="x",
+    )
+
+
+def put_items(runtime: LocalRuntime, table: str, ids: list[str]) -> None:
+    client = ddb(runtime)
+    for item_id in ids:
+        client.put_item(TableName=runtime.table_names[table], Item={"id": {"S": item_id}, "n": {"N": "1"}})
+
+
+def paused_writes(runtime: LocalRuntime, table: str, ids: list[str]) -> None:
+    """Write items while the stream is paused, so that they arrive as one batch on resume."""
+    runtime.pause_stream()
+    before = runtime.stream_backlog()
+    put_items(runtime, table, ids)
+    deadline = time.monotonic() + 10
+    while runtime.stream_backlog() < before + len(ids):
+        assert time.monotonic() < deadline, "records were not read while paused"
+        time.sleep(0.02)
+    runtime.resume_stream()
+
+
+def ids_of(event: dict[str, Any]) -> list[str]:
+    return [record["dynamodb"]["Keys"]["id"]["S"] for record in event["Records"]]
+
+
+def seqs_of(event: dict[str, Any]) -> list[str]:
+    return [record["dynamodb"]["SequenceNumber"] for record in event["Records"]]
+
+
+def receive_all(runtime: LocalRuntime, queue: str, expected: int) -> list[dict[str, Any]]:
+    client = sqs(runtime)
+    messages: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 10
+    while len(messages) < expected and time.monotonic() < deadline:
+        response = client.receive_message(
+            QueueUrl=runtime.queue_urls[queue], MaxNumberOfMessages=10, WaitTimeSeconds=1, AttributeNames=["All"]
+        )
+        for message in response.get("Messages", []):
+            messages.append(message)
+            client.delete_message(QueueUrl=runtime.queue_urls[queue], ReceiptHandle=message["ReceiptHandle"])
+    return messages
+
+
+# -- provisioning and wiring ------------------------------------------------------------------------
+
+
+def test_resources_are_named_from_stack_and_template(runtime: LocalRuntime) -> None:
+    assert runtime.table_names == {"ItemsTable": "lr-test-ItemsTable", "BisectTable": "lr-test-BisectTable"}
+    description = ddb(runtime).describe_table(TableName="lr-test-ItemsTable")["Table"]
+    assert description["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert [index["IndexName"] for index in description["GlobalSecondaryIndexes"]] == ["ByGroup"]
+    work = sqs(runtime).get_queue_attributes(QueueUrl=runtime.queue_urls["WorkQueue"], AttributeNames=["All"])
+    redrive = json.loads(work["Attributes"]["RedrivePolicy"])
+    assert redrive["deadLetterTargetArn"].endswith(":lr-test-WorkDeadLetters")
+    assert int(redrive["maxReceiveCount"]) == 2
+    assert work["Attributes"]["VisibilityTimeout"] == "300"
+
+
+# -- HTTP API ---------------------------------------------------------------------------------------
+
+
+def test_http_api_event_is_payload_format_2(runtime: LocalRuntime) -> None:
+    response = requests.put(
+        f"{runtime.api_url}/things/t%201/parts/p2?b=2&a=1&a=3",
+        data=b'{"x": 1}',
+        headers={"X-Multi": "one", "Cookie": "k1=v1; k2=v2", "User-Agent": "tester/1"},
+        timeout=10,
+    )
+    assert response.status_code == 201
+    assert response.headers["x-echo"] == "yes"
+    assert response.headers["apigw-requestid"]
+    assert response.raw.headers.getlist("set-cookie") == ["c1=v1", "c2=v2"]
+    answer = response.json()
+    event = answer["event"]
+    assert event["version"] == "2.0"
+    assert event["routeKey"] == "PUT /things/{thing_id}/parts/{part_id}"
+    assert event["rawPath"] == "/things/t 1/parts/p2"
+    assert event["rawQueryString"] == "b=2&a=1&a=3"
+    assert event["queryStringParameters"] == {"b": "2", "a": "1,3"}
+    assert event["pathParameters"] == {"thing_id": "t 1", "part_id": "p2"}
+    assert event["cookies"] == ["k1=v1", "k2=v2"]
+    assert event["headers"]["x-multi"] == "one"
+    assert event["headers"]["user-agent"] == "tester/1"
+    assert "cookie" not in event["headers"]
+    assert all(name == name.lower() for name in event["headers"])
+    assert event["body"] == '{"x": 1}'
+    assert event["isBase64Encoded"] is False
+    context = event["requestContext"]
+    assert context["http"] == {
+        "method": "PUT",
+        "path": "/things/t 1/parts/p2",
+        "protocol": "HTTP/1.1",
+        "sourceIp": "127.0.0.1",
+        "userAgent": "tester/1",
+    }
+    assert context["routeKey"] == event["routeKey"]
+    assert context["stage"] == "$default"
+    assert context["requestId"] == response.headers["apigw-requestid"]
+    assert context["apiId"] == runtime.resources.http_api_ids["Api"]
+    assert abs(context["timeEpoch"] / 1000 - time.time()) < 60
+    assert re.match(r"^\d\d/[A-Z][a-z]{2}/\d{4}:\d\d:\d\d:\d\d \+0000$", context["time"])
+    # The real stub handler was loaded from CodeUri and got a Lambda-like context and environment.
+    assert answer["function_name"] == "lr-test-ApiFn"
+    assert answer["function_version"] == "$LATEST"
+    assert answer["invoked_function_arn"].endswith(":function:lr-test-ApiFn")
+    assert answer["memory_limit_in_mb"] == 321
+    assert answer["log_group_name"] == "/aws/lambda/lr-test-ApiFn"
+    assert 0 < answer["remaining_ms"] <= 20_000
+    assert answer["env"] == {
+        "ITEMS_TABLE": "lr-test-ItemsTable",
+        "WORK_QUEUE": runtime.queue_urls["WorkQueue"],
+        "FLAVOUR": "spicy",
+        "AWS_REGION": "us-east-1",
+    }
+
+
+def test_http_routing_and_gateway_errors(runtime: LocalRuntime, recorder: Recorder) -> None:
+    events = recorder.wrap(
+        "ApiFn", lambda event: {"route": event["routeKey"], "params": event.get("pathParameters")}
+    )
+    special = requests.get(f"{runtime.api_url}/things/special", timeout=10)
+    assert special.status_code == 200  # a dict without statusCode: JSON body, 200
+    assert special.headers["content-type"] == "application/json"
+    assert special.json() == {"route": "GET /things/special", "params": None}
+    other = requests.get(f"{runtime.api_url}/things/abc", timeout=10)
+    assert other.json() == {"route": "GET /things/{thing_id}", "params": {"thing_id": "abc"}}
+    assert "body" not in events[-1]
+    assert "queryStringParameters" not in events[-1]
+
+    for method, path in [("GET", "/nothing"), ("DELETE", "/things/abc"), ("GET", "/things/abc/")]:
+        missing = requests.request(method, f"{runtime.api_url}{path}", timeout=10)
+        assert (missing.status_code, missing.json()) == (404, {"message": "Not Found"})
+
+    binary = requests.put(f"{runtime.api_url}/things/a/parts/b", data=b"\xff\x00\xfe", timeout=10)
+    assert binary.status_code == 200
+    assert events[-1]["isBase64Encoded"] is True
+    assert events[-1]["body"] == "/wD+"
+
+    def explode(event: Any) -> Any:
+        raise RuntimeError("boom")
+
+    recorder.wrap("ApiFn", explode)
+    failed = requests.get(f"{runtime.api_url}/things/abc", timeout=10)
+    assert (failed.status_code, failed.json()) == (500, {"message": "Internal Server Error"})
+    recorder.wrap("ApiFn", lambda event: {"statusCode": "not-a-number"})
+    invalid = requests.get(f"{runtime.api_url}/things/abc", timeout=10)
+    assert invalid.status_code == 500
+
+    connection = http.client.HTTPConnection("127.0.0.1", int(runtime.api_url.rsplit(":", 1)[1]), timeout=10)
+    connection.putrequest("PUT", "/things/a/parts/b")
+    connection.putheader("Content-Length", str(10 * 1024 * 1024 + 1))
+    connection.endheaders()
+    too_large = connection.getresponse()
+    assert too_large.status == 413
+    assert json.loads(too_large.read()) == {"message": "Request Entity Too Large"}
+    connection.close()
+
+
+# -- DynamoDB stream --------------------------------------------------------------------------------
+
+
+def test_stream_batches_arrive_in_order_with_lambdas_shape(runtime: LocalRuntime, recorder: Recorder) -> None:
+    events = recorder.wrap("StreamFn")
+    ids = [f"order-{i:02d}" for i in range(25)]
+    put_items(runtime, "ItemsTable", ids)
+    client = ddb(runtime)
+    client.update_item(
+        TableName=runtime.table_names["ItemsTable"],
+        Key={"id": {"S": "order-00"}},
+        UpdateExpression="SET n = :two",
+        ExpressionAttributeValues={":two": {"N": "2"}},
+    )
+    client.delete_item(TableName=runtime.table_names["ItemsTable"], Key={"id": {"S": "order-01"}})
+    runtime.wait_until_idle(timeout=20)
+
+    records = [record for event in events for record in event["Records"]]
+    assert all(1 <= len(event["Records"]) <= 10 for event in events)  # BatchSize 10
+    sequences = [int(record["dynamodb"]["SequenceNumber"]) for record in records]
+    assert sequences == sorted(sequences)
+    assert len(set(sequences)) == len(sequences)  # each record delivered once
+    assert [r["dynamodb"]["Keys"]["id"]["S"] for r in records] == [*ids, "order-00", "order-01"]
+    assert [r["eventName"] for r in records[-3:]] == ["INSERT", "MODIFY", "REMOVE"]
+
+    modify = records[-2]
+    assert set(modify) == {
+        "eventID", "eventName", "eventVersion", "eventSource", "awsRegion", "dynamodb", "eventSourceARN",
+    }
+    assert modify["eventVersion"] == "1.1"
+    assert modify["eventSource"] == "aws:dynamodb"
+    assert modify["awsRegion"] == "us-east-1"
+    assert modify["eventSourceARN"] == runtime.resources.tables["ItemsTable"].stream_arn
+    body = modify["dynamodb"]
+    assert isinstance(body["ApproximateCreationDateTime"], int | float)
+    assert abs(body["ApproximateCreationDateTime"] - time.time()) < 120
+    assert body["Keys"] == {"id": {"S": "order-00"}}
+    assert body["NewImage"] == {"id": {"S": "order-00"}, "n": {"N": "2"}}
+    assert body["OldImage"] == {"id": {"S": "order-00"}, "n": {"N": "1"}}
+    assert body["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+    assert isinstance(body["SizeBytes"], int)
+    assert "NewImage" not in records[-1]["dynamodb"]
+
+
+def test_partial_batch_failure_retries_from_lowest_reported_sequence(
+    runtime: LocalRuntime, recorder: Recorder
+) -> None:
+    answers: list[Callable[[Any], Any]] = [
+        lambda event: {"batchItemFailures": [{"itemIdentifier": "999999999"}]},  # not in batch: all failed
+        lambda event: {
+            "batchItemFailures": [
+                {"itemIdentifier": event["Records"][4]["dynamodb"]["SequenceNumber"]},
+                {"itemIdentifier": event["Records"][2]["dynamodb"]["SequenceNumber"]},
+            ]
+        },
+        lambda event: {"batchItemFailures": []},
+    ]
+    events = recorder.wrap("StreamFn", lambda event: answers[min(len(events) - 1, 2)](event))
+    ids = [f"partial-{i}" for i in range(6)]
+    paused_writes(runtime, "ItemsTable", ids)
+    runtime.wait_until_idle(timeout=20)
+
+    assert [ids_of(event) for event in events] == [ids, ids, ids[2:]]
+    assert seqs_of(events[2]) == seqs_of(events[1])[2:]
+    assert receive_all(runtime, "FailureQueue", 0) == []
+
+
+def test_retries_are_bounded_then_the_on_failure_record_is_sent(runtime: LocalRuntime, recorder: Recorder) -> None:
+    def fail_if_bad(event: Any) -> Any:
+        if "retry-bad" in ids_of(event):
+            raise ValueError("poison")
+
+    events = recorder.wrap("StreamFn", fail_if_bad)
+    paused_writes(runtime, "ItemsTable", ["retry-a", "retry-bad", "retry-c"])
+    runtime.wait_until_idle(timeout=20)
+    put_items(runtime, "ItemsTable", ["retry-after"])  # the shard moves on past the failed batch
+    runtime.wait_until_idle(timeout=20)
+
+    batch = ["retry-a", "retry-bad", "retry-c"]
+    assert [ids_of(event) for event in events] == [batch, batch, batch, ["retry-after"]]  # 1 + 2 retries
+    (message,) = receive_all(runtime, "FailureQueue", 1)
+    record = json.loads(message["Body"])
+    sequences = seqs_of(events[0])
+    streams = boto3.client(
+        "dynamodbstreams", endpoint_url=runtime.dynamodb_url, region_name="us-east-1",
+        aws_access_key_id="x", aws_secret_access_key="x",
+    )
+    stream_arn = runtime.resources.tables["ItemsTable"].stream_arn
+    shard_ids = [shard["ShardId"] for shard in streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]]
+    assert set(record) == {"requestContext", "responseContext", "version", "timestamp", "DDBStreamBatchInfo"}
+    assert set(record["requestContext"]) == {"requestId", "functionArn", "condition", "approximateInvokeCount"}
+    assert record["requestContext"]["functionArn"] == runtime.function("StreamFn").arn
+    assert record["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 3
+    assert record["responseContext"] == {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"}
+    assert record["version"] == "1.0"
+    assert ISO_MILLIS.match(record["timestamp"])
+    info = record["DDBStreamBatchInfo"]
+    assert set(info) == {
+        "shardId", "startSequenceNumber", "endSequenceNumber", "approximateArrivalOfFirstRecord",
+        "approximateArrivalOfLastRecord", "batchSize", "streamArn",
+    }
+    assert info["shardId"] in shard_ids
+    assert (info["startSequenceNumber"], info["endSequenceNumber"]) == (sequences[0], sequences[-1])
+    assert info["batchSize"] == 3
+    assert info["streamArn"] == stream_arn
+    assert ISO_SECONDS.match(info["approximateArrivalOfFirstRecord"])
+    assert ISO_SECONDS.match(info["approximateArrivalOfLastRecord"])
+    assert "Records" not in json.dumps(record)  # metadata only
+
+
+def test_bisect_isolates_the_failing_record(runtime: LocalRuntime, recorder: Recorder) -> None:
+    ids = [f"bisect-{i}" for i in range(8)]
+
+    def fail_on_poison(event: Any) -> Any:
+        if "bisect-5" in ids_of(event):
+            raise ValueError("poison")
+
+    events = recorder.wrap("BisectFn", fail_on_poison)
+    paused_writes(runtime, "BisectTable", ids)
+    runtime.wait_until_idle(timeout=20)
+
+    assert [ids_of(event) for event in events] == [
+        ids,  # fails: split 4 + 4
+        ids[0:4],
+        ids[4:8],  # fails: split 2 + 2
+        ids[4:6],  # fails: split 1 + 1
+        ids[4:5],
+        ids[5:6],  # fails alone: MaximumRetryAttempts 1 -> one retry
+        ids[5:6],
+        ids[6:8],
+    ]
+    (message,) = receive_all(runtime, "BisectFailureQueue", 1)
+    info = json.loads(message["Body"])["DDBStreamBatchInfo"]
+    poison_sequence = seqs_of(events[5])[0]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == (
+        poison_sequence,
+        poison_sequence,
+        1,
+    )
+    assert json.loads(message["Body"])["requestContext"]["approximateInvokeCount"] == 2
+
+
+def test_bisect_with_partial_response_retries_only_the_remainder(runtime: LocalRuntime, recorder: Recorder) -> None:
+    ids = [f"split-{i}" for i in range(5)]
+
+    def report_third(event: Any) -> Any:
+        if len(events) == 1:
+            return {"batchItemFailures": [{"itemIdentifier": seqs_of(event)[3]}]}
+        return None
+
+    events = recorder.wrap("BisectFn", report_third)
+    paused_writes(runtime, "BisectTable", ids)
+    runtime.wait_until_idle(timeout=20)
+    assert [ids_of(event) for event in events] == [ids, ids[3:]]
+
+
+def test_wait_until_idle_reports_what_is_busy(runtime: LocalRuntime, recorder: Recorder) -> None:
+    events = recorder.wrap("StreamFn")
+    runtime.pause_stream()
+    try:
+        put_items(runtime, "ItemsTable", ["idle-1"])
+        with pytest.raises(TimeoutError, match="paused"):
+            runtime.wait_until_idle(timeout=1)
+        assert events == []
+    finally:
+        runtime.resume_stream()
+    runtime.wait_until_idle(timeout=20)
+    assert [ids_of(event) for event in events] == [["idle-1"]]
+
+
+# -- SQS --------------------------------------------------------------------------------------------
+
+
+def test_sqs_partial_failures_are_retried_then_dead_lettered(runtime: LocalRuntime, recorder: Recorder) -> None:
+    client = sqs(runtime)
+    queue_url = runtime.queue_urls["WorkQueue"]
+
+    def fail_poison(event: Any) -> Any:
+        failed = [r["messageId"] for r in event["Records"] if r["body"] == "poison"]
+        return {"batchItemFailures": [{"itemIdentifier": message_id} for message_id in failed]}
+
+    events = recorder.wrap("QueueFn", fail_poison)
+    client.send_message_batch(
+        QueueUrl=queue_url,
+        Entries=[
+            {"Id": "1", "MessageBody": "ok-1", "MessageAttributes": {"kind": {"DataType": "String", "StringValue": "a"}}},
+            {"Id": "2", "MessageBody": "poison"},
+            {"Id": "3", "MessageBody": "ok-2"},
+        ],
+    )
+    deadline = time.monotonic() + 20
+    while not (dead := receive_all(runtime, "WorkDeadLetters", 0 if time.monotonic() < deadline else 1)):
+        assert time.monotonic() < deadline, "poison message never reached the dead-letter queue"
+        client_dead = sqs(runtime).receive_message(QueueUrl=runtime.queue_urls["WorkDeadLetters"], WaitTimeSeconds=1)
+        if client_dead.get("Messages"):
+            dead = client_dead["Messages"]
+            break
+    runtime.wait_until_idle(timeout=20)
+
+    records = [record for event in events for record in event["Records"]]
+    bodies = [record["body"] for record in records]
+    assert sorted(bodies) == ["ok-1", "ok-2", "poison", "poison"]  # maxReceiveCount 2
+    poison_counts = [r["attributes"]["ApproximateReceiveCount"] for r in records if r["body"] == "poison"]
+    assert poison_counts == ["1", "2"]
+    assert [message["Body"] for message in dead] == ["poison"]
+
+    first = next(record for record in records if record["body"] == "ok-1")
+    assert set(first) >= {
+        "messageId", "receiptHandle", "body", "attributes", "messageAttributes", "md5OfBody",
+        "eventSource", "eventSourceARN", "awsRegion",
+    }
+    assert first["eventSource"] == "aws:sqs"
+    assert first["eventSourceARN"] == runtime.resources.queues["WorkQueue"].arn
+    assert first["awsRegion"] == "us-east-1"
+    assert set(first["attributes"]) >= {
+        "ApproximateReceiveCount", "SentTimestamp", "SenderId", "ApproximateFirstReceiveTimestamp",
+    }
+    assert first["messageAttributes"]["kind"] == {
+        "stringValue": "a", "stringListValues": [], "binaryListValues": [], "dataType": "String",
+    }
+    attributes = client.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["All"])["Attributes"]
+    assert attributes["ApproximateNumberOfMessages"] == "0"
+    assert attributes["ApproximateNumberOfMessagesNotVisible"] == "0"
+
+
+def test_sqs_function_error_fails_the_whole_batch(runtime: LocalRuntime, recorder: Recorder) -> None:
+    calls: list[int] = []
+
+    def flaky(event: Any) -> Any:
+        calls.append(len(event["Records"]))
+        if len(calls) == 1:
+            raise RuntimeError("first delivery fails")
+
+    recorder.wrap("QueueFn", flaky)
+    sqs(runtime).send_message(QueueUrl=runtime.queue_urls["WorkQueue"], MessageBody="again")
+    runtime.wait_until_idle(timeout=20)
+    assert calls == [1, 1]
+    assert receive_all(runtime, "WorkDeadLetters", 0) == []
+
+
+# -- schedules --------------------------------------------------------------------------------------
+
+
+def test_schedule_sends_scheduled_events(runtime: LocalRuntime, recorder: Recorder) -> None:
+    ticks = recorder.wrap("TickFn")
+    deadline = time.monotonic() + 5
+    while not ticks:
+        assert time.monotonic() < deadline, "no scheduled invocation"
+        time.sleep(0.05)
+    event = ticks[0]
+    assert event["detail-type"] == "Scheduled Event"
+    assert event["source"] == "aws.events"
+    assert event["region"] == "us-east-1"
+    assert event["detail"] == {}
+    assert event["resources"][0].startswith("arn:aws:events:us-east-1:")
+    assert "TickFn" in event["resources"][0]
+    assert ISO_SECONDS.match(event["time"])
+
+
+# -- lifecycle --------------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return False
+
+
+def test_stop_leaves_no_processes_and_restores_the_environment(tmp_path: Path) -> None:
+    (tmp_path / "template.yaml").write_text(
+        'Transform: AWS::Serverless-2016-10-31\nResources:\n  Solo:\n    Type: AWS::SQS::Queue\n'
+    )
+    before = os.environ.get("AWS_ENDPOINT_URL_SQS")
+    runtime = LocalRuntime(RuntimeOptions(port=0, stack_name="lr-stop", template_path=tmp_path / "template.yaml"))
+    runtime.start()
+    pids = runtime.endpoints.pids
+    assert len(pids) == 2
+    assert all(_alive(pid) for pid in pids)
+    assert os.environ["AWS_ENDPOINT_URL_SQS"] == runtime.sqs_url
+    queue_url = runtime.queue_urls["Solo"]
+    assert queue_url.endswith("/lr-stop-Solo")
+    runtime.stop()
+    runtime.stop()  # idempotent
+    assert not any(_alive(pid) for pid in pids)
+    assert os.environ.get("AWS_ENDPOINT_URL_SQS") == before
+
+
+def test_missing_dynamodb_local_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DYNAMODB_LOCAL_JAR", raising=False)
+    with pytest.raises(EndpointError, match="run `make deps`"):
+        find_dynamodb_local_jar(tmp_path)

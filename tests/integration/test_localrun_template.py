@@ -1,0 +1,322 @@
+"""localrun's template reader: everything comes from the template, unsupported things fail loudly."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localrun.cfn_yaml import load_yaml
+from localrun.environment import merged_environment
+from localrun.errors import TemplateError
+from localrun.intrinsics import ResourceValues
+from localrun.provision import LocalResources, QueueResource, TableResource, function_identity
+from localrun.template import (
+    DEFAULT_TEMPLATE,
+    DynamoDBStreamEvent,
+    HttpApiEvent,
+    ScheduleEvent,
+    SqsEvent,
+    load_template,
+    rate_seconds,
+)
+
+pytestmark = pytest.mark.integration
+
+BASE = """\
+AWSTemplateFormatVersion: "2010-09-09"
+Transform: AWS::Serverless-2016-10-31
+Parameters:
+  Mode:
+    Type: String
+    Default: alpha
+    AllowedValues: [alpha, beta]
+  Size:
+    Type: Number
+    Default: 7
+    MinValue: 1
+Conditions:
+  IsBeta: !Equals [!Ref Mode, beta]
+Globals:
+  Function:
+    Runtime: python3.12
+    Timeout: 4
+    MemorySize: 512
+    Layers: [arn:aws:lambda:us-east-1:123456789012:layer:shared:1]
+    Environment:
+      Variables:
+        TABLE: !Ref Things
+        MODE: !Ref Mode
+        SHARED: from-globals
+Resources:
+  Things:
+    Type: AWS::DynamoDB::Table
+    Properties:
+      BillingMode: PAY_PER_REQUEST
+      AttributeDefinitions: [{AttributeName: id, AttributeType: S}]
+      KeySchema: [{AttributeName: id, KeyType: HASH}]
+      StreamSpecification: {StreamViewType: NEW_IMAGE}
+  Dead:
+    Type: AWS::SQS::Queue
+  Work:
+    Type: AWS::SQS::Queue
+    Properties:
+      VisibilityTimeout: 45
+      RedrivePolicy:
+        deadLetterTargetArn: !GetAtt Dead.Arn
+        maxReceiveCount: 5
+  Worker:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: code/
+      Handler: pkg.worker.handle
+      Timeout: 9
+      Layers: [arn:aws:lambda:us-east-1:123456789012:layer:own:2]
+      Environment:
+        Variables:
+          SHARED: from-function
+          QUEUE: !Ref Work
+          DEAD_ARN: !GetAtt Dead.Arn
+          LABEL: !Sub "${AWS::StackName}-${Mode}-${Things}"
+          PICK: !If [IsBeta, picked-beta, picked-alpha]
+          GONE: !If [IsBeta, here, !Ref AWS::NoValue]
+      Events:
+        Stream:
+          Type: DynamoDB
+          Properties:
+            Stream: !GetAtt Things.StreamArn
+            StartingPosition: LATEST
+            BatchSize: !Ref Size
+            MaximumBatchingWindowInSeconds: 3
+            MaximumRetryAttempts: 6
+            BisectBatchOnFunctionError: false
+            FunctionResponseTypes: [ReportBatchItemFailures]
+            DestinationConfig:
+              OnFailure:
+                Destination: !GetAtt Dead.Arn
+        Jobs:
+          Type: SQS
+          Properties:
+            Queue: !GetAtt Work.Arn
+            BatchSize: 4
+        Tick:
+          Type: Schedule
+          Properties:
+            Schedule: rate(2 hours)
+        Route:
+          Type: HttpApi
+          Properties:
+            Method: patch
+            Path: /things/{thing_id}
+"""
+
+
+def write_template(tmp_path: Path, text: str = BASE, name: str = "template.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def replace(text: str, old: str, new: str) -> str:
+    assert old in text, old
+    return text.replace(old, new)
+
+
+def local_resources(stack: str) -> LocalResources:
+    return LocalResources(
+        stack_name=stack,
+        tables={"Things": TableResource("Things", f"{stack}-Things", "arn:table", "arn:table/stream/1")},
+        queues={
+            "Work": QueueResource("Work", f"{stack}-Work", "http://q/work", "arn:aws:sqs:us-east-1:1:work"),
+            "Dead": QueueResource("Dead", f"{stack}-Dead", "http://q/dead", "arn:aws:sqs:us-east-1:1:dead"),
+        },
+        functions={"Worker": function_identity(stack, "Worker", None)},
+    )
+
+
+def test_throwaway_template_is_described_from_its_own_values(tmp_path: Path) -> None:
+    template = load_template(write_template(tmp_path), stack_name="st1")
+
+    assert template.parameter_values == {"Mode": "alpha", "Size": "7"}
+    table = template.tables["Things"]
+    assert table.key_schema == ({"AttributeName": "id", "KeyType": "HASH"},)
+    assert table.stream_view_type == "NEW_IMAGE"
+    assert table.billing_mode == "PAY_PER_REQUEST"
+    work = template.queues["Work"]
+    assert work.attributes == {"VisibilityTimeout": "45"}
+    assert (work.dead_letter_queue, work.max_receive_count) == ("Dead", 5)
+
+    worker = template.functions["Worker"]
+    assert worker.code_uri == (tmp_path / "code").resolve()
+    assert worker.handler_path == (tmp_path / "code" / "pkg" / "worker.py").resolve()
+    assert (worker.handler_module, worker.handler_function) == ("pkg.worker", "handle")
+    assert (worker.timeout, worker.memory_size) == (9, 512)  # own Timeout wins, MemorySize from Globals
+    # Globals lists are appended, maps merged with the function winning per key.
+    assert len(worker.layers) == 2
+    assert worker.environment["SHARED"] == "from-function"
+
+    (stream,) = worker.events_of(DynamoDBStreamEvent)
+    assert stream == DynamoDBStreamEvent(
+        name="Stream",
+        table="Things",
+        starting_position="LATEST",
+        batch_size=7,  # !Ref Size
+        maximum_batching_window_seconds=3.0,
+        maximum_retry_attempts=6,
+        bisect_batch_on_function_error=False,
+        parallelization_factor=1,
+        function_response_types=("ReportBatchItemFailures",),
+        on_failure_queue="Dead",
+        enabled=True,
+    )
+    (jobs,) = worker.events_of(SqsEvent)
+    assert (jobs.queue, jobs.batch_size, jobs.report_batch_item_failures) == ("Work", 4, False)
+    (tick,) = worker.events_of(ScheduleEvent)
+    assert tick.interval_seconds == 7200.0
+    (route,) = worker.events_of(HttpApiEvent)
+    assert (route.method, route.path, route.route_key) == ("PATCH", "/things/{thing_id}", "PATCH /things/{thing_id}")
+
+
+def test_environment_resolves_against_local_resources_and_parameters(tmp_path: Path) -> None:
+    template = load_template(write_template(tmp_path), stack_name="st2", parameter_overrides={"Mode": "beta"})
+    resources = local_resources("st2")
+    resolver = template.resolver.with_resources(resources.values())
+
+    environment = template.functions["Worker"].resolved_environment(resolver)
+
+    assert environment == {
+        "TABLE": "st2-Things",
+        "MODE": "beta",
+        "SHARED": "from-function",
+        "QUEUE": "http://q/work",
+        "DEAD_ARN": "arn:aws:sqs:us-east-1:1:dead",
+        "LABEL": "st2-beta-st2-Things",
+        "PICK": "picked-beta",
+        "GONE": "here",
+    }
+    alpha = load_template(write_template(tmp_path), stack_name="st2")
+    alpha_env = alpha.functions["Worker"].resolved_environment(alpha.resolver.with_resources(resources.values()))
+    assert alpha_env["PICK"] == "picked-alpha"
+    assert "GONE" not in alpha_env  # AWS::NoValue removes the variable
+
+
+def test_project_template_settings_come_from_the_yaml() -> None:
+    raw = load_yaml(DEFAULT_TEMPLATE)
+    template = load_template(stack_name="any-stack")
+
+    for logical_id, resource in raw["Resources"].items():
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            assert template.tables[logical_id].key_schema == tuple(resource["Properties"]["KeySchema"])
+        if resource["Type"] == "AWS::SQS::Queue":
+            redrive = resource["Properties"].get("RedrivePolicy")
+            queue = template.queues[logical_id]
+            if redrive:
+                assert queue.dead_letter_queue == redrive["deadLetterTargetArn"]["Fn::GetAtt"][0]
+                assert queue.max_receive_count == redrive["maxReceiveCount"]
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        function = template.functions[logical_id]
+        props = resource["Properties"]
+        assert function.handler == props["Handler"]
+        assert function.timeout == props.get("Timeout", raw["Globals"]["Function"].get("Timeout", 3))
+        for name, event in props.get("Events", {}).items():
+            described = next(item for item in function.events if item.name == name)
+            settings: dict[str, Any] = event["Properties"]
+            if event["Type"] == "DynamoDB":
+                assert isinstance(described, DynamoDBStreamEvent)
+                assert described.batch_size == settings.get("BatchSize", 100)
+                assert described.maximum_retry_attempts == settings.get("MaximumRetryAttempts", -1)
+                assert described.bisect_batch_on_function_error == settings.get("BisectBatchOnFunctionError", False)
+                assert described.table == settings["Stream"]["Fn::GetAtt"][0]
+            elif event["Type"] == "SQS":
+                assert isinstance(described, SqsEvent)
+                assert described.queue == settings["Queue"]["Fn::GetAtt"][0]
+                assert described.batch_size == settings.get("BatchSize", 10)
+            elif event["Type"] == "HttpApi":
+                assert isinstance(described, HttpApiEvent)
+                assert (described.method, described.path) == (settings["Method"].upper(), settings["Path"])
+
+
+def test_parameter_overrides_are_validated(tmp_path: Path) -> None:
+    path = write_template(tmp_path)
+    with pytest.raises(TemplateError, match="not one of"):
+        load_template(path, parameter_overrides={"Mode": "gamma"})
+    with pytest.raises(TemplateError, match="below its MinValue"):
+        load_template(path, parameter_overrides={"Size": "0"})
+    with pytest.raises(TemplateError, match="unknown parameter"):
+        load_template(path, parameter_overrides={"Nope": "1"})
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("rate(2 hours)", "cron(0 12 * * ? *)", "only rate"),
+        ("BisectBatchOnFunctionError: false", "ParallelizationFactor: 2", "ParallelizationFactor 2"),
+        ("  Dead:\n    Type: AWS::SQS::Queue", "  Dead:\n    Type: AWS::Kinesis::Stream", "not supported"),
+        ("Method: patch", "Method: patch\n            PayloadFormatVersion: '1.0'", "PayloadFormatVersion"),
+        ("Runtime: python3.12", "Runtime: nodejs20.x", "cannot run"),
+        ("Destination: !GetAtt Dead.Arn", "Destination: arn:aws:sqs:us-east-1:1:elsewhere", "must be !GetAtt"),
+        ("BatchSize: 4", "BatchSize: 4\n            Mystery: 1", "does not support Mystery"),
+        ("StartingPosition: LATEST", "StartingPosition: AT_TIMESTAMP", "TRIM_HORIZON or LATEST"),
+    ],
+)
+def test_unsupported_features_fail_with_a_clear_message(tmp_path: Path, old: str, new: str, message: str) -> None:
+    with pytest.raises(TemplateError, match=message):
+        load_template(write_template(tmp_path, replace(BASE, old, new)))
+
+
+def test_stream_event_needs_a_table_with_a_stream(tmp_path: Path) -> None:
+    text = replace(BASE, "      StreamSpecification: {StreamViewType: NEW_IMAGE}\n", "")
+    with pytest.raises(TemplateError, match="no StreamSpecification"):
+        load_template(write_template(tmp_path, text))
+
+
+def test_rate_expressions() -> None:
+    assert rate_seconds("rate(1 minute)") == 60
+    assert rate_seconds("rate(5 minutes)") == 300
+    assert rate_seconds("rate(1 day)") == 86400
+    with pytest.raises(TemplateError):
+        rate_seconds("rate(1 minutes)")
+    with pytest.raises(TemplateError):
+        rate_seconds("rate(0 minutes)")
+
+
+def test_functions_sharing_a_process_must_agree_on_variables() -> None:
+    runtime = {"AWS_REGION": "us-east-1"}
+    merged = merged_environment({"A": {"X": "1", "Y": "2"}, "B": {"X": "1"}}, runtime)
+    assert merged == {"X": "1", "Y": "2", "AWS_REGION": "us-east-1"}
+    with pytest.raises(TemplateError, match="X is '1' in A but '2' in B"):
+        merged_environment({"A": {"X": "1"}, "B": {"X": "2"}}, runtime)
+
+
+def test_short_form_tags_load_as_long_form(tmp_path: Path) -> None:
+    path = tmp_path / "tags.yaml"
+    path.write_text(
+        textwrap.dedent(
+            """\
+            A: !Ref Thing
+            B: !GetAtt Thing.Arn
+            C: !Sub "${Thing}-x"
+            D: !If [Cond, !Ref X, !GetAtt [Y, Arn]]
+            E: !Select [0, !Split [",", "a,b"]]
+            """
+        )
+    )
+    assert load_yaml(path) == {
+        "A": {"Ref": "Thing"},
+        "B": {"Fn::GetAtt": ["Thing", "Arn"]},
+        "C": {"Fn::Sub": "${Thing}-x"},
+        "D": {"Fn::If": ["Cond", {"Ref": "X"}, {"Fn::GetAtt": ["Y", "Arn"]}]},
+        "E": {"Fn::Select": [0, {"Fn::Split": [",", "a,b"]}]},
+    }
+
+
+def test_resource_values_are_what_intrinsics_see(tmp_path: Path) -> None:
+    template = load_template(write_template(tmp_path), stack_name="st3")
+    resolver = template.resolver.with_resources({"Things": ResourceValues("tbl", {"Arn": "arn:t"})})
+    assert resolver.resolve({"Fn::Sub": "${Things.Arn}/index/X"}, "test") == "arn:t/index/X"
+    assert resolver.resolve({"Fn::Join": ["-", [{"Ref": "Things"}, {"Ref": "AWS::Region"}]]}, "t") == "tbl-us-east-1"
+    with pytest.raises(TemplateError, match="not available locally"):
+        resolver.resolve({"Fn::GetAtt": ["Things", "StreamArn"]}, "test")
