@@ -92,10 +92,10 @@ Resources:
           Properties: {ApiId: !Ref Api, Method: PUT, Path: "/things/{thing_id}/parts/{part_id}"}
         Get:
           Type: HttpApi
-          Properties: {ApiId: !Ref Api, Method: GET, Path: /things/{thing_id}}
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/things/{thing_id}"}
         Fixed:
           Type: HttpApi
-          Properties: {ApiId: !Ref Api, Method: GET, Path: /things/special}
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/things/special"}
   StreamFn:
     Type: AWS::Serverless::Function
     Properties:

@@ -1,0 +1,82 @@
+"""template.yaml wires the failure paths as the design needs (a typo here fails silently on AWS)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hybrid_counter.counting.replay import BatchInfo
+from localrun.template import DynamoDBStreamEvent, HttpApiEvent, SqsEvent, Template, load_template
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def template() -> Template:
+    return load_template()
+
+
+def stream_event(template: Template) -> DynamoDBStreamEvent:
+    (event,) = template.functions["StreamCounterFunction"].events_of(DynamoDBStreamEvent)
+    return event
+
+
+def test_stream_mapping_reports_partial_failures_with_the_exact_enum_value(template):
+    assert stream_event(template).function_response_types == ("ReportBatchItemFailures",)
+
+
+def test_stream_mapping_retries_are_bounded_bisected_and_end_in_the_retry_queue(template):
+    event = stream_event(template)
+    assert 0 <= event.maximum_retry_attempts <= 10
+    assert event.bisect_batch_on_function_error is True
+    assert event.on_failure_queue == "RetryQueue"
+    assert event.batch_size <= 100  # one batch folds into few transactions
+    assert template.tables[event.table].stream_view_type == "NEW_AND_OLD_IMAGES"
+
+
+def test_retry_queue_redrives_to_the_operator_queue_and_outlasts_its_consumer(template):
+    retry = template.queues["RetryQueue"]
+    assert retry.dead_letter_queue == "OperatorQueue"
+    assert retry.max_receive_count is not None
+    assert retry.max_receive_count >= 2
+    (event,) = template.functions["RetryQueueFunction"].events_of(SqsEvent)
+    assert event.queue == "RetryQueue"
+    assert event.function_response_types == ("ReportBatchItemFailures",)
+    consumer_timeout = template.functions["RetryQueueFunction"].timeout
+    assert int(retry.attributes["VisibilityTimeout"]) >= 6 * consumer_timeout
+
+
+def test_pending_index_is_sparse_and_keyed_for_the_sweeper(template):
+    table = template.tables["ResourcesTable"]
+    (index,) = table.global_secondary_indexes
+    assert index["IndexName"] == "PendingIndex"
+    assert [k["AttributeName"] for k in index["KeySchema"]] == ["pending_shard", "pending_since"]
+
+
+def test_every_function_handler_file_exists_and_pending_grace_exceeds_api_timeout(template):
+    for function in template.functions.values():
+        assert function.handler_path.is_file(), function.handler_path
+        assert function.runtime == "python3.12"
+    grace = int(template.parameter_values["PendingGraceSeconds"])
+    assert grace > template.functions["ApiFunction"].timeout
+
+
+def test_api_sample_events_match_routes_in_the_template(template):
+    routes = {
+        f"{event.method.upper()} {event.path}"
+        for event in template.functions["ApiFunction"].events_of(HttpApiEvent)
+    }
+    api_events = sorted((PROJECT / "events").glob("api_*.json"))
+    assert len(api_events) == 7
+    for path in api_events:
+        assert json.loads(path.read_text())["routeKey"] in routes, path.name
+
+
+def test_retry_queue_sample_event_carries_an_on_failure_record():
+    event = json.loads((PROJECT / "events" / "retry_queue_on_failure_record.json").read_text())
+    (record,) = event["Records"]
+    info = BatchInfo.from_failure_record(json.loads(record["body"]))
+    assert int(info.start) <= int(info.end)
+    assert info.stream_arn.startswith("arn:aws:dynamodb:")
