@@ -98,18 +98,22 @@ def stream_records(streams: Any, arn: str, pk: str) -> list[dict[str, Any]]:
 
 def run(creates: int, workers: int) -> dict[str, Any]:
     with LocalEndpoints() as endpoints:
-        region = {"region_name": os.environ.get("AWS_DEFAULT_REGION", "us-east-1")}
-        dynamodb = boto3.client("dynamodb", endpoint_url=endpoints.dynamodb_url, config=RETRYING, **region)
-        sqs = boto3.client("sqs", endpoint_url=endpoints.sqs_url, **region)
+        region = os.environ.get("AWS_DEFAULT_REGION", "us-east-1")
+        dynamodb = boto3.client(
+            "dynamodb", endpoint_url=endpoints.dynamodb_url, config=RETRYING, region_name=region
+        )
+        sqs = boto3.client("sqs", endpoint_url=endpoints.sqs_url, region_name=region)
         template = load_template(stack_name="hybrid-counter-bench")
         table = next(iter(provision(template, dynamodb, sqs).tables.values()))
         meter = RequestMeter()
         clients = Clients(
             dynamodb=meter.attach(dynamodb),
             dynamodb_single_attempt=meter.attach(
-                boto3.client("dynamodb", endpoint_url=endpoints.dynamodb_url, config=SINGLE_ATTEMPT, **region)
+                boto3.client(
+                    "dynamodb", endpoint_url=endpoints.dynamodb_url, config=SINGLE_ATTEMPT, region_name=region
+                )
             ),
-            streams=boto3.client("dynamodbstreams", endpoint_url=endpoints.dynamodb_url, **region),
+            streams=boto3.client("dynamodbstreams", endpoint_url=endpoints.dynamodb_url, region_name=region),
         )
         settings = Settings(table_name=table.name, default_limit=10**6)
         service = ResourceService(settings, clients)
@@ -122,7 +126,11 @@ def run(creates: int, workers: int) -> dict[str, Any]:
         started = time.perf_counter()
         for mode, account in accounts.items():
             with ThreadPoolExecutor(workers) as pool:
-                ids[mode] = list(pool.map(lambda n, a=account: service.create(a, f"r{n}", {})[0].resource_id, range(creates)))
+                ids[mode] = list(
+                    pool.map(
+                        lambda n, a=account: service.create(a, f"r{n}", {})[0].resource_id, range(creates)
+                    )
+                )
         create_seconds = time.perf_counter() - started
         api_create = meter.snapshot()
         meter.reset()
@@ -175,7 +183,8 @@ def run(creates: int, workers: int) -> dict[str, Any]:
 
         batched, per_record = results["stream_batched"], results["stream_per_record"]
         results["ratios"] = {
-            "batched_vs_per_record_throughput": batched["operations_per_second"] / per_record["operations_per_second"],
+            "batched_vs_per_record_throughput": batched["operations_per_second"]
+            / per_record["operations_per_second"],
             "batched_vs_per_record_write_units": batched["write_units_per_operation"]
             / per_record["write_units_per_operation"],
             "batched_vs_per_record_counter_item_writes": batched["counter_item_writes_per_operation"]
@@ -195,7 +204,9 @@ def run(creates: int, workers: int) -> dict[str, Any]:
                 )
             )
         raw_rate = creates / (time.perf_counter() - started)
-        results["ratios"]["service_creates_vs_raw_putitem_rate"] = results["api_path"]["creates_per_second"] / raw_rate
+        results["ratios"]["service_creates_vs_raw_putitem_rate"] = (
+            results["api_path"]["creates_per_second"] / raw_rate
+        )
         return results
 
 

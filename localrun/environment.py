@@ -11,12 +11,15 @@ Powertools metrics stay on and print their EMF lines to stdout as on Lambda; set
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 
 from localrun.aws_clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
 from localrun.errors import TemplateError
 from localrun.template import REGION
+
+log = logging.getLogger("localrun.environment")
 
 
 def runtime_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
@@ -40,7 +43,10 @@ def merged_environment(
     runtime: Mapping[str, str],
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """One environment for every function; conflicting values are an error."""
+    """One environment for every function; conflicting values are an error.
+
+    The runtime's own variables (endpoints, region, credentials) win over a function's.
+    """
     merged: dict[str, str] = {}
     owner: dict[str, str] = {}
     for function, variables in per_function.items():
@@ -52,10 +58,10 @@ def merged_environment(
                 )
             merged[name] = value
             owner[name] = function
-    for name in runtime:
-        if name in merged and name not in {"AWS_REGION", "AWS_DEFAULT_REGION"}:
-            raise TemplateError(
-                f"environment variable {name} of {owner[name]} is reserved by the local runtime"
+    for name, value in runtime.items():
+        if name in merged and merged[name] != value:
+            log.warning(
+                "%s=%r of %s is replaced by the local runtime's %r", name, merged[name], owner[name], value
             )
     return {**merged, **runtime, **(extra or {})}
 

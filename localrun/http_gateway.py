@@ -42,6 +42,7 @@ Invoke = Callable[[str, dict[str, Any]], Any]  # (function logical id, event) ->
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 512  # bursts of concurrent clients (load tests) must not be refused
     gateway: HttpGateway
 
 

@@ -152,10 +152,9 @@ class SqsPoller:
                 MessageAttributeNames=["All"],
             )
             messages.extend(response.get("Messages", []))
+            # Messages received so far are invisible in the queue, so `busy()` still sees them.
             if len(messages) >= mapping.batch_size or time.monotonic() >= deadline:
                 break
-            if messages:
-                self.in_flight = True  # received: invisible, about to be processed
         return messages
 
     def _process(self, messages: list[MessageTypeDef]) -> None:

@@ -34,7 +34,7 @@ class RetryPolicy:
     max_backoff_seconds: float = 2.0
 
     def exhausted(self, retries: int) -> bool:
-        return self.maximum_retry_attempts != -1 and retries > self.maximum_retry_attempts
+        return self.maximum_retry_attempts != -1 and retries >= self.maximum_retry_attempts
 
     def backoff(self, consecutive_failures: int) -> float:
         if self.backoff_seconds <= 0:
@@ -107,7 +107,7 @@ class BatchRunner:
                     continue
             else:
                 # Partial failure: checkpoint before the lowest failed sequence number; the rest is retried.
-                lowest = max(outcome.failed_ids, key=int)
+                lowest = min(outcome.failed_ids, key=int)
                 index = next(
                     i for i, record in enumerate(attempt.records) if record.sequence_number == lowest
                 )

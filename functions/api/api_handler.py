@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from hybrid_counter.api.app import build_app
 from hybrid_counter.runtime import Components
 

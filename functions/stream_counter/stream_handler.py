@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.runtime import Components
 

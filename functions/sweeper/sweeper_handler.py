@@ -1,4 +1,5 @@
-"""Sweeper function (scheduled): finishes counting work the stream path left behind."""
+"""Sweeper function (scheduled): finishes counting work the stream path left behind, then heals
+best-effort counters that drifted below the eventual counter."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from functools import cache
 from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
+
 from hybrid_counter.runtime import Components
 
 
@@ -25,5 +27,7 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         "hard_deleted_uncounted": outcome.report.hard_deleted_uncounted,
         "already_done": outcome.report.already_done,
     }
+    healed = [outcome for outcome in parts.healer.heal_all() if outcome.healed]
+    summary["best_effort_healed"] = len(healed)
     parts.obs.logger.info("sweep finished", extra=summary)
     return summary

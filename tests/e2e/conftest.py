@@ -17,6 +17,7 @@ from typing import Any
 import boto3
 import pytest
 import requests
+
 from localrun.runtime import LocalRuntime, RuntimeOptions
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+
 from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.keys import resource_key
-
 from tests.faults import clear, inject
 
 pytestmark = pytest.mark.integration

@@ -7,6 +7,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+
 from hybrid_counter.errors import LimitExceeded
 
 pytestmark = pytest.mark.integration

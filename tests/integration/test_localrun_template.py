@@ -176,7 +176,11 @@ def test_throwaway_template_is_described_from_its_own_values(tmp_path: Path) -> 
     (tick,) = worker.events_of(ScheduleEvent)
     assert tick.interval_seconds == 7200.0
     (route,) = worker.events_of(HttpApiEvent)
-    assert (route.method, route.path, route.route_key) == ("PATCH", "/things/{thing_id}", "PATCH /things/{thing_id}")
+    assert (route.method, route.path, route.route_key) == (
+        "PATCH",
+        "/things/{thing_id}",
+        "PATCH /things/{thing_id}",
+    )
 
 
 def test_environment_resolves_against_local_resources_and_parameters(tmp_path: Path) -> None:
@@ -197,7 +201,9 @@ def test_environment_resolves_against_local_resources_and_parameters(tmp_path: P
         "GONE": "here",
     }
     alpha = load_template(write_template(tmp_path), stack_name="st2")
-    alpha_env = alpha.functions["Worker"].resolved_environment(alpha.resolver.with_resources(resources.values()))
+    alpha_env = alpha.functions["Worker"].resolved_environment(
+        alpha.resolver.with_resources(resources.values())
+    )
     assert alpha_env["PICK"] == "picked-alpha"
     assert "GONE" not in alpha_env  # AWS::NoValue removes the variable
 
@@ -228,7 +234,9 @@ def test_project_template_settings_come_from_the_yaml() -> None:
                 assert isinstance(described, DynamoDBStreamEvent)
                 assert described.batch_size == settings.get("BatchSize", 100)
                 assert described.maximum_retry_attempts == settings.get("MaximumRetryAttempts", -1)
-                assert described.bisect_batch_on_function_error == settings.get("BisectBatchOnFunctionError", False)
+                assert described.bisect_batch_on_function_error == settings.get(
+                    "BisectBatchOnFunctionError", False
+                )
                 assert described.table == settings["Stream"]["Fn::GetAtt"][0]
             elif event["Type"] == "SQS":
                 assert isinstance(described, SqsEvent)
@@ -257,12 +265,18 @@ def test_parameter_overrides_are_validated(tmp_path: Path) -> None:
         ("  Dead:\n    Type: AWS::SQS::Queue", "  Dead:\n    Type: AWS::Kinesis::Stream", "not supported"),
         ("Method: patch", "Method: patch\n            PayloadFormatVersion: '1.0'", "PayloadFormatVersion"),
         ("Runtime: python3.12", "Runtime: nodejs20.x", "cannot run"),
-        ("Destination: !GetAtt Dead.Arn", "Destination: arn:aws:sqs:us-east-1:1:elsewhere", "must be !GetAtt"),
+        (
+            "Destination: !GetAtt Dead.Arn",
+            "Destination: arn:aws:sqs:us-east-1:1:elsewhere",
+            "must be !GetAtt",
+        ),
         ("BatchSize: 4", "BatchSize: 4\n            Mystery: 1", "does not support Mystery"),
         ("StartingPosition: LATEST", "StartingPosition: AT_TIMESTAMP", "TRIM_HORIZON or LATEST"),
     ],
 )
-def test_unsupported_features_fail_with_a_clear_message(tmp_path: Path, old: str, new: str, message: str) -> None:
+def test_unsupported_features_fail_with_a_clear_message(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
     with pytest.raises(TemplateError, match=message):
         load_template(write_template(tmp_path, replace(BASE, old, new)))
 
@@ -317,6 +331,9 @@ def test_resource_values_are_what_intrinsics_see(tmp_path: Path) -> None:
     template = load_template(write_template(tmp_path), stack_name="st3")
     resolver = template.resolver.with_resources({"Things": ResourceValues("tbl", {"Arn": "arn:t"})})
     assert resolver.resolve({"Fn::Sub": "${Things.Arn}/index/X"}, "test") == "arn:t/index/X"
-    assert resolver.resolve({"Fn::Join": ["-", [{"Ref": "Things"}, {"Ref": "AWS::Region"}]]}, "t") == "tbl-us-east-1"
+    assert (
+        resolver.resolve({"Fn::Join": ["-", [{"Ref": "Things"}, {"Ref": "AWS::Region"}]]}, "t")
+        == "tbl-us-east-1"
+    )
     with pytest.raises(TemplateError, match="not available locally"):
         resolver.resolve({"Fn::GetAtt": ["Things", "StreamArn"]}, "test")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from botocore.stub import Stubber
+
 from hybrid_counter.counting.replay import Replayer, ReplayFailed
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper

@@ -6,10 +6,10 @@ import json
 from typing import Any
 
 import pytest
+
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound
 from hybrid_counter.resources import Resource, ResourcePage, Usage
-
 from tests.conftest import load_event
 
 

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hybrid_counter.counting.eventual import MAX_ACTIONS, plan_chunks
-from hybrid_counter.counting.ops import CountOp, UncountOp
 from hypothesis import given
 from hypothesis import strategies as st
+
+from hybrid_counter.counting.eventual import MAX_ACTIONS, plan_chunks
+from hybrid_counter.counting.ops import CountOp, UncountOp
 
 ops_strategy = st.lists(
     st.one_of(

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from hybrid_counter.counting.eventual import ApplyReport, ChunkFailed, EventualCounter
 from hybrid_counter.counting.ops import Op
 from hybrid_counter.counting.stream_batch import process_stream_batch
-
 from tests.conftest import load_event
 
 

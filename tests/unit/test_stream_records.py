@@ -5,9 +5,9 @@ from __future__ import annotations
 import copy
 
 import pytest
+
 from hybrid_counter.counting.ops import CountOp, UncountOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record
-
 from tests.conftest import load_event
 
 

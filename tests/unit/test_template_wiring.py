@@ -48,11 +48,16 @@ def test_retry_queue_redrives_to_the_operator_queue_and_outlasts_its_consumer(te
     assert int(retry.attributes["VisibilityTimeout"]) >= 6 * consumer_timeout
 
 
-def test_pending_index_is_sparse_and_keyed_for_the_sweeper(template):
+def test_sparse_indexes_for_the_sweeper_and_the_healer(template):
     table = template.tables["ResourcesTable"]
-    (index,) = table.global_secondary_indexes
-    assert index["IndexName"] == "PendingIndex"
-    assert [k["AttributeName"] for k in index["KeySchema"]] == ["pending_shard", "pending_since"]
+    indexes = {index["IndexName"]: index for index in table.global_secondary_indexes}
+    assert set(indexes) == {"PendingIndex", "CounterIndex"}
+    keys = {name: [k["AttributeName"] for k in index["KeySchema"]] for name, index in indexes.items()}
+    assert keys == {
+        "PendingIndex": ["pending_shard", "pending_since"],
+        "CounterIndex": ["counter_shard", "pk"],
+    }
+    assert all(index["Projection"]["ProjectionType"] == "KEYS_ONLY" for index in indexes.values())
 
 
 def test_every_function_handler_file_exists_and_pending_grace_exceeds_api_timeout(template):

@@ -18,7 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import NOT_APPLIED_ERRORS, Clients
 from hybrid_counter.errors import StoreUnavailable
-from hybrid_counter.keys import counter_key
+from hybrid_counter.keys import counter_key, counter_shard
 
 if TYPE_CHECKING:
     from hybrid_counter.observability import Observability
@@ -92,9 +92,9 @@ class CounterItemStore:
         self._clients.dynamodb.update_item(
             TableName=self._table,
             Key=counter_key(account_id),
-            UpdateExpression="SET #limit = :limit",
-            ExpressionAttributeNames={"#limit": "limit"},
-            ExpressionAttributeValues={":limit": {"N": str(limit)}},
+            UpdateExpression="SET #limit = :limit, #cs = if_not_exists(#cs, :cs)",
+            ExpressionAttributeNames={"#limit": "limit", "#cs": "counter_shard"},
+            ExpressionAttributeValues={":limit": {"N": str(limit)}, ":cs": {"S": counter_shard(account_id)}},
         )
 
     def admit(self, account_id: str, admission_token: str, seen: CounterState) -> Admission:
@@ -108,12 +108,19 @@ class CounterItemStore:
             limit = state.effective_limit(self._default_limit)
             if state.used >= limit:
                 return Admission(AdmissionOutcome.REJECTED, state)
-            names = {"#be": "best_effort", "#ev": "eventual", "#limit": "limit", "#adm": "last_admission"}
+            names = {
+                "#be": "best_effort",
+                "#ev": "eventual",
+                "#limit": "limit",
+                "#adm": "last_admission",
+                "#cs": "counter_shard",
+            }
             values: dict[str, Any] = {
                 ":one": {"N": "1"},
                 ":zero": {"N": "0"},
                 ":cap": {"N": str(limit)},
                 ":adm": {"S": admission_token},
+                ":cs": {"S": counter_shard(account_id)},
             }
             limit_unchanged = "attribute_not_exists(#limit)"
             if state.limit is not None:
@@ -125,7 +132,10 @@ class CounterItemStore:
             try:
                 self._single_attempt_update(
                     Key=counter_key(account_id),
-                    UpdateExpression="SET #be = if_not_exists(#be, :zero) + :one, #adm = :adm",
+                    UpdateExpression=(
+                        "SET #be = if_not_exists(#be, :zero) + :one, #adm = :adm, "
+                        "#cs = if_not_exists(#cs, :cs)"
+                    ),
                     ConditionExpression=condition,
                     ExpressionAttributeNames=names,
                     ExpressionAttributeValues=values,
@@ -153,40 +163,22 @@ class CounterItemStore:
         """Decrement best_effort once per token, before the resource is soft-deleted.
 
         The token set makes the decrement idempotent, so botocore may retry it freely and a
-        client's retried DELETE does not uncount twice. A best_effort already at 0 is left alone
-        (it undercounts; going negative would let it overcount later).
+        client's retried DELETE does not uncount twice. The stream path removes the token when it
+        hard-deletes the resource, and healing waits while any token is present.
         """
-        names = {"#be": "best_effort", "#unc": "uncounting"}
-        values: dict[str, Any] = {
-            ":one": {"N": "1"},
-            ":zero": {"N": "0"},
-            ":tok": {"S": token},
-            ":tokset": {"SS": [token]},
-            ":cap": {"N": str(UNCOUNTING_CAP)},
-        }
-        try:
-            self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=counter_key(account_id),
-                UpdateExpression="SET #be = #be - :one ADD #unc :tokset",
-                ConditionExpression=(
-                    "#be > :zero AND NOT contains(#unc, :tok) AND "
-                    "(attribute_not_exists(#unc) OR size(#unc) < :cap)"
-                ),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        state = self._uncount_with_token(account_id, token, decrement=True)
+        if state is None or token in state.uncounting:
             return
-        except ClientError as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
-                raise StoreUnavailable("could not update the account's counter; retry the request") from error
-            state = CounterState.from_item(error.response.get("Item"))  # type: ignore[arg-type]
-        if token in state.uncounting or state.best_effort <= 0:
-            return
+        if len(state.uncounting) < UNCOUNTING_CAP:
+            # best_effort is already 0 (it undercounts; going negative would let it overcount
+            # later): record the token alone, so healing still waits for the hard delete.
+            state = self._uncount_with_token(account_id, token, decrement=False)
+            if state is None or token in state.uncounting:
+                return
         # The set is full (a long stream backlog): decrement without the token. A retry may then
-        # uncount twice, which undercounts (safe); healing is fenced off while this is possible.
+        # uncount twice, which undercounts (safe); heal_fence keeps healing off meanwhile.
         self._obs.count("UncountingSetFull")
+        now = {":now": {"N": str(int(time.time()))}}
         try:
             self._clients.dynamodb.update_item(
                 TableName=self._table,
@@ -194,15 +186,49 @@ class CounterItemStore:
                 UpdateExpression="SET #be = #be - :one, #fence = :now",
                 ConditionExpression="#be > :zero",
                 ExpressionAttributeNames={"#be": "best_effort", "#fence": "heal_fence"},
-                ExpressionAttributeValues={
-                    ":one": {"N": "1"},
-                    ":zero": {"N": "0"},
-                    ":now": {"N": str(int(time.time()))},
-                },
+                ExpressionAttributeValues={":one": {"N": "1"}, ":zero": {"N": "0"}, **now},
             )
         except ClientError as error:
             if _error_code(error) != "ConditionalCheckFailedException":
                 raise StoreUnavailable("could not update the account's counter; retry the request") from error
+            self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=counter_key(account_id),
+                UpdateExpression="SET #fence = :now",
+                ExpressionAttributeNames={"#fence": "heal_fence"},
+                ExpressionAttributeValues=now,
+            )
+
+    def _uncount_with_token(self, account_id: str, token: str, *, decrement: bool) -> CounterState | None:
+        """One conditional write; None when it applied, else the state that refused it."""
+        values: dict[str, Any] = {
+            ":tok": {"S": token},
+            ":tokset": {"SS": [token]},
+            ":cap": {"N": str(UNCOUNTING_CAP)},
+        }
+        condition = "NOT contains(#unc, :tok) AND (attribute_not_exists(#unc) OR size(#unc) < :cap)"
+        update = "ADD #unc :tokset"
+        names = {"#unc": "uncounting"}
+        if decrement:
+            values.update({":one": {"N": "1"}, ":zero": {"N": "0"}})
+            names["#be"] = "best_effort"
+            condition = f"#be > :zero AND {condition}"
+            update = f"SET #be = #be - :one {update}"
+        try:
+            self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=counter_key(account_id),
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeNames=names,
+                ExpressionAttributeValues=values,
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        except ClientError as error:
+            if _error_code(error) != "ConditionalCheckFailedException":
+                raise StoreUnavailable("could not update the account's counter; retry the request") from error
+            return CounterState.from_item(error.response.get("Item"))  # type: ignore[arg-type]
+        return None
 
     def _single_attempt_update(self, **kwargs: Any) -> None:
         """UpdateItem without blind retries: only errors that prove nothing was written are retried."""

@@ -44,6 +44,15 @@ def all_pending_shards() -> list[str]:
     return [f"PENDING#{n:02d}" for n in range(PENDING_SHARDS)]
 
 
+def counter_shard(account_id: str) -> str:
+    """Bucket of the sparse CounterIndex that lists every account's counter item."""
+    return f"COUNTERS#{zlib.crc32(account_id.encode()) % PENDING_SHARDS:02d}"
+
+
+def all_counter_shards() -> list[str]:
+    return [f"COUNTERS#{n:02d}" for n in range(PENDING_SHARDS)]
+
+
 def parse_account_pk(pk: str) -> str:
     if not pk.startswith(ACCOUNT_PREFIX):
         raise ValueError(f"not an account key: {pk!r}")

@@ -9,6 +9,7 @@ from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.replay import Replayer
 from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.healing import Healer
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
@@ -41,3 +42,7 @@ class Components:
     @cached_property
     def replayer(self) -> Replayer:
         return Replayer(self.eventual, self.sweeper, self.clients)
+
+    @cached_property
+    def healer(self) -> Healer:
+        return Healer(self.settings.table_name, self.clients, self.obs)

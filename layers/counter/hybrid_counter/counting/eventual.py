@@ -24,7 +24,7 @@ from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.ops import CountOp, Op, UncountOp
-from hybrid_counter.keys import counter_key, resource_key
+from hybrid_counter.keys import counter_key, counter_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.settings import CountingMode
 
@@ -186,9 +186,15 @@ class EventualCounter:
         for account_id, (delta, tokens) in per_account.items():
             if delta == 0 and not tokens:
                 continue
-            expression = "ADD #ev :delta"
-            values: dict[str, Any] = {":delta": {"N": str(delta)}}
-            names = {"#ev": "eventual"}
+            # counting_version changes with every counted-state change, so an operator's recount
+            # can tell whether the stream path moved while it was counting.
+            expression = "SET #cs = if_not_exists(#cs, :cs) ADD #ev :delta, #ver :one"
+            values: dict[str, Any] = {
+                ":delta": {"N": str(delta)},
+                ":one": {"N": "1"},
+                ":cs": {"S": counter_shard(account_id)},
+            }
+            names = {"#ev": "eventual", "#ver": "counting_version", "#cs": "counter_shard"}
             if tokens:
                 expression += " DELETE #unc :tokens"
                 values[":tokens"] = {"SS": sorted(set(tokens))}

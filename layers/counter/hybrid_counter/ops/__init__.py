@@ -1,0 +1,1 @@
+"""Operator tooling: inspect and replay the dead-letter queues, recount and heal accounts."""

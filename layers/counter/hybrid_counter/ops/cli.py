@@ -1,0 +1,277 @@
+"""hybrid-counter-ops: the operator's tool for the counters and the dead-letter queues.
+
+Where to act: ``--stack NAME`` (a deployed stack's outputs), ``--local`` (the embedded runtime
+started by ``make dev``, which writes .local/runtime.json), or ``--table`` with
+``--operator-queue-url``/``--retry-queue-url`` (and the usual AWS environment).
+Every command prints JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+
+from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.records import PoisonRecord, ops_from_record
+from hybrid_counter.counting.replay import BatchInfo, Replayer, ReplayFailed
+from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.healing import Healer
+from hybrid_counter.keys import resource_key
+from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
+from hybrid_counter.ops.recount import Recounter
+
+LOCAL_STATE = Path(".local/runtime.json")
+DEFAULT_GRACE = 300
+
+
+@dataclass
+class Target:
+    table_name: str
+    queues: dict[str, str | None]
+    clients: Clients
+    sqs: Any
+
+
+def resolve_target(args: argparse.Namespace) -> Target:
+    endpoints: dict[str, str] = {}
+    table = args.table or os.environ.get("TABLE_NAME")
+    queues: dict[str, str | None] = {
+        "operator": args.operator_queue_url or os.environ.get("OPERATOR_QUEUE_URL"),
+        "retry": args.retry_queue_url or os.environ.get("RETRY_QUEUE_URL"),
+    }
+    if args.local is not None:
+        state = json.loads(Path(args.local).read_text())
+        endpoints = {"dynamodb": state["dynamodb_url"], "sqs": state["sqs_url"]}
+        table = state["table_name"]
+        queues = {
+            "operator": state["queue_urls"]["OperatorQueue"],
+            "retry": state["queue_urls"]["RetryQueue"],
+        }
+    elif args.stack:
+        stack = boto3.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0]
+        outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        table = outputs["TableName"]
+        queues = {"operator": outputs.get("OperatorQueueUrl"), "retry": outputs.get("RetryQueueUrl")}
+    if not table:
+        raise SystemExit("no table: use --stack, --local or --table (see --help)")
+
+    def client(service: str, config: Any = RETRYING) -> Any:
+        url = endpoints.get(service.replace("streams", ""))
+        return boto3.client(service, endpoint_url=url, config=config)  # type: ignore[call-overload]
+
+    clients = Clients(
+        dynamodb=client("dynamodb"),
+        dynamodb_single_attempt=client("dynamodb", SINGLE_ATTEMPT),
+        streams=client("dynamodbstreams"),
+    )
+    return Target(table, queues, clients, client("sqs"))
+
+
+def _queue(target: Target, which: str) -> FailureQueue:
+    url = target.queues.get(which)
+    if not url:
+        raise SystemExit(f"no URL for the {which} queue: use --stack, --local or --{which}-queue-url")
+    return FailureQueue(target.sqs, url)
+
+
+def _parts(target: Target) -> tuple[EventualCounter, Sweeper, Replayer, Healer]:
+    counter = EventualCounter(target.table_name, "batched", target.clients)
+    grace = int(os.environ.get("PENDING_GRACE_SECONDS", DEFAULT_GRACE))
+    sweeper = Sweeper(target.table_name, counter, grace, target.clients)
+    return (
+        counter,
+        sweeper,
+        Replayer(counter, sweeper, target.clients),
+        Healer(target.table_name, target.clients),
+    )
+
+
+def _find(queue: FailureQueue, message_id: str) -> QueuedFailure:
+    failure = queue.find(message_id)
+    if failure is None:
+        raise SystemExit(f"message {message_id} is not in {queue.url}")
+    return failure
+
+
+def cmd_queue_list(target: Target, args: argparse.Namespace) -> Any:
+    return [failure.summary() for failure in _queue(target, args.queue).peek(args.max)]
+
+
+def cmd_queue_show(target: Target, args: argparse.Namespace) -> Any:
+    failure = _find(_queue(target, args.queue), args.message_id)
+    _, _, replayer, _ = _parts(target)
+    shown: dict[str, Any] = {**failure.summary(), "body": failure.body}
+    batch = failure.batch
+    if batch is None:
+        return {**shown, "records": "not an on-failure record of a DynamoDB stream"}
+    try:
+        records = replayer.read_range(batch)
+    except Exception as error:
+        return {**shown, "records": f"cannot read the range from the stream: {error}"}
+    shown["records"] = [_describe_record(target, record) for record in records]
+    return shown
+
+
+def _describe_record(target: Target, record: dict[str, Any]) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "sequence_number": record.get("dynamodb", {}).get("SequenceNumber"),
+        "event": record.get("eventName"),
+        "keys": record.get("dynamodb", {}).get("Keys"),
+    }
+    try:
+        ops = ops_from_record(record)
+    except PoisonRecord as error:
+        return {**described, "poison": str(error)}
+    described["operations"] = []
+    for op in ops:
+        item = target.clients.dynamodb.get_item(
+            TableName=target.table_name, Key=resource_key(op.account_id, op.resource_id), ConsistentRead=True
+        ).get("Item")
+        described["operations"].append({"operation": repr(op), "resource_now": item})
+    return described
+
+
+def cmd_queue_replay(target: Target, args: argparse.Namespace) -> Any:
+    queue = _queue(target, args.queue)
+    _, _, replayer, _ = _parts(target)
+    failures = queue.peek(1000) if args.all else [_find(queue, m) for m in args.message_ids]
+    results = []
+    for failure in failures:
+        try:
+            outcome = queue.replay(failure, replayer)
+        except (ReplayFailed, LookupError) as error:
+            results.append({"message_id": failure.message_id, "replayed": False, "error": str(error)})
+            continue
+        results.append(
+            {
+                "message_id": failure.message_id,
+                "replayed": True,
+                "deleted_from_queue": True,
+                "records_read": outcome.records_read,
+                "from_table_instead_of_stream": outcome.swept,
+                "counted": outcome.report.counted,
+                "hard_deleted": outcome.report.uncounted + outcome.report.hard_deleted_uncounted,
+                "already_done": outcome.report.already_done,
+            }
+        )
+    return results
+
+
+def cmd_queue_delete(target: Target, args: argparse.Namespace) -> Any:
+    queue = _queue(target, args.queue)
+    failure = _find(queue, args.message_id)
+    queue.delete(failure)
+    return {"message_id": failure.message_id, "deleted": True}
+
+
+def cmd_recount(target: Target, args: argparse.Namespace) -> Any:
+    counter, _, _, healer = _parts(target)
+    recounter = Recounter(target.table_name, counter, healer, target.clients)
+    finish = args.finish_pending_older_than
+    report = recounter.recount(args.account_id, fix=args.fix, finish_pending_older_than=finish)
+    return {**report.to_json(), "dry_run": not args.fix}
+
+
+def cmd_pending(target: Target, args: argparse.Namespace) -> Any:
+    _, sweeper, _, _ = _parts(target)
+    keys = sweeper.pending_keys(args.older_than)
+    return [{"pk": k["pk"]["S"], "sk": k["sk"]["S"]} for k in keys]
+
+
+def cmd_sweep(target: Target, args: argparse.Namespace) -> Any:
+    _, sweeper, _, _ = _parts(target)
+    outcome = sweeper.sweep(args.older_than)
+    report = outcome.report
+    return {
+        "pending_found": outcome.found,
+        "counted": report.counted,
+        "hard_deleted": report.uncounted + report.hard_deleted_uncounted,
+        "already_done": report.already_done,
+    }
+
+
+def cmd_heal(target: Target, args: argparse.Namespace) -> Any:
+    _, _, _, healer = _parts(target)
+    outcomes = healer.heal_all() if args.all else [healer.heal_account(a) for a in args.account_ids]
+    return [outcome.__dict__ for outcome in outcomes]
+
+
+def parser() -> argparse.ArgumentParser:
+    root = argparse.ArgumentParser(prog="hybrid-counter-ops", description=__doc__)
+    where = root.add_argument_group("where")
+    where.add_argument("--stack", help="CloudFormation stack name (reads its outputs)")
+    where.add_argument("--local", nargs="?", const=str(LOCAL_STATE), help="the embedded runtime's state file")
+    where.add_argument("--table", help="table name")
+    where.add_argument("--operator-queue-url")
+    where.add_argument("--retry-queue-url")
+    commands = root.add_subparsers(dest="command", required=True)
+
+    queue = commands.add_parser("queue", help="the operator queue (or, with --queue retry, the retry queue)")
+    queue_commands = queue.add_subparsers(dest="queue_command", required=True)
+    for name, helptext in [
+        ("list", "list messages without consuming them"),
+        ("show", "one message, with its stream records read back and what each would do"),
+        ("replay", "apply the failed batch again; delete the message when that succeeds"),
+        ("delete", "drop a message (after the account has been recounted)"),
+    ]:
+        sub = queue_commands.add_parser(name, help=helptext)
+        sub.add_argument("--queue", choices=["operator", "retry"], default="operator")
+        if name == "list":
+            sub.add_argument("--max", type=int, default=100)
+            sub.set_defaults(handler=cmd_queue_list)
+        elif name == "show":
+            sub.add_argument("message_id")
+            sub.set_defaults(handler=cmd_queue_show)
+        elif name == "replay":
+            sub.add_argument("message_ids", nargs="*")
+            sub.add_argument("--all", action="store_true")
+            sub.set_defaults(handler=cmd_queue_replay)
+        else:
+            sub.add_argument("message_id")
+            sub.set_defaults(handler=cmd_queue_delete)
+
+    recount = commands.add_parser("recount", help="count an account from its resources; report or fix drift")
+    recount.add_argument("account_id")
+    recount.add_argument("--fix", action="store_true", help="write the corrections (default: dry run)")
+    recount.add_argument(
+        "--finish-pending-older-than",
+        type=float,
+        metavar="SECONDS",
+        help="first finish the account's pending resources older than this (with --fix)",
+    )
+    recount.set_defaults(handler=cmd_recount)
+
+    pending = commands.add_parser("pending", help="resources still waiting for the stream path")
+    pending.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
+    pending.set_defaults(handler=cmd_pending)
+
+    sweep = commands.add_parser("sweep", help="finish pending resources older than a grace period")
+    sweep.add_argument("--older-than", type=float, default=float(DEFAULT_GRACE), metavar="SECONDS")
+    sweep.set_defaults(handler=cmd_sweep)
+
+    heal = commands.add_parser("heal", help="raise drifted best-effort counters to the eventual counter")
+    heal.add_argument("account_ids", nargs="*")
+    heal.add_argument("--all", action="store_true")
+    heal.set_defaults(handler=cmd_heal)
+    return root
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    target = resolve_target(args)
+    result = args.handler(target, args)
+    json.dump(result, sys.stdout, indent=2, default=str)
+    sys.stdout.write("\n")
+    return 0
+
+
+__all__ = ["BatchInfo", "main"]
