@@ -18,6 +18,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from localrun.errors import LocalRunError
 from localrun.http_payload import (
     INTERNAL_ERROR_BODY,
     MAX_REQUEST_BODY,
@@ -91,7 +92,13 @@ class HttpGateway:
         return f"http://127.0.0.1:{self.port}{prefix}"
 
     def start(self) -> None:
-        server = _Server(("127.0.0.1", self._requested_port), _Handler)
+        try:
+            server = _Server(("127.0.0.1", self._requested_port), _Handler)
+        except OSError as error:
+            raise LocalRunError(
+                f"cannot listen on 127.0.0.1:{self._requested_port} ({error.strerror}); "
+                "set PORT to another port (0 = any free port)"
+            ) from error
         server.gateway = self
         self._server = server
         self._thread = threading.Thread(target=server.serve_forever, name="localrun-http", daemon=True)

@@ -11,6 +11,9 @@ from __future__ import annotations
 import io
 import json
 import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +22,9 @@ from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
 _http = urllib3.PoolManager()
+# Every fault that fired in this process, by (operation, kind): reported by the reliability runs.
+FIRED: Counter[tuple[str, str]] = Counter()
+_fired_lock = threading.Lock()
 
 
 @dataclass
@@ -27,6 +33,7 @@ class Fault:
     when: str = "after"  # "after": applied then lost; "before": never sent
     error: str | None = None  # DynamoDB error code answered instead of sending
     times: int = 1
+    skip: int = 0  # matching calls let through before the first fault
     fired: int = 0
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -34,10 +41,16 @@ class Fault:
     def _take(self) -> bool:
         with self.lock:
             self.calls += 1
-            if self.fired >= self.times:
+            if self.calls <= self.skip or self.fired >= self.times:
                 return False
             self.fired += 1
-            return True
+        with _fired_lock:
+            FIRED[(self.operation, self.kind)] += 1
+        return True
+
+    @property
+    def kind(self) -> str:
+        return self.error or f"lost-{'request' if self.when == 'before' else 'response'}"
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
         target = request.headers.get("X-Amz-Target", b"")
@@ -46,14 +59,21 @@ class Fault:
             return None
         if not self._take():
             return None
+        if self.error == "TransactionCanceledException":
+            actions = len(json.loads(request.body or b"{}").get("TransactItems", []))
+            reasons = [{"Code": "None"}] * actions
+            reasons[-1] = {"Code": "TransactionConflict", "Message": "injected conflict"}
+            body = json.dumps(
+                {
+                    "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+                    "message": "Transaction cancelled (injected)",
+                    "CancellationReasons": reasons,
+                }
+            ).encode()
+            return _response(request.url, body)
         if self.error is not None:
             error_body = {"__type": f"com.amazonaws.dynamodb.v20120810#{self.error}", "message": "injected"}
-            body = json.dumps(error_body).encode()
-            status = 400
-            raw = urllib3.HTTPResponse(
-                body=io.BytesIO(body), status=status, headers={}, preload_content=False
-            )
-            return AWSResponse(request.url, status, _headers(), raw)
+            return _response(request.url, json.dumps(error_body).encode())
         if self.when == "before":
             raise ConnectTimeoutError(endpoint_url=request.url)
         headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
@@ -61,10 +81,11 @@ class Fault:
         raise ReadTimeoutError(endpoint_url=request.url)
 
 
-def _headers() -> HTTPHeaders:
+def _response(url: str, body: bytes) -> AWSResponse:
     headers = HTTPHeaders()
     headers["x-amzn-requestid"] = "injected"
-    return headers
+    raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=400, headers={}, preload_content=False)
+    return AWSResponse(url, 400, headers, raw)
 
 
 def inject(client: Any, operation: str, **kwargs: Any) -> Fault:
@@ -75,3 +96,12 @@ def inject(client: Any, operation: str, **kwargs: Any) -> Fault:
 
 def clear(client: Any, fault: Fault) -> None:
     client.meta.events.unregister("before-send.*.*", fault)
+
+
+@contextmanager
+def injected(client: Any, operation: str, **kwargs: Any) -> Iterator[Fault]:
+    fault = inject(client, operation, **kwargs)
+    try:
+        yield fault
+    finally:
+        clear(client, fault)

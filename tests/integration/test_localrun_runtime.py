@@ -261,8 +261,11 @@ def recorder(runtime: LocalRuntime) -> Iterator[Recorder]:
     recorder = Recorder(runtime)
     recorder.wrap("TickFn")  # keeps the fast schedule quiet
     yield recorder
-    runtime.wait_until_idle(timeout=30)
-    recorder.close()
+    runtime.resume_stream()
+    try:
+        runtime.wait_until_idle(timeout=30)
+    finally:
+        recorder.close()
 
 
 def ddb(runtime: LocalRuntime) -> Any:

@@ -160,9 +160,13 @@ class ResourceService:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
-            if _code(error) == "ConditionalCheckFailedException" and resource_id is not None:
-                return self._existing(error.response.get("Item")), False  # type: ignore[arg-type]
-            raise StoreUnavailable("could not store the resource; retry the request") from error
+            if _code(error) != "ConditionalCheckFailedException":
+                raise StoreUnavailable("could not store the resource; retry the request") from error
+            stored: dict[str, Any] = dict(error.response.get("Item") or {})  # type: ignore[call-overload]
+            if stored.get("incarnation", {}).get("S") != incarnation:
+                # Someone else's resource under this id (only possible with a client-chosen id).
+                return self._existing(stored), False
+            # Our own write, retried by botocore after a lost response: carry on and admit it.
 
         admission = self.counters.admit(account_id, f"{rid}#{incarnation}", state)
         if admission.outcome == AdmissionOutcome.REJECTED:
