@@ -26,6 +26,7 @@ from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.keys import COUNTER_SK, account_pk
+from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.endpoints import LocalEndpoints
@@ -116,7 +117,8 @@ def run(creates: int, workers: int) -> dict[str, Any]:
             streams=boto3.client("dynamodbstreams", endpoint_url=endpoints.dynamodb_url, region_name=region),
         )
         settings = Settings(table_name=table.name, default_limit=10**6)
-        service = ResourceService(settings, clients)
+        quiet = Observability(emit_metrics=False)
+        service = ResourceService(settings, clients, quiet)
         results: dict[str, Any] = {"creates": creates, "workers": workers}
 
         # API path: requests and write units per create and per delete.
@@ -158,7 +160,7 @@ def run(creates: int, workers: int) -> dict[str, Any]:
         streams = clients.streams_client()
         for mode, account in accounts.items():
             records = stream_records(streams, table.stream_arn or "", account_pk(account))
-            counter = EventualCounter(settings.table_name, mode, clients)  # type: ignore[arg-type]
+            counter = EventualCounter(settings.table_name, mode, clients, quiet)  # type: ignore[arg-type]
             meter.reset()
             started = time.perf_counter()
             for start in range(0, len(records), 100):
@@ -191,23 +193,27 @@ def run(creates: int, workers: int) -> dict[str, Any]:
             / per_record["counter_item_writes_per_operation"],
         }
 
-        # The emulator's raw single-item write rate, for scale (same workers, same run).
-        raw_ids = [uuid.uuid4().hex for _ in range(creates)]
-        started = time.perf_counter()
-        with ThreadPoolExecutor(workers) as pool:
-            list(
-                pool.map(
-                    lambda rid: dynamodb.put_item(
-                        TableName=table.name, Item={"pk": {"S": "RAW"}, "sk": {"S": rid}}
-                    ),
-                    raw_ids,
-                )
-            )
-        raw_rate = creates / (time.perf_counter() - started)
+        raw_rate = _raw_put_rate(dynamodb, table.name, creates, workers)
         results["ratios"]["service_creates_vs_raw_putitem_rate"] = (
             results["api_path"]["creates_per_second"] / raw_rate
         )
         return results
+
+
+def _raw_put_rate(dynamodb: Any, table_name: str, count: int, workers: int) -> float:
+    """The emulator's raw single-item write rate, for scale (same workers, same run)."""
+    ids = [uuid.uuid4().hex for _ in range(count)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(
+            pool.map(
+                lambda rid: dynamodb.put_item(
+                    TableName=table_name, Item={"pk": {"S": "RAW"}, "sk": {"S": rid}}
+                ),
+                ids,
+            )
+        )
+    return count / (time.perf_counter() - started)
 
 
 def main() -> None:
@@ -220,7 +226,6 @@ def main() -> None:
     os.environ.setdefault("AWS_ACCESS_KEY_ID", "local")
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "local")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "HybridCounterBench")
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     results = run(args.creates, args.workers)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))

@@ -92,7 +92,7 @@ def test_heal_loses_the_race_to_a_concurrent_admission_instead_of_overcounting(
     drain(account)
     set_counter(clients, settings, account, best_effort=1)
     # A create lands between the healer's read and its write.
-    raced = []
+    raced: list[object] = []
 
     def race(**_):
         if not raced:

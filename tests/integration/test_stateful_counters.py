@@ -105,13 +105,13 @@ class CountingSystem(RuleBasedStateMachine):
         client = self.world.clients.dynamodb
         if fault is None:
             return process_stream_batch(records, self.counter).failed_sequence_numbers
-        kind = {
+        kinds: dict[str, dict[str, Any]] = {
             "conflict": {"error": "TransactionCanceledException"},
             "conflict-all": {"error": "TransactionCanceledException", "times": 100},
             "after": {"when": "after"},
             "throttle": {"error": "ProvisionedThroughputExceededException"},
-        }[fault]
-        with injected(client, "TransactWriteItems", **kind):
+        }
+        with injected(client, "TransactWriteItems", **kinds[fault]):
             STATS[f"fault:count:{fault}"] += 1
             return process_stream_batch(records, self.counter).failed_sequence_numbers
 

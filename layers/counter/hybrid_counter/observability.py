@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from functools import cached_property
+from typing import IO
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
@@ -10,18 +11,23 @@ from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 class Observability:
     """One per process. Metrics go out as single EMF lines so concurrent invocations in one
-    process (the local runtime) never share a metric set."""
+    process (the local runtime) never share a metric set. Command-line tools turn metrics off so
+    their stdout stays theirs."""
+
+    def __init__(self, emit_metrics: bool = True, log_stream: IO[str] | None = None) -> None:
+        self.emit_metrics = emit_metrics
+        self._log_stream = log_stream
 
     @cached_property
     def logger(self) -> Logger:
-        return Logger()
+        return Logger(stream=self._log_stream) if self._log_stream is not None else Logger()
 
     @cached_property
     def tracer(self) -> Tracer:
         return Tracer()
 
     def count(self, name: str, value: int = 1) -> None:
-        if value <= 0:
+        if value <= 0 or not self.emit_metrics:
             return
         with single_metric(name=name, unit=MetricUnit.Count, value=value) as metric:
             metric.add_dimension(name="service", value=self.logger.service)

@@ -22,10 +22,11 @@ import boto3
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record
-from hybrid_counter.counting.replay import BatchInfo, Replayer, ReplayFailed
+from hybrid_counter.counting.replay import Replayer, ReplayFailed
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import resource_key
+from hybrid_counter.observability import Observability
 from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
 from hybrid_counter.ops.recount import Recounter
 
@@ -83,15 +84,19 @@ def _queue(target: Target, which: str) -> FailureQueue:
     return FailureQueue(target.sqs, url)
 
 
+# Metrics off and logs on stderr: stdout carries the command's JSON only.
+QUIET = Observability(emit_metrics=False, log_stream=sys.stderr)
+
+
 def _parts(target: Target) -> tuple[EventualCounter, Sweeper, Replayer, Healer]:
-    counter = EventualCounter(target.table_name, "batched", target.clients)
+    counter = EventualCounter(target.table_name, "batched", target.clients, QUIET)
     grace = int(os.environ.get("PENDING_GRACE_SECONDS", DEFAULT_GRACE))
     sweeper = Sweeper(target.table_name, counter, grace, target.clients)
     return (
         counter,
         sweeper,
         Replayer(counter, sweeper, target.clients),
-        Healer(target.table_name, target.clients),
+        Healer(target.table_name, target.clients, QUIET),
     )
 
 
@@ -274,4 +279,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["BatchInfo", "main"]
+if __name__ == "__main__":
+    sys.exit(main())

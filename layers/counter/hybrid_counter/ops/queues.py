@@ -94,12 +94,16 @@ class FailureQueue:
             ).get("Messages", [])
             if not messages:
                 break
+            found = None
             for message in messages:
                 if message["MessageId"] == message_id:
-                    return _parse(message)
-                self._sqs.change_message_visibility(
-                    QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
-                )
+                    found = _parse(message)
+                else:
+                    self._sqs.change_message_visibility(
+                        QueueUrl=self.url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0
+                    )
+            if found is not None:
+                return found
         raise LookupError(f"message {message_id} is not in {self.url}")
 
 

@@ -1,0 +1,128 @@
+"""An operator takes messages from the operator queue to fixed accounts with hybrid-counter-ops."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+import boto3
+import pytest
+
+from tests.e2e.conftest import eventually
+
+pytestmark = pytest.mark.e2e
+
+
+def ops(runtime: Any, *args: str) -> Any:
+    where = [
+        "--table",
+        runtime.table_name,
+        "--operator-queue-url",
+        runtime.queue_urls["OperatorQueue"],
+        "--retry-queue-url",
+        runtime.queue_urls["RetryQueue"],
+    ]
+    # A separate process, as an operator runs it (the runtime's own threads print to this stdout).
+    done = subprocess.run(
+        [sys.executable, "-m", "hybrid_counter.ops.cli", *where, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={
+            **os.environ,
+            "AWS_ENDPOINT_URL_DYNAMODB": runtime.dynamodb_url,
+            "AWS_ENDPOINT_URL_SQS": runtime.sqs_url,
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_outage_then_replay_from_the_operator_queue(target, local_runtime):
+    runtime = local_runtime
+    account = f"outage-{uuid.uuid4().hex[:8]}"
+
+    # Given an outage: the stream function and the retry-queue function fail for this account
+    def failing(event, context, call_next):
+        if account in json.dumps(event) or "DDBStreamBatchInfo" in json.dumps(event):
+            raise RuntimeError("injected outage")
+        return call_next(event, context)
+
+    unwrap_stream = runtime.wrap_function("StreamCounterFunction", failing)
+    unwrap_retry = runtime.wrap_function("RetryQueueFunction", failing)
+    try:
+        for n in range(3):
+            assert target.call("POST", f"/accounts/{account}/resources", {"name": f"r{n}"}).status_code == 201
+        # The failed batches travel stream -> retry queue -> operator queue
+        runtime.wait_until_idle(120)
+        listed = ops(runtime, "queue", "list")
+    finally:
+        unwrap_stream()
+        unwrap_retry()
+    assert target.call("GET", f"/accounts/{account}/usage").json()["eventual"] == 0
+
+    # When the operator looks at the messages, their records are read back from the stream
+    assert listed
+    shown = [ops(runtime, "queue", "show", m["message_id"]) for m in listed]
+    assert all(m["condition"] == "RetryAttemptsExhausted" for m in listed)
+    assert any(r.get("operations") for message in shown for r in message["records"])
+    # And replays everything once the outage is over
+    replayed = ops(runtime, "queue", "replay", "--all")
+    assert all(r["replayed"] for r in replayed), replayed
+
+    # Then the account is counted exactly and the operator queue is empty
+    usage = target.call("GET", f"/accounts/{account}/usage").json()
+    assert (usage["best_effort"], usage["eventual"]) == (3, 3)
+    assert ops(runtime, "queue", "list") == []
+    assert ops(runtime, "recount", account)["eventual_drift"] == 0
+
+
+def test_poison_message_is_resolved_by_a_recount_and_dropped(target, local_runtime):
+    runtime = local_runtime
+    account = f"poison-ops-{uuid.uuid4().hex[:8]}"
+    for n in range(2):
+        assert target.call("POST", f"/accounts/{account}/resources", {"name": f"r{n}"}).status_code == 201
+    target.settle()
+    # Given a corrupted counter item: a malformed admission marker (poison) and drifted counters
+    dynamodb = boto3.client("dynamodb", endpoint_url=runtime.dynamodb_url)
+    dynamodb.update_item(
+        TableName=runtime.table_name,
+        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
+        UpdateExpression="SET last_admission = :bad, eventual = :ev, best_effort = :be",
+        ExpressionAttributeValues={":bad": {"S": "corrupt"}, ":ev": {"N": "5"}, ":be": {"N": "0"}},
+    )
+
+    def poison_listed():
+        messages = ops(runtime, "queue", "list")
+        mine = [m for m in messages if _mentions(runtime, m["message_id"], account)]
+        assert mine
+        return mine
+
+    (message, *_) = eventually(poison_listed, timeout=90, interval=0.5)
+    shown = ops(runtime, "queue", "show", message["message_id"])
+    assert any("poison" in record for record in shown["records"])
+    replay = ops(runtime, "queue", "replay", message["message_id"])
+    assert replay[0]["replayed"] is False  # a poison record cannot be applied
+
+    # When the operator recounts the account (dry run first, then the fix) and drops the message
+    dry = ops(runtime, "recount", account)
+    assert (dry["eventual_drift"], dry["best_effort_deficit"], dry["dry_run"]) == (3, 2, True)
+    fixed = ops(runtime, "recount", account, "--fix")
+    assert (fixed["eventual"], fixed["best_effort"]) == (2, 2)
+    assert ops(runtime, "queue", "delete", message["message_id"])["deleted"] is True
+
+    # Then the account is exact and still works
+    assert target.call("POST", f"/accounts/{account}/resources", {"name": "after"}).status_code == 201
+    target.settle()
+    usage = target.call("GET", f"/accounts/{account}/usage").json()
+    assert (usage["best_effort"], usage["eventual"]) == (3, 3)
+
+
+def _mentions(runtime: Any, message_id: str, account: str) -> bool:
+    shown = ops(runtime, "queue", "show", message_id)
+    return account in json.dumps(shown["records"])
