@@ -8,11 +8,13 @@ SIGTERM stops everything cleanly and exits 0.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+from pathlib import Path
 from types import FrameType
 
 from localrun.errors import LocalRunError
@@ -75,6 +77,23 @@ def banner(runtime: LocalRuntime) -> str:
     return "\n".join(lines)
 
 
+STATE_FILE = Path(".local/runtime.json")
+
+
+def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
+    """Where everything runs, for `hybrid-counter-ops --local` (removed again on stop)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {
+        "api_url": runtime.api_url,
+        "dynamodb_url": runtime.dynamodb_url,
+        "sqs_url": runtime.sqs_url,
+        "table_name": runtime.table_name,
+        "stream_arn": runtime.stream_arn,
+        "queue_urls": runtime.queue_urls,
+    }
+    path.write_text(json.dumps(state, indent=2))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -99,7 +118,12 @@ def main(argv: list[str] | None = None) -> int:
     runtime = LocalRuntime(options)
     try:
         runtime.start()
+        write_state(runtime)
         print(banner(runtime), flush=True)
+        print(
+            f"operator tool: .venv/bin/hybrid-counter-ops --local queue list   (state in {STATE_FILE})\n",
+            flush=True,
+        )
         while not stop.wait(0.5):
             pass
     except LocalRunError as error:
@@ -107,6 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         runtime.stop()
+        STATE_FILE.unlink(missing_ok=True)
     print("stopped", flush=True)
     return 0
 

@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from hybrid_counter.api.app import build_app
+from hybrid_counter.api.app import as_json_request, build_app
 from hybrid_counter.runtime import Components
 
 
@@ -25,4 +25,4 @@ def app() -> APIGatewayHttpResolver:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     logger = components().obs.logger
     logger.set_correlation_id(event.get("requestContext", {}).get("requestId"))
-    return app().resolve(event, context)
+    return app().resolve(as_json_request(event), context)

@@ -98,3 +98,13 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
         )
 
     return app
+
+
+def as_json_request(event: dict[str, Any]) -> dict[str, Any]:
+    """The API only speaks JSON: a body sent without a JSON content type (curl -d sends a form
+    type) is read as JSON rather than as form fields."""
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    if event.get("body") and "json" not in headers.get("content-type", ""):
+        headers["content-type"] = "application/json"
+        return {**event, "headers": headers}
+    return event

@@ -49,8 +49,18 @@ def resolve_target(args: argparse.Namespace) -> Target:
         "operator": args.operator_queue_url or os.environ.get("OPERATOR_QUEUE_URL"),
         "retry": args.retry_queue_url or os.environ.get("RETRY_QUEUE_URL"),
     }
-    if args.local is not None:
-        state = json.loads(Path(args.local).read_text())
+    if args.local:
+        state_file = Path(args.local_state)
+        if not state_file.is_file():
+            raise SystemExit(f"{state_file} not found: is `make dev` running (from this directory)?")
+        state = json.loads(state_file.read_text())
+        # The local endpoints accept any credentials; region and keys just have to be present.
+        for name, value in (
+            ("AWS_DEFAULT_REGION", "us-east-1"),
+            ("AWS_ACCESS_KEY_ID", "local"),
+            ("AWS_SECRET_ACCESS_KEY", "local"),
+        ):
+            os.environ.setdefault(name, value)
         endpoints = {"dynamodb": state["dynamodb_url"], "sqs": state["sqs_url"]}
         table = state["table_name"]
         queues = {
@@ -214,7 +224,10 @@ def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="hybrid-counter-ops", description=__doc__)
     where = root.add_argument_group("where")
     where.add_argument("--stack", help="CloudFormation stack name (reads its outputs)")
-    where.add_argument("--local", nargs="?", const=str(LOCAL_STATE), help="the embedded runtime's state file")
+    where.add_argument("--local", action="store_true", help="the embedded runtime started by `make dev`")
+    where.add_argument(
+        "--local-state", default=str(LOCAL_STATE), help="its state file (default: %(default)s)"
+    )
     where.add_argument("--table", help="table name")
     where.add_argument("--operator-queue-url")
     where.add_argument("--retry-queue-url")
