@@ -181,3 +181,19 @@ def test_usage_reports_used_as_the_max_of_both_counters(api):
 def test_bad_list_page_sizes_are_rejected(api, query):
     status, payload = api("api_list_resources.json", queryStringParameters=query)
     assert_error(status, payload, 400, "ValidationError")
+
+
+def test_body_that_is_not_utf8_is_a_validation_error(api):
+    status, payload = api("api_create_resource.json", "gICA", isBase64Encoded=True)  # b"\x80\x80\x80"
+    assert_error(status, payload, 400, "ValidationError")
+    assert api.service.calls == []
+
+
+def test_json_body_is_read_without_a_json_content_type(api):
+    from hybrid_counter.api.app import as_json_request
+
+    event = load_event("api_create_resource.json")
+    event["headers"] = {"content-type": "application/x-www-form-urlencoded"}
+    service = RecordingService()
+    response = build_app(lambda: service).resolve(as_json_request(event), None)  # type: ignore[arg-type, return-value]
+    assert response["statusCode"] == 201

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import binascii
 import json
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -42,6 +43,10 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def _invalid(error: RequestValidationError) -> Response[str]:
         return error_response(400, "ValidationError", validation_message(list(error.errors())))
+
+    @app.exception_handler([UnicodeDecodeError, binascii.Error])  # type: ignore[untyped-decorator]
+    def _undecodable(_: Exception) -> Response[str]:
+        return error_response(400, "ValidationError", "request body is not UTF-8 encoded JSON")
 
     @app.exception_handler(DomainError)  # type: ignore[untyped-decorator]
     def _domain(error: DomainError) -> Response[str]:
