@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import boto3
 import pytest
 
+from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.keys import resource_key
-from tests.faults import clear, inject
+from tests.conftest import load_event
+from tests.faults import clear, inject, injected
 
 pytestmark = pytest.mark.integration
 
@@ -197,3 +200,47 @@ def test_admission_rechecks_eventual_inside_the_conditional_write(service, accou
     # Then the conditional write itself refuses it
     assert admission.outcome == "rejected"
     assert service.usage(account).best_effort == 0
+
+
+def test_store_errors_on_reads_become_503_with_the_error_body(service, account, clients):
+    event = load_event("api_get_usage.json")
+    path = f"/accounts/{account}/usage"
+    event.update(rawPath=path, pathParameters={"account_id": account})
+    event["requestContext"]["http"]["path"] = path
+    app = build_app(lambda: service)
+    with injected(clients.dynamodb, "GetItem", error="ProvisionedThroughputExceededException", times=10):
+        response = app.resolve(event, None)  # type: ignore[arg-type]
+    assert response["statusCode"] == 503
+    assert '"code": "ServiceUnavailable"' in response["body"]
+
+
+def test_failed_rollback_leaves_a_resource_the_sweeper_counts_once(
+    service, account, clients, settings, sweeper_now, drain
+):
+    # Given a create that passes the pre-check, loses the admission race to another create,
+    # and whose rollback delete cannot reach DynamoDB
+    service.set_limit(account, 1)
+    other = boto3.client("dynamodb", endpoint_url=clients.dynamodb.meta.endpoint_url)
+
+    def another_create_wins(**_):
+        clients.dynamodb.meta.events.unregister("before-call.dynamodb.PutItem", another_create_wins)
+        other.update_item(
+            TableName=settings.table_name,
+            Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
+            UpdateExpression="SET best_effort = :one",
+            ExpressionAttributeValues={":one": {"N": "1"}},
+        )
+
+    clients.dynamodb.meta.events.register("before-call.dynamodb.PutItem", another_create_wins)
+    with (
+        injected(clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=10),
+        pytest.raises(LimitExceeded),
+    ):
+        service.create(account, "refused", {}, resource_id="orphan")
+    # Then the resource is still there, uncounted; the sweeper counts it, once
+    drain(account)
+    assert service.usage(account).eventual == 0
+    sweeper_now.sweep(older_than_seconds=0)
+    sweeper_now.sweep(older_than_seconds=0)
+    assert service.usage(account).eventual == 1
+    assert service.get(account, "orphan").resource_id == "orphan"

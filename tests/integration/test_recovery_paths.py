@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from hybrid_counter.counting.replay import Replayer, ReplayFailed
@@ -111,3 +112,18 @@ def test_sweeper_racing_the_stream_counts_once(service, account, sweeper_now, st
     sweeper_now.sweep(older_than_seconds=0)
     process_stream_batch(records, counter)
     assert service.usage(account).eventual == 10
+
+
+def test_replay_that_cannot_read_the_stream_fails_and_applies_nothing(
+    service, account, stream, counter, sweeper_now, clients
+):
+    service.create(account, "a", {})
+    records = stream.records_for(account)
+    with Stubber(clients.streams_client()) as streams:
+        streams.add_response("get_shard_iterator", {"ShardIterator": "x" * 20})
+        streams.add_client_error("get_records", service_error_code="LimitExceededException")
+        with pytest.raises(ClientError):
+            Replayer(counter, sweeper_now, clients).replay(
+                failure_record(records, stream.arn, stream.shard_of(records[0]))
+            )
+    assert service.usage(account).eventual == 0  # the message will be received again

@@ -11,10 +11,11 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.models import MAX_BODY_BYTES, LimitBody, ResourceBody
-from hybrid_counter.errors import DomainError
+from hybrid_counter.errors import DomainError, StoreUnavailable
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
@@ -47,6 +48,12 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
     @app.exception_handler([UnicodeDecodeError, binascii.Error])  # type: ignore[untyped-decorator]
     def _undecodable(_: Exception) -> Response[str]:
         return error_response(400, "ValidationError", "request body is not UTF-8 encoded JSON")
+
+    @app.exception_handler([ClientError, BotoCoreError])  # type: ignore[untyped-decorator]
+    def _store_unavailable(error: Exception) -> Response[str]:
+        # DynamoDB refused a plain read or write after the SDK's retries: the one 5xx callers can
+        # see, as from any API on DynamoDB; counter-internal failures never get here.
+        return domain_error_response(StoreUnavailable("the data store is unavailable; retry the request"))
 
     @app.exception_handler(DomainError)  # type: ignore[untyped-decorator]
     def _domain(error: DomainError) -> Response[str]:
