@@ -213,7 +213,7 @@ class CounterItemStore:
             values.update({":one": {"N": "1"}, ":zero": {"N": "0"}})
             names["#be"] = "best_effort"
             condition = f"#be > :zero AND {condition}"
-            update = "SET #be = #be - :one"; condition = "#be > :zero"
+            update = f"SET #be = #be - :one {update}"
         try:
             self._clients.dynamodb.update_item(
                 TableName=self._table,
