@@ -226,6 +226,15 @@ class CountingSystem(RuleBasedStateMachine):
         except (NotFound, StoreUnavailable) as refused:
             STATS[f"delete:{type(refused).__name__}"] += 1
 
+    @precondition(lambda self: any(self.known.values()))
+    @rule(account=st.integers(0, 1), pick=st.integers(0, 2**16))
+    def delete_then_heal(self, account: int, pick: int) -> None:
+        """A heal landing right after a delete, before the stream has hard-deleted the resource."""
+        self.deliver_everything()
+        self.delete(account, pick, None)
+        STATS["heals"] += self.healer.heal_account(self.accounts[account]).healed
+        STATS["delete_then_heal"] += 1
+
     @rule(size=st.integers(1, 12), fault=st.sampled_from(COUNT_FAULTS))
     def deliver_in_order(self, size: int, fault: str | None) -> None:
         self._pull()
