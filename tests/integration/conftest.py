@@ -20,7 +20,7 @@ from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
@@ -171,3 +171,19 @@ def live_count(settings: Settings, clients: Clients) -> Callable[[str], int]:
         return total
 
     return count
+
+
+@pytest.fixture
+def set_counter(settings: Settings, clients: Clients) -> Callable[..., None]:
+    """Overwrite counter attributes directly, to stage drift or corruption."""
+
+    def write(account_id: str, **values: int) -> None:
+        clients.dynamodb.update_item(
+            TableName=settings.table_name,
+            Key=counter_key(account_id),
+            UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in values),
+            ExpressionAttributeNames={f"#{k}": k for k in values},
+            ExpressionAttributeValues={f":{k}": {"N": str(v)} for k, v in values.items()},
+        )
+
+    return write

@@ -6,6 +6,7 @@ import boto3
 import pytest
 
 from hybrid_counter.api.app import build_app
+from hybrid_counter.counter_item import CounterState
 from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.keys import resource_key
 from tests.conftest import load_event
@@ -134,15 +135,10 @@ def test_throttled_admission_is_retried_because_nothing_was_written(service, acc
     assert service.usage(account).best_effort == 1
 
 
-def test_best_effort_never_goes_negative(service, account, clients, settings):
+def test_best_effort_never_goes_negative(service, account, clients, settings, set_counter):
     resource, _ = service.create(account, "a", {})
     # A drifted counter at 0 (for example after failures) stays at 0 on delete.
-    clients.dynamodb.update_item(
-        TableName=settings.table_name,
-        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
-        UpdateExpression="SET best_effort = :zero",
-        ExpressionAttributeValues={":zero": {"N": "0"}},
-    )
+    set_counter(account, best_effort=0)
     service.delete(account, resource.resource_id)
     assert service.usage(account).best_effort == 0
 
@@ -162,18 +158,15 @@ def test_list_is_paginated_and_hides_deleted(service, account):
     assert sorted(seen) == [f"id-{n}" for n in range(7) if n != 3]
 
 
-def test_eventual_counter_covers_a_drifted_best_effort(service, account, clients, settings, drain):
+def test_eventual_counter_covers_a_drifted_best_effort(
+    service, account, clients, settings, drain, set_counter
+):
     # Given 3 counted resources and a best-effort counter that drifted down to 0 after failures
     service.set_limit(account, 3)
     for n in range(3):
         service.create(account, f"r{n}", {})
     drain(account)
-    clients.dynamodb.update_item(
-        TableName=settings.table_name,
-        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
-        UpdateExpression="SET best_effort = :zero",
-        ExpressionAttributeValues={":zero": {"N": "0"}},
-    )
+    set_counter(account, best_effort=0)
     # When another create comes in, the limit is judged on max(best_effort, eventual)
     with pytest.raises(LimitExceeded) as refused:
         service.create(account, "over", {})
@@ -181,20 +174,16 @@ def test_eventual_counter_covers_a_drifted_best_effort(service, account, clients
     assert len(service.list(account).items) == 3
 
 
-def test_admission_rechecks_eventual_inside_the_conditional_write(service, account, clients, settings, drain):
+def test_admission_rechecks_eventual_inside_the_conditional_write(
+    service, account, clients, settings, drain, set_counter
+):
     # Given the pre-check saw room, but the eventual counter reached the limit before the admission
     service.set_limit(account, 2)
     for n in range(2):
         service.create(account, f"r{n}", {})
     drain(account)
-    clients.dynamodb.update_item(
-        TableName=settings.table_name,
-        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
-        UpdateExpression="SET best_effort = :zero",
-        ExpressionAttributeValues={":zero": {"N": "0"}},
-    )
-    stale = service.counters.read(account)
-    stale = type(stale)(best_effort=0, eventual=0, limit=2)
+    set_counter(account, best_effort=0)
+    stale = CounterState(best_effort=0, eventual=0, limit=2)
     # When the admission is attempted with that stale view
     admission = service.counters.admit(account, "x#y", stale)
     # Then the conditional write itself refuses it

@@ -9,7 +9,6 @@ import pytest
 
 from hybrid_counter.errors import LimitExceeded, NotFound
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import counter_key
 from hybrid_counter.ops.recount import Recounter
 from tests.faults import injected
 
@@ -24,17 +23,6 @@ def healer(settings, clients):
 @pytest.fixture
 def recounter(settings, clients, counter, healer):
     return Recounter(settings.table_name, counter, healer, clients)
-
-
-def set_counter(clients, settings, account, **values):
-    names = {f"#{k}": k for k in values}
-    clients.dynamodb.update_item(
-        TableName=settings.table_name,
-        Key=counter_key(account),
-        UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in values),
-        ExpressionAttributeNames=names,
-        ExpressionAttributeValues={f":{k}": {"N": str(v)} for k, v in values.items()},
-    )
 
 
 def test_heal_raises_a_drifted_best_effort_to_eventual(service, account, drain, healer, clients, sweeper_now):
@@ -55,12 +43,14 @@ def test_heal_raises_a_drifted_best_effort_to_eventual(service, account, drain, 
     assert service.usage(account).best_effort == 3
 
 
-def test_heal_waits_while_a_delete_is_in_flight(service, account, drain, healer, clients, settings):
+def test_heal_waits_while_a_delete_is_in_flight(
+    service, account, drain, healer, clients, settings, set_counter
+):
     # Given three counted resources, one soft-deleted but not yet hard-deleted by the stream
     ids = [service.create(account, f"r{n}", {})[0].resource_id for n in range(3)]
     drain(account)
     service.delete(account, ids[0])
-    set_counter(clients, settings, account, best_effort=0)  # drifted low
+    set_counter(account, best_effort=0)  # drifted low
     # When the healer runs now, it must not count the deleted resource into best-effort
     outcome = healer.heal_account(account)
     assert not outcome.healed
@@ -72,11 +62,11 @@ def test_heal_waits_while_a_delete_is_in_flight(service, account, drain, healer,
 
 
 def test_heal_after_a_delete_at_zero_still_waits_for_the_hard_delete(
-    service, account, drain, healer, clients, settings
+    service, account, drain, healer, clients, settings, set_counter
 ):
     ids = [service.create(account, f"r{n}", {})[0].resource_id for n in range(2)]
     drain(account)
-    set_counter(clients, settings, account, best_effort=0)
+    set_counter(account, best_effort=0)
     service.delete(account, ids[0])  # best-effort already 0: nothing to decrement, token recorded
     assert not healer.heal_account(account).healed
     drain(account)
@@ -85,12 +75,12 @@ def test_heal_after_a_delete_at_zero_still_waits_for_the_hard_delete(
 
 
 def test_heal_loses_the_race_to_a_concurrent_admission_instead_of_overcounting(
-    service, account, drain, healer, clients, settings
+    service, account, drain, healer, clients, settings, set_counter
 ):
     for n in range(3):
         service.create(account, f"r{n}", {})
     drain(account)
-    set_counter(clients, settings, account, best_effort=1)
+    set_counter(account, best_effort=1)
     # A create lands between the healer's read and its write.
     raced: list[object] = []
 
@@ -109,13 +99,13 @@ def test_heal_loses_the_race_to_a_concurrent_admission_instead_of_overcounting(
 
 
 def test_heal_all_finds_accounts_through_the_counter_index(
-    service, new_account, drain, healer, clients, settings
+    service, new_account, drain, healer, clients, settings, set_counter
 ):
     accounts = [new_account() for _ in range(3)]
     for account in accounts:
         service.create(account, "a", {})
         drain(account)
-        set_counter(clients, settings, account, best_effort=0)
+        set_counter(account, best_effort=0)
     healed = {o.account_id for o in healer.heal_all() if o.healed}
     assert set(accounts) <= healed
     assert all(service.usage(a).best_effort == 1 for a in accounts)
@@ -157,12 +147,12 @@ def test_heal_under_concurrent_traffic_never_overcounts(service, account, drain,
 
 
 def test_recount_dry_run_reports_drift_and_fix_repairs_it(
-    service, account, drain, recounter, clients, settings
+    service, account, drain, recounter, clients, settings, set_counter
 ):
     for n in range(4):
         service.create(account, f"r{n}", {})
     drain(account)
-    set_counter(clients, settings, account, eventual=9, best_effort=1)  # corrupted
+    set_counter(account, eventual=9, best_effort=1)  # corrupted
     report = recounter.recount(account, fix=False)
     assert (report.eventual_drift, report.census.live, report.census.counted) == (5, 4, 4)
     assert service.usage(account).eventual == 9  # a dry run writes nothing
@@ -171,11 +161,13 @@ def test_recount_dry_run_reports_drift_and_fix_repairs_it(
     assert any("eventual 9 -> 4" in action for action in fixed.actions)
 
 
-def test_recount_lowers_an_overcounting_best_effort(service, account, drain, recounter, clients, settings):
+def test_recount_lowers_an_overcounting_best_effort(
+    service, account, drain, recounter, clients, settings, set_counter
+):
     for n in range(2):
         service.create(account, f"r{n}", {})
     drain(account)
-    set_counter(clients, settings, account, best_effort=7)
+    set_counter(account, best_effort=7)
     fixed = recounter.recount(account, fix=True)
     assert fixed.best_effort == 2
     service.set_limit(account, 2)
@@ -198,12 +190,12 @@ def test_recount_finishes_pending_work_when_the_stream_records_are_gone(
 
 
 def test_recount_under_concurrent_stream_counting_is_exact(
-    service, account, drain, recounter, clients, settings
+    service, account, drain, recounter, clients, settings, set_counter
 ):
     service.set_limit(account, 1000)
     for n in range(60):
         service.create(account, f"r{n}", {})
-    set_counter(clients, settings, account, eventual=500)  # corrupt before counting starts
+    set_counter(account, eventual=500)  # corrupt before counting starts
     done = threading.Event()
 
     def stream():
