@@ -209,3 +209,23 @@ def test_recount_under_concurrent_stream_counting_is_exact(
     worker.join()
     final = recounter.recount(account, fix=True)
     assert final.eventual == final.census.counted == 60
+
+
+def test_full_uncounting_set_falls_back_to_a_plain_decrement_and_fences_healing(
+    service, account, drain, healer, monkeypatch, live_count, set_counter
+):
+    # Given a stream backlog long enough to fill the token set (cap lowered to 1 for the test)
+    monkeypatch.setattr("hybrid_counter.counter_item.UNCOUNTING_CAP", 1)
+    ids = [service.create(account, f"r{n}", {})[0].resource_id for n in range(3)]
+    drain(account)
+    service.delete(account, ids[0])  # takes the only token slot
+    # When another delete comes while the set is full
+    service.delete(account, ids[1])
+    # Then best-effort is still decremented (never overcounts) and healing is fenced off
+    assert service.usage(account).best_effort == 1 == live_count(account)
+    drain(account)
+    assert service.usage(account).eventual == 1
+    set_counter(account, best_effort=0)  # drifted low: healing would now raise it...
+    outcome = healer.heal_account(account)
+    assert not outcome.healed  # ...but an untokened delete happened, so it waits out the fence
+    assert outcome.reason == "a delete bypassed the token set recently"
