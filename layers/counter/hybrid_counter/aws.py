@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -33,6 +34,10 @@ NOT_APPLIED_ERRORS = frozenset(
         "LimitExceededException",
     }
 )
+
+
+def error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 @dataclass

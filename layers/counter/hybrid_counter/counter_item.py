@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import NOT_APPLIED_ERRORS, Clients
+from hybrid_counter.aws import NOT_APPLIED_ERRORS, Clients, error_code
 from hybrid_counter.errors import StoreUnavailable
 from hybrid_counter.keys import counter_key, counter_shard
 
@@ -65,10 +65,6 @@ class AdmissionOutcome:
 class Admission:
     outcome: str
     state: CounterState
-
-
-def _error_code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 class CounterItemStore:
@@ -141,10 +137,10 @@ class CounterItemStore:
                     ExpressionAttributeValues=values,
                 )
             except ClientError as error:
-                if _error_code(error) == "ConditionalCheckFailedException":
+                if error_code(error) == "ConditionalCheckFailedException":
                     state = CounterState.from_item(error.response.get("Item"))  # type: ignore[arg-type]
                     continue
-                return self._unknown(account_id, _error_code(error))
+                return self._unknown(account_id, error_code(error))
             except BotoCoreError as error:  # timeouts, connection resets: outcome unknown
                 return self._unknown(account_id, type(error).__name__)
             return Admission(AdmissionOutcome.ADMITTED, state)
@@ -189,7 +185,7 @@ class CounterItemStore:
                 ExpressionAttributeValues={":one": {"N": "1"}, ":zero": {"N": "0"}, **now},
             )
         except ClientError as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise StoreUnavailable("could not update the account's counter; retry the request") from error
             self._clients.dynamodb.update_item(
                 TableName=self._table,
@@ -225,7 +221,7 @@ class CounterItemStore:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
-            if _error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise StoreUnavailable("could not update the account's counter; retry the request") from error
             return CounterState.from_item(error.response.get("Item"))  # type: ignore[arg-type]
         return None
@@ -240,7 +236,7 @@ class CounterItemStore:
                 )
                 return
             except ClientError as error:
-                if _error_code(error) not in NOT_APPLIED_ERRORS or attempt == _THROTTLE_RETRIES - 1:
+                if error_code(error) not in NOT_APPLIED_ERRORS or attempt == _THROTTLE_RETRIES - 1:
                     raise
                 time.sleep(delay)
                 delay = min(delay * 2, 0.5)

@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.keys import all_counter_shards, counter_key, parse_account_pk
 from hybrid_counter.observability import Observability, default_observability
 
@@ -93,7 +93,7 @@ class Healer:
                 ExpressionAttributeValues=values,
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise
             return _with(outcome, "the counters changed meanwhile; will retry on a later run")
         self._obs.count("BestEffortHealed")

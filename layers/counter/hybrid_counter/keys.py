@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from datetime import UTC, datetime
 
 ACCOUNT_PREFIX = "ACCOUNT#"
 RESOURCE_PREFIX = "RESOURCE#"
@@ -42,6 +43,13 @@ def pending_shard(account_id: str, resource_id: str) -> str:
 
 def all_pending_shards() -> list[str]:
     return [f"PENDING#{n:02d}" for n in range(PENDING_SHARDS)]
+
+
+def iso_utc(epoch_seconds: float) -> str:
+    """The one timestamp format of pending_since: the sweeper compares these as strings."""
+    return (
+        datetime.fromtimestamp(epoch_seconds, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    )
 
 
 def counter_shard(account_id: str) -> str:

@@ -11,17 +11,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.counter_item import AdmissionOutcome, CounterItemStore
 from hybrid_counter.errors import LimitExceeded, NotFound, StoreUnavailable, ValidationError
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, pending_shard, resource_key, resource_sk
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, iso_utc, pending_shard, resource_key, resource_sk
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.settings import Settings
 
@@ -73,11 +73,7 @@ class ResourcePage:
 
 
 def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-def _code(error: ClientError) -> str:
-    return str(error.response.get("Error", {}).get("Code", ""))
+    return iso_utc(time.time())
 
 
 def _resource_from_item(item: dict[str, Any]) -> Resource:
@@ -160,7 +156,7 @@ class ResourceService:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
-            if _code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise StoreUnavailable("could not store the resource; retry the request") from error
             stored: dict[str, Any] = dict(error.response.get("Item") or {})  # type: ignore[call-overload]
             if stored.get("incarnation", {}).get("S") != incarnation:
@@ -196,7 +192,7 @@ class ResourceService:
             self._obs.count("RollbackFailed")
             self._obs.logger.warning(
                 "could not roll back a rejected create",
-                extra={"account_id": account_id, "resource_id": resource_id, "error_code": _code(error)},
+                extra={"account_id": account_id, "resource_id": resource_id, "error_code": error_code(error)},
             )
 
     # ---- read -----------------------------------------------------------------------------
@@ -276,7 +272,7 @@ class ResourceService:
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         except ClientError as error:
-            if _code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise StoreUnavailable("could not delete the resource; retry the request") from error
             old: dict[str, Any] = dict(error.response.get("Item") or {})  # type: ignore[call-overload]
             if old.get("delete_request", {}).get("S") != request_id:

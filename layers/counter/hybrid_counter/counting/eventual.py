@@ -22,7 +22,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.counting.ops import CountOp, Op, UncountOp
 from hybrid_counter.keys import counter_key, counter_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
@@ -143,7 +143,7 @@ class EventualCounter:
                 report.transaction_sizes.append(len(actions))
                 self._clients.dynamodb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
             except ClientError as error:
-                code = str(error.response.get("Error", {}).get("Code", ""))
+                code = error_code(error)
                 if code == "TransactionCanceledException":
                     report.cancelled += 1
                     reasons = [dict(r) for r in error.response.get("CancellationReasons", [])]

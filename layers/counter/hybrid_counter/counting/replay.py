@@ -20,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.counting.eventual import ApplyReport, CountingError, EventualCounter
 from hybrid_counter.counting.ops import Op
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record, sequence_number
@@ -101,7 +101,7 @@ class Replayer:
         try:
             records = self.read_range(info)
         except ClientError as error:
-            code = str(error.response.get("Error", {}).get("Code", ""))
+            code = error_code(error)
             if code not in RECORDS_GONE:
                 raise
             report = self._sweeper.sweep().report

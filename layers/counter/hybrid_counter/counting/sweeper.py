@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.ops import CountOp, Op, UncountOp
-from hybrid_counter.keys import all_pending_shards, parse_account_pk, parse_resource_sk
+from hybrid_counter.keys import all_pending_shards, iso_utc, parse_account_pk, parse_resource_sk
 
 PENDING_INDEX = "PendingIndex"
 
@@ -58,8 +57,7 @@ class Sweeper:
 
     def pending_keys(self, older_than_seconds: float | None = None) -> list[dict[str, Any]]:
         grace = self._grace if older_than_seconds is None else older_than_seconds
-        cutoff = datetime.fromtimestamp(self._clock() - grace, UTC).isoformat(timespec="milliseconds")
-        cutoff = cutoff.replace("+00:00", "Z")
+        cutoff = iso_utc(self._clock() - grace)
         keys: list[dict[str, Any]] = []
         for shard in all_pending_shards():
             paginator = self._clients.dynamodb.get_paginator("query")

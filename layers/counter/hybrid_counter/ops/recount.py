@@ -12,18 +12,18 @@ conditional write.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.ops import Op
 from hybrid_counter.counting.sweeper import op_for_item
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key, iso_utc
 
 MAX_ATTEMPTS = 8
 
@@ -154,8 +154,7 @@ class Recounter:
         return report
 
     def _finish_pending(self, account_id: str, older_than: float) -> list[str]:
-        cutoff = (datetime.now(UTC) - timedelta(seconds=older_than)).isoformat(timespec="milliseconds")
-        cutoff = cutoff.replace("+00:00", "Z")
+        cutoff = iso_utc(time.time() - older_than)
         ops: list[Op] = []
         for item in self.census(account_id).pending_items:
             if item["pending_since"]["S"] < cutoff:
@@ -208,7 +207,7 @@ class Recounter:
                 ExpressionAttributeValues=values,
             )
         except ClientError as error:
-            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+            if error_code(error) == "ConditionalCheckFailedException":
                 return False
             raise
         return True
