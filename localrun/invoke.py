@@ -1,11 +1,17 @@
 """Invoking a function's handler in this process, the way the Lambda Python runtime would.
 
-The handler module is loaded from `CodeUri/<module>.py` on first invocation under a
-name unique to this runtime (so two runtimes, or two functions with the same module
-name, never share module state); the CodeUri directory is on `sys.path` while it is
-imported, as `/var/task` is on Lambda. Events and responses go through a JSON round
-trip, as they do between Lambda and its callers, so a handler can neither receive nor
-return objects that Lambda could not carry.
+Each function has a pool of execution environments, as on Lambda: an environment runs
+one invocation at a time, and a concurrent invocation that finds no idle environment
+gets a new one (a cold start). An environment is the handler module loaded from
+`CodeUri/<module>.py` under a name unique to this runtime, function and environment, so
+module state (cached clients, Powertools resolvers, which keep per-request state on the
+instance) is never shared between concurrent invocations, between two functions with the
+same module name, or between two runtimes. The CodeUri directory is on `sys.path` while
+the module is imported, as `/var/task` is on Lambda. Packages the handler imports (the
+layer) are ordinary modules, shared by all environments in the process.
+
+Events and responses go through a JSON round trip, as they do between Lambda and its
+callers, so a handler can neither receive nor return objects that Lambda could not carry.
 
 Tests can wrap a function to inject faults: `invoker.wrap(wrapper)` where
 `wrapper(event, context, call_next)` decides whether and how to call the next layer.
@@ -14,7 +20,8 @@ imported.
 
 A handler that runs longer than the function's Timeout is reported as failed
 (`FunctionTimeoutError`) after it returns: unlike Lambda, the local runtime cannot
-stop it half-way, so its side effects are complete.
+stop it half-way, so its side effects are complete. Its environment is discarded, as
+Lambda discards an environment after a timeout.
 """
 
 from __future__ import annotations
@@ -89,10 +96,11 @@ class FunctionInvoker:
         self.identity = identity
         self._module_name = f"{module_prefix}_{spec.logical_id}_{spec.handler_module.replace('.', '_')}"
         self._enforce_timeout = enforce_timeout
-        self._handler: Callable[[Any, LambdaContext], Any] | None = None
+        self._idle: list[Callable[[Any, LambdaContext], Any]] = []
         self._wrappers: list[Wrapper] = []
         self._lock = threading.Lock()
         self.invocations = 0
+        self.environments = 0  # environments created so far (cold starts)
 
     @property
     def logical_id(self) -> str:
@@ -153,32 +161,42 @@ class FunctionInvoker:
             raise TypeError(f"{self.name}: the response is not JSON serialisable ({error})") from error
 
     def _call_handler(self, event: Any, context: LambdaContext) -> Any:
-        return self.handler()(event, context)
+        handler = self._checkout()
+        started = time.monotonic()
+        try:
+            return handler(event, context)
+        finally:  # an environment whose handler raised is kept, as on Lambda; a timed-out one is not
+            if not (self._enforce_timeout and time.monotonic() - started > self.spec.timeout):
+                with self._lock:
+                    self._idle.append(handler)
 
-    def handler(self) -> Callable[[Any, LambdaContext], Any]:
-        """The handler function, imported on first use."""
-        if self._handler is None:
-            with _import_lock:
-                if self._handler is None:
-                    self._handler = self._load()
-        return self._handler
+    def _checkout(self) -> Callable[[Any, LambdaContext], Any]:
+        """An idle environment's handler, or a new environment's when all are busy."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+            self.environments += 1
+            number = self.environments
+        with _import_lock:
+            return self._load(number)
 
-    def _load(self) -> Callable[[Any, LambdaContext], Any]:
+    def _load(self, environment: int) -> Callable[[Any, LambdaContext], Any]:
+        module_name = f"{self._module_name}_env{environment}"
         path = self.spec.handler_path
         where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
         if not path.is_file():
             raise TemplateError(f"{where}: {path} does not exist")
-        spec = importlib.util.spec_from_file_location(self._module_name, path)
+        spec = importlib.util.spec_from_file_location(module_name, path)
         if spec is None or spec.loader is None:
             raise TemplateError(f"{where}: cannot import {path}")
         module: ModuleType = importlib.util.module_from_spec(spec)
         code_dir = str(self.spec.code_uri)
         sys.path.insert(0, code_dir)
-        sys.modules[self._module_name] = module
+        sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
         except BaseException:
-            sys.modules.pop(self._module_name, None)
+            sys.modules.pop(module_name, None)
             raise
         finally:
             if code_dir in sys.path:
@@ -186,7 +204,7 @@ class FunctionInvoker:
         handler = getattr(module, self.spec.handler_function, None)
         if not callable(handler):
             raise TemplateError(f"{where}: {path} has no function {self.spec.handler_function}")
-        log.info("loaded %s from %s", self.spec.handler, path)
+        log.info("loaded %s from %s (environment %d)", self.spec.handler, path, environment)
         return handler  # type: ignore[no-any-return]
 
 

@@ -17,8 +17,18 @@ from typing import Any
 import boto3
 import pytest
 import requests
+from requests.adapters import HTTPAdapter
 
 from localrun.runtime import LocalRuntime, RuntimeOptions
+
+
+def pooled_session() -> requests.Session:
+    """A session with room for the concurrency tests' clients (requests keeps 10 by default)."""
+    session = requests.Session()
+    adapter = HTTPAdapter(pool_connections=4, pool_maxsize=64)
+    session.mount("http://", adapter)
+    session.mount("https://", adapter)
+    return session
 
 
 @dataclass
@@ -26,7 +36,7 @@ class Target:
     api_url: str
     runtime: LocalRuntime | None = None
     outputs: dict[str, str] = field(default_factory=dict)
-    http: requests.Session = field(default_factory=requests.Session)
+    http: requests.Session = field(default_factory=pooled_session)
 
     def call(self, method: str, path: str, body: Any = None, raw: str | None = None) -> requests.Response:
         url = self.api_url.rstrip("/") + path

@@ -15,6 +15,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,15 @@ Resources:
         Fixed:
           Type: HttpApi
           Properties: {ApiId: !Ref Api, Method: GET, Path: "/things/special"}
+  ProbeFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: probe.handler
+      Events:
+        Probe:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/probe"}
   StreamFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -188,6 +198,26 @@ def handler(event, context):
     return None
 """
 
+# Answers 409 if another invocation is running in the same module (execution environment).
+PROBE_HANDLER = """\
+import threading
+import time
+import uuid
+
+ENVIRONMENT = uuid.uuid4().hex
+_busy = threading.Lock()
+
+
+def handler(event, context):
+    if not _busy.acquire(blocking=False):
+        return {"statusCode": 409, "body": "two invocations overlapped in one environment"}
+    try:
+        time.sleep(0.05)
+        return {"statusCode": 200, "body": ENVIRONMENT}
+    finally:
+        _busy.release()
+"""
+
 ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 ISO_MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -208,6 +238,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "stubs").mkdir()
     (root / "stubs" / "echo.py").write_text(ECHO_HANDLER)
     (root / "stubs" / "noop.py").write_text(NOOP_HANDLER)
+    (root / "stubs" / "probe.py").write_text(PROBE_HANDLER)
     return root
 
 
@@ -447,6 +478,32 @@ def test_http_routing_and_gateway_errors(runtime: LocalRuntime, recorder: Record
     assert too_large.status == 413
     assert json.loads(too_large.read()) == {"message": "Request Entity Too Large"}
     connection.close()
+
+
+def test_concurrent_invocations_never_share_an_execution_environment(runtime: LocalRuntime) -> None:
+    # Given a handler whose module notices a second invocation running inside it
+    start = threading.Barrier(8)
+
+    def burst(_: int) -> list[tuple[int, str]]:
+        start.wait()
+        answers = []
+        for _ in range(3):
+            response = requests.get(f"{runtime.api_url}/probe", timeout=10)
+            answers.append((response.status_code, response.text))
+        return answers
+
+    # When eight clients call it at once, three times each
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = [answer for batch in pool.map(burst, range(8)) for answer in batch]
+
+    # Then no invocation overlapped another in one module, and concurrency created environments
+    assert {status for status, _ in answers} == {200}, answers
+    used = {body for _, body in answers}
+    probe = runtime.function("ProbeFn")
+    assert 1 < len(used) == probe.environments <= 8
+    # And an idle environment is reused rather than a new one started
+    assert requests.get(f"{runtime.api_url}/probe", timeout=10).text in used
+    assert probe.environments == len(used)
 
 
 # -- DynamoDB stream --------------------------------------------------------------------------------
