@@ -1,19 +1,21 @@
 """Embedded local runtime: runs the SAM app of template.yaml without Docker or an AWS account.
 
 Real local endpoints (DynamoDB Local for DynamoDB and its streams, moto for SQS) bound
-to 127.0.0.1, plus the parts of AWS they lack, played in this process: an API Gateway
-HTTP API front door, Lambda's DynamoDB Streams and SQS event source mappings, and
-EventBridge schedules. Everything is read from template.yaml.
+to 127.0.0.1, plus the parts of AWS they lack, played here: an API Gateway
+HTTP API front door, Lambda's execution environments (one child process per concurrent
+invocation) and its DynamoDB Streams and SQS event source mappings, and EventBridge
+schedules. Everything is read from template.yaml.
 """
 
 from localrun.endpoints import LocalEndpoints
 from localrun.errors import EndpointError, LocalRunError, TemplateError
-from localrun.invoke import FunctionInvoker, FunctionTimeoutError, LambdaContext
+from localrun.invoke import FunctionError, FunctionInvoker, FunctionTimeoutError, LambdaContext
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.template import Template, load_template
 
 __all__ = [
     "EndpointError",
+    "FunctionError",
     "FunctionInvoker",
     "FunctionTimeoutError",
     "LambdaContext",

@@ -1,8 +1,9 @@
 """The process environment the handlers see.
 
-All functions run in this one process, so `os.environ` holds the union of their
-resolved `Environment.Variables`; a variable that two functions set to different
-values cannot be emulated and is an error. On top come the variables Lambda and the
+The runtime puts the union of all functions' resolved `Environment.Variables` in its
+own `os.environ` (tests and tools in this process read them), and every execution
+environment inherits it; a variable that two functions set to different values is
+therefore an error. On top come the variables Lambda and the
 local endpoints provide: region, dummy credentials, the endpoint URLs boto3 reads
 (`AWS_ENDPOINT_URL_<SERVICE>`) and Powertools' tracer switched off (no X-Ray daemon).
 Powertools metrics stay on and print their EMF lines to stdout as on Lambda; set
@@ -54,7 +55,7 @@ def merged_environment(
             if name in merged and merged[name] != value:
                 raise TemplateError(
                     f"environment variable {name} is {merged[name]!r} in {owner[name]} but {value!r} in "
-                    f"{function}; all functions share one process locally, so they must agree"
+                    f"{function}; locally all functions see one set of variables, so they must agree"
                 )
             merged[name] = value
             owner[name] = function

@@ -1,42 +1,45 @@
-"""Invoking a function's handler in this process, the way the Lambda Python runtime would.
+"""Invoking a function's handler the way Lambda does: in execution environments.
 
-Each function has a pool of execution environments, as on Lambda: an environment runs
-one invocation at a time, and a concurrent invocation that finds no idle environment
-gets a new one (a cold start). An environment is the handler module loaded from
-`CodeUri/<module>.py` under a name unique to this runtime, function and environment, so
-module state (cached clients, Powertools resolvers, which keep per-request state on the
-instance) is never shared between concurrent invocations, between two functions with the
-same module name, or between two runtimes. The CodeUri directory is on `sys.path` while
-the module is imported, as `/var/task` is on Lambda. Packages the handler imports (the
-layer) are ordinary modules, shared by all environments in the process.
+Each function has a pool of execution environments. An environment is a child process
+(`localrun.lambda_worker`) that imports the handler module from `CodeUri` once and then
+runs one invocation at a time; a concurrent invocation that finds no idle environment
+starts a new one (a cold start), up to `max_environments` per function, beyond which it
+waits for one to become free. Processes rather than threads because handlers and the
+libraries they use keep per-invocation state in module and class attributes (Powertools'
+resolver keeps the current event on its class), which Lambda never shares between
+concurrent invocations and neither may we.
 
-Events and responses go through a JSON round trip, as they do between Lambda and its
-callers, so a handler can neither receive nor return objects that Lambda could not carry.
+Events and answers cross the process boundary as JSON, as they cross it between Lambda
+and its callers, so a handler can neither receive nor return objects that Lambda could
+not carry. Each environment sees this process's environment variables plus the ones
+Lambda sets for its function (`AWS_LAMBDA_FUNCTION_NAME`, `LAMBDA_TASK_ROOT`, ...).
+
+A handler error is raised here as `FunctionError` (errorType and errorMessage as Lambda
+reports them; the traceback goes to the environment's stderr, as Lambda logs it). A run
+longer than the function's Timeout is stopped: the process is killed, its side effects
+are whatever it had done by then, and `FunctionTimeoutError` is raised. An environment
+that timed out or died is discarded; one whose handler raised is kept, as on Lambda.
 
 Tests can wrap a function to inject faults: `invoker.wrap(wrapper)` where
 `wrapper(event, context, call_next)` decides whether and how to call the next layer.
-A wrapper that never calls `call_next` stands in for the handler, which is then never
-imported.
-
-A handler that runs longer than the function's Timeout is reported as failed
-(`FunctionTimeoutError`) after it returns: unlike Lambda, the local runtime cannot
-stop it half-way, so its side effects are complete. Its environment is discarded, as
-Lambda discards an environment after a timeout.
+Wrappers run in this process; a wrapper that never calls `call_next` stands in for the
+handler, and no environment is started for it.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import logging
+import os
+import select
+import subprocess
 import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from types import ModuleType
+from pathlib import Path
 from typing import Any
 
 from localrun.errors import TemplateError
@@ -48,8 +51,17 @@ log = logging.getLogger("localrun.invoke")
 CallNext = Callable[[Any, "LambdaContext"], Any]
 Wrapper = Callable[[Any, "LambdaContext", CallNext], Any]
 
-_runtime_ids = itertools.count(1)
-_import_lock = threading.Lock()
+WORKER = Path(__file__).with_name("lambda_worker.py")
+INIT_TIMEOUT_SECONDS = 60.0  # imports only; generous because many environments may start at once
+
+
+class FunctionError(Exception):
+    """The handler raised, or its environment failed (Lambda's errorType and errorMessage)."""
+
+    def __init__(self, function: str, error_type: str, message: str) -> None:
+        super().__init__(f"{function}: {error_type}: {message}")
+        self.error_type = error_type
+        self.error_message = message
 
 
 class FunctionTimeoutError(Exception):
@@ -70,37 +82,171 @@ class LambdaContext:
         self.identity = None
         self.client_context = None
         self.tenant_id = None
+        self.timeout = timeout
         self._deadline = time.monotonic() + timeout
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
+    def fields(self) -> dict[str, Any]:
+        """What the environment needs to rebuild this context on its side."""
+        return {
+            "function_name": self.function_name,
+            "function_version": self.function_version,
+            "invoked_function_arn": self.invoked_function_arn,
+            "memory_limit_in_mb": self.memory_limit_in_mb,
+            "aws_request_id": self.aws_request_id,
+            "log_group_name": self.log_group_name,
+            "log_stream_name": self.log_stream_name,
+            "remaining_ms": self.get_remaining_time_in_millis(),
+        }
 
-def new_module_prefix() -> str:
-    """A prefix for handler module names, unique to one runtime in this process."""
-    return f"_localrun{next(_runtime_ids)}"
+
+class _EnvironmentLost(Exception):
+    """The environment cannot be used again (it died, timed out, or never started)."""
+
+
+class ExecutionEnvironment:
+    """One child process running one function's handler, one invocation at a time."""
+
+    def __init__(self, spec: FunctionSpec, identity: FunctionIdentity, number: int) -> None:
+        self.number = number
+        self._function = identity.name
+        request_read, self._requests = os.pipe()
+        self._responses, response_write = os.pipe()
+        environment = {
+            **os.environ,
+            "AWS_LAMBDA_FUNCTION_NAME": identity.name,
+            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
+            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{identity.name}",
+            "LAMBDA_TASK_ROOT": str(spec.code_uri),
+            "PYTHONUNBUFFERED": "1",
+        }
+        try:
+            self.process = subprocess.Popen(
+                # -P: the worker's own directory must not shadow the handler's imports.
+                [
+                    sys.executable,
+                    "-P",
+                    str(WORKER),
+                    str(spec.code_uri),
+                    spec.handler_module,
+                    spec.handler_function,
+                    str(request_read),
+                    str(response_write),
+                ],
+                pass_fds=(request_read, response_write),
+                stdin=subprocess.DEVNULL,
+                env=environment,
+            )
+        finally:
+            os.close(request_read)
+            os.close(response_write)
+        self._buffer = b""
+
+    def initialise(self, where: str) -> None:
+        """Wait for the handler module to be imported; raise what the init phase raised."""
+        try:
+            answer = self._receive(INIT_TIMEOUT_SECONDS, what="init")
+        except _EnvironmentLost as lost:
+            raise FunctionError(self._function, "Runtime.ExitError", str(lost)) from None
+        except TimeoutError:
+            raise FunctionError(
+                self._function, "Runtime.InitTimeout", f"init took over {INIT_TIMEOUT_SECONDS:.0f} s"
+            ) from None
+        if "initError" in answer:
+            self.close()
+            failure = answer["initError"]
+            if failure["errorType"] == "Runtime.HandlerNotFound":
+                raise TemplateError(f"{where}: {failure['errorMessage']}")
+            raise FunctionError(self._function, failure["errorType"], failure["errorMessage"])
+
+    def invoke(self, event: Any, context: LambdaContext, timeout: float | None) -> Any:
+        # The clock starts now, as Lambda's starts after the init phase.
+        fields = {**context.fields(), "remaining_ms": int(context.timeout * 1000)}
+        message = json.dumps({"event": event, "context": fields}).encode() + b"\n"
+        try:
+            self._write_all(message)
+        except OSError as error:
+            self.close()
+            raise _EnvironmentLost(f"the runtime exited ({error})") from error
+        answer = self._receive(timeout, what="invoke")
+        if "error" in answer:
+            failure = answer["error"]
+            raise FunctionError(self._function, failure["errorType"], failure["errorMessage"])
+        return answer["result"]
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._requests, view) :]
+
+    def _receive(self, timeout: float | None, *, what: str) -> dict[str, Any]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                self.close()
+                raise TimeoutError(what)
+            readable, _, _ = select.select([self._responses], [], [], remaining)
+            if not readable:
+                continue
+            chunk = os.read(self._responses, 1 << 16)
+            if not chunk:
+                code = self.process.wait()
+                self.close()
+                raise _EnvironmentLost(f"the runtime exited with status {code} during {what}")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Stop the process; an invocation waiting on it sees the runtime exit."""
+        if self.process.poll() is None:
+            self.process.kill()
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        for fd in (self._requests, self._responses):
+            if fd >= 0:
+                os.close(fd)
+        self._requests = self._responses = -1
 
 
 class FunctionInvoker:
-    """Calls one function's handler with a fresh context per invocation; thread-safe."""
+    """Calls one function's handler in its pool of execution environments; thread-safe."""
 
     def __init__(
         self,
         spec: FunctionSpec,
         identity: FunctionIdentity,
         *,
-        module_prefix: str,
         enforce_timeout: bool = True,
+        max_environments: int = 10,
     ) -> None:
+        if max_environments < 1:
+            raise ValueError("max_environments must be at least 1")
         self.spec = spec
         self.identity = identity
-        self._module_name = f"{module_prefix}_{spec.logical_id}_{spec.handler_module.replace('.', '_')}"
         self._enforce_timeout = enforce_timeout
-        self._idle: list[Callable[[Any, LambdaContext], Any]] = []
+        self._max_environments = max_environments
+        self._idle: list[ExecutionEnvironment] = []
+        self._live: set[ExecutionEnvironment] = set()  # started and initialised or initialising
+        self._size = 0  # environments counted against max_environments, starting ones included
         self._wrappers: list[Wrapper] = []
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
+        self._closed = False
         self.invocations = 0
-        self.environments = 0  # environments created so far (cold starts)
+        self.environments = 0  # environments started so far (cold starts)
 
     @property
     def logical_id(self) -> str:
@@ -113,6 +259,12 @@ class FunctionInvoker:
     @property
     def arn(self) -> str:
         return self.identity.arn
+
+    @property
+    def pids(self) -> list[int]:
+        """Process ids of the running environments."""
+        with self._lock:
+            return [environment.process.pid for environment in self._live]
 
     # -- wrapping ---------------------------------------------------------------------------------
 
@@ -151,61 +303,97 @@ class FunctionInvoker:
         finally:
             elapsed = time.monotonic() - started
             log.debug("END %s RequestId: %s (%.0f ms)", self.name, context.aws_request_id, elapsed * 1000)
-        if self._enforce_timeout and elapsed > self.spec.timeout:
-            raise FunctionTimeoutError(
-                f"{self.name}: task timed out after {elapsed:.2f} seconds (Timeout {self.spec.timeout} s)"
-            )
         try:
             return json.loads(json.dumps(result))
         except (TypeError, ValueError) as error:
             raise TypeError(f"{self.name}: the response is not JSON serialisable ({error})") from error
 
-    def _call_handler(self, event: Any, context: LambdaContext) -> Any:
-        handler = self._checkout()
-        started = time.monotonic()
-        try:
-            return handler(event, context)
-        finally:  # an environment whose handler raised is kept, as on Lambda; a timed-out one is not
-            if not (self._enforce_timeout and time.monotonic() - started > self.spec.timeout):
-                with self._lock:
-                    self._idle.append(handler)
+    def _timed_out(self, elapsed: float) -> FunctionTimeoutError:
+        return FunctionTimeoutError(
+            f"{self.name}: task timed out after {elapsed:.2f} seconds (Timeout {self.spec.timeout} s)"
+        )
 
-    def _checkout(self) -> Callable[[Any, LambdaContext], Any]:
-        """An idle environment's handler, or a new environment's when all are busy."""
+    def _call_handler(self, event: Any, context: LambdaContext) -> Any:
+        environment = self._checkout()
+        started = time.monotonic()
+        timeout = self.spec.timeout if self._enforce_timeout else None
+        keep = False
+        try:
+            result = environment.invoke(event, context, timeout)
+            keep = True
+            return result
+        except FunctionError:
+            keep = True
+            raise
+        except TimeoutError:
+            raise self._timed_out(time.monotonic() - started) from None
+        except _EnvironmentLost as error:
+            raise FunctionError(self.name, "Runtime.ExitError", str(error)) from None
+        finally:
+            self._checkin(environment, keep)
+
+    def _checkout(self) -> ExecutionEnvironment:
+        """An idle environment, or a new one when all are busy (waiting at the limit)."""
         with self._lock:
+            while not self._idle and self._size >= self._max_environments and not self._closed:
+                self._freed.wait()
+            if self._closed:
+                raise FunctionError(self.name, "Runtime.Stopped", "the local runtime is stopping")
             if self._idle:
                 return self._idle.pop()
+            self._size += 1
             self.environments += 1
             number = self.environments
-        with _import_lock:
-            return self._load(number)
-
-    def _load(self, environment: int) -> Callable[[Any, LambdaContext], Any]:
-        module_name = f"{self._module_name}_env{environment}"
-        path = self.spec.handler_path
-        where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
-        if not path.is_file():
-            raise TemplateError(f"{where}: {path} does not exist")
-        spec = importlib.util.spec_from_file_location(module_name, path)
-        if spec is None or spec.loader is None:
-            raise TemplateError(f"{where}: cannot import {path}")
-        module: ModuleType = importlib.util.module_from_spec(spec)
-        code_dir = str(self.spec.code_uri)
-        sys.path.insert(0, code_dir)
-        sys.modules[module_name] = module
         try:
-            spec.loader.exec_module(module)
+            environment = self._start_environment(number)
         except BaseException:
-            sys.modules.pop(module_name, None)
+            with self._lock:
+                self._size -= 1
+                self._freed.notify()
             raise
-        finally:
-            if code_dir in sys.path:
-                sys.path.remove(code_dir)
-        handler = getattr(module, self.spec.handler_function, None)
-        if not callable(handler):
-            raise TemplateError(f"{where}: {path} has no function {self.spec.handler_function}")
-        log.info("loaded %s from %s (environment %d)", self.spec.handler, path, environment)
-        return handler  # type: ignore[no-any-return]
+        log.info("started %s environment %d (pid %d)", self.spec.handler, number, environment.process.pid)
+        return environment
+
+    def _start_environment(self, number: int) -> ExecutionEnvironment:
+        where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
+        if not self.spec.handler_path.is_file():
+            raise TemplateError(f"{where}: {self.spec.handler_path} does not exist")
+        environment = ExecutionEnvironment(self.spec, self.identity, number)
+        with self._lock:
+            self._live.add(environment)
+        try:
+            environment.initialise(where)
+        except BaseException:
+            with self._lock:
+                self._live.discard(environment)
+            environment.close()
+            raise
+        return environment
+
+    def _checkin(self, environment: ExecutionEnvironment, keep: bool) -> None:
+        with self._lock:
+            if keep and not self._closed and environment.alive:
+                self._idle.append(environment)
+                self._freed.notify()
+                return
+            self._live.discard(environment)
+            self._size -= 1
+            self._freed.notify()
+        environment.close()
+
+    def close(self) -> None:
+        """Stop every environment; invocations still running fail with Runtime.ExitError."""
+        with self._lock:
+            self._closed = True
+            idle, busy = list(self._idle), [e for e in self._live if e not in self._idle]
+            self._idle.clear()
+            self._freed.notify_all()
+        for environment in idle:
+            with self._lock:
+                self._live.discard(environment)
+            environment.close()
+        for environment in busy:
+            environment.kill()  # its invocation's thread closes it
 
 
 def _bind(wrapper: Wrapper, call_next: CallNext) -> CallNext:

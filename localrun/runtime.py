@@ -24,7 +24,7 @@ from localrun.environment import apply_environment, merged_environment, runtime_
 from localrun.errors import LocalRunError, TemplateError
 from localrun.http_gateway import HttpGateway
 from localrun.http_routes import Route, RouteTable
-from localrun.invoke import FunctionInvoker, Wrapper, new_module_prefix
+from localrun.invoke import FunctionInvoker, Wrapper
 from localrun.provision import LocalResources, provision
 from localrun.scheduler import ScheduledJob, Scheduler
 from localrun.sqs_poller import QueueMapping, SqsPoller
@@ -64,7 +64,8 @@ class RuntimeOptions:
     schedule_interval_seconds: float | None = None  # override every Schedule's rate
     stream_batching_window_seconds: float | None = None  # override MaximumBatchingWindowInSeconds
     stream_poll_interval_seconds: float = 0.1
-    enforce_timeouts: bool = True  # a run longer than the function's Timeout counts as failed
+    enforce_timeouts: bool = True  # a run longer than the function's Timeout is stopped and fails
+    max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
 
 
@@ -128,13 +129,12 @@ class LocalRuntime:
         )
         self._restore_environment = apply_environment(environment)
 
-        prefix = new_module_prefix()
         self._invokers = {
             logical_id: FunctionInvoker(
                 spec,
                 resources.functions[logical_id],
-                module_prefix=prefix,
                 enforce_timeout=options.enforce_timeouts,
+                max_environments=options.max_environments,
             )
             for logical_id, spec in template.functions.items()
         }
@@ -166,6 +166,8 @@ class LocalRuntime:
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
+        for invoker in self._invokers.values():
+            invoker.close()
         if self._restore_environment is not None:
             self._restore_environment()
             self._restore_environment = None

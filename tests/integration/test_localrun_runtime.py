@@ -23,7 +23,15 @@ import boto3
 import pytest
 import requests
 
-from localrun import LambdaContext, LocalEndpoints, LocalRuntime, RuntimeOptions
+from localrun import (
+    FunctionError,
+    FunctionTimeoutError,
+    LambdaContext,
+    LocalEndpoints,
+    LocalRuntime,
+    RuntimeOptions,
+    TemplateError,
+)
 from localrun.endpoints import find_dynamodb_local_jar
 from localrun.errors import EndpointError
 
@@ -106,6 +114,22 @@ Resources:
         Probe:
           Type: HttpApi
           Properties: {ApiId: !Ref Api, Method: GET, Path: "/probe"}
+  LifecycleFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: lifecycle.handler
+      Timeout: 2
+  BrokenFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: broken.handler
+  MissingFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: noop.nothing
   StreamFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -198,24 +222,54 @@ def handler(event, context):
     return None
 """
 
-# Answers 409 if another invocation is running in the same module (execution environment).
+# Answers 409 if another invocation runs in the same environment. The busy flag lives on a
+# library module, as Powertools keeps the current event on a class: state that copies of the
+# handler module in one process would still share.
 PROBE_HANDLER = """\
 import threading
 import time
 import uuid
 
 ENVIRONMENT = uuid.uuid4().hex
-_busy = threading.Lock()
 
 
 def handler(event, context):
-    if not _busy.acquire(blocking=False):
+    if getattr(threading, "probe_busy", False):
         return {"statusCode": 409, "body": "two invocations overlapped in one environment"}
+    threading.probe_busy = True
     try:
         time.sleep(0.05)
         return {"statusCode": 200, "body": ENVIRONMENT}
     finally:
-        _busy.release()
+        threading.probe_busy = False
+"""
+
+LIFECYCLE_HANDLER = """\
+import os
+import time
+
+
+def handler(event, context):
+    action = event.get("action")
+    if action == "sleep":
+        time.sleep(event["seconds"])
+        open(event["then_touch"], "w").close()
+    elif action == "raise":
+        raise ValueError("asked to fail")
+    elif action == "exit":
+        os._exit(3)
+    elif action == "unserialisable":
+        return {"value": object()}
+    variables = ("AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "LAMBDA_TASK_ROOT")
+    return {
+        "pid": os.getpid(),
+        "remaining_ms": context.get_remaining_time_in_millis(),
+        "env": {name: os.environ.get(name) for name in variables},
+    }
+"""
+
+BROKEN_HANDLER = """\
+raise RuntimeError("cannot initialise")
 """
 
 ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -239,6 +293,8 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "stubs" / "echo.py").write_text(ECHO_HANDLER)
     (root / "stubs" / "noop.py").write_text(NOOP_HANDLER)
     (root / "stubs" / "probe.py").write_text(PROBE_HANDLER)
+    (root / "stubs" / "lifecycle.py").write_text(LIFECYCLE_HANDLER)
+    (root / "stubs" / "broken.py").write_text(BROKEN_HANDLER)
     return root
 
 
@@ -254,6 +310,7 @@ def runtime(endpoints: LocalEndpoints, project: Path) -> Iterator[LocalRuntime]:
         max_retry_backoff_seconds=0.1,
         schedule_interval_seconds=0.3,
         failure_visibility_seconds=0,
+        max_environments=4,
     )
     with LocalRuntime(options) as running:
         yield running
@@ -496,14 +553,64 @@ def test_concurrent_invocations_never_share_an_execution_environment(runtime: Lo
     with ThreadPoolExecutor(max_workers=8) as pool:
         answers = [answer for batch in pool.map(burst, range(8)) for answer in batch]
 
-    # Then no invocation overlapped another in one module, and concurrency created environments
+    # Then no invocation overlapped another in one environment, and concurrency started
+    # environments up to the limit (4 here); the other callers waited rather than failed
     assert {status for status, _ in answers} == {200}, answers
     used = {body for _, body in answers}
     probe = runtime.function("ProbeFn")
-    assert 1 < len(used) == probe.environments <= 8
+    assert 1 < len(used) == probe.environments <= 4
     # And an idle environment is reused rather than a new one started
     assert requests.get(f"{runtime.api_url}/probe", timeout=10).text in used
     assert probe.environments == len(used)
+
+
+def test_an_environment_is_kept_after_a_handler_error_and_replaced_after_a_crash(
+    runtime: LocalRuntime, project: Path
+) -> None:
+    function = runtime.function("LifecycleFn")
+    first = function.invoke({})
+    assert 1000 < first["remaining_ms"] <= 2000  # the template's Timeout: 2
+    assert first["env"] == {
+        "AWS_LAMBDA_FUNCTION_NAME": "lr-test-LifecycleFn",
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128",
+        "LAMBDA_TASK_ROOT": str(project / "stubs"),
+    }
+
+    with pytest.raises(FunctionError) as raised:
+        function.invoke({"action": "raise"})
+    assert (raised.value.error_type, raised.value.error_message) == ("ValueError", "asked to fail")
+    with pytest.raises(FunctionError, match=r"Runtime\.MarshalError"):
+        function.invoke({"action": "unserialisable"})
+    assert function.invoke({})["pid"] == first["pid"]  # errors keep the environment
+
+    with pytest.raises(FunctionError, match=r"Runtime\.ExitError"):
+        function.invoke({"action": "exit"})
+    second = function.invoke({})
+    assert second["pid"] != first["pid"]  # a crashed environment is replaced
+    assert not _alive(first["pid"])
+
+
+def test_a_run_past_the_timeout_is_stopped_where_it_was(runtime: LocalRuntime, tmp_path: Path) -> None:
+    function = runtime.function("LifecycleFn")
+    before = function.invoke({})["pid"]
+    marker = tmp_path / "finished"
+    started = time.monotonic()
+    with pytest.raises(FunctionTimeoutError, match="Timeout 2 s"):
+        function.invoke({"action": "sleep", "seconds": 4, "then_touch": str(marker)})
+    assert time.monotonic() - started < 3.5  # stopped at its Timeout, not when it would have ended
+    assert not _alive(before)
+    time.sleep(3)
+    assert not marker.exists()  # the rest of the run never happened
+    assert function.invoke({})["pid"] != before  # and the next call gets a fresh environment
+
+
+def test_init_failures_are_reported_like_lambda(runtime: LocalRuntime) -> None:
+    with pytest.raises(FunctionError) as raised:
+        runtime.function("BrokenFn").invoke({})
+    assert (raised.value.error_type, raised.value.error_message) == ("RuntimeError", "cannot initialise")
+    with pytest.raises(TemplateError, match="noop has no function nothing"):
+        runtime.function("MissingFn").invoke({})
+    assert runtime.function("BrokenFn").pids == runtime.function("MissingFn").pids == []
 
 
 # -- DynamoDB stream --------------------------------------------------------------------------------
@@ -836,14 +943,19 @@ def _alive(pid: int) -> bool:
 def test_stop_leaves_no_processes_and_restores_the_environment(tmp_path: Path) -> None:
     (tmp_path / "template.yaml").write_text(
         "Transform: AWS::Serverless-2016-10-31\nResources:\n  Solo:\n    Type: AWS::SQS::Queue\n"
+        "  Fn:\n    Type: AWS::Serverless::Function\n"
+        "    Properties: {CodeUri: code/, Handler: noop.handler, Runtime: python3.12}\n"
     )
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "noop.py").write_text(NOOP_HANDLER)
     before = os.environ.get("AWS_ENDPOINT_URL_SQS")
     runtime = LocalRuntime(
         RuntimeOptions(port=0, stack_name="lr-stop", template_path=tmp_path / "template.yaml")
     )
     runtime.start()
-    pids = runtime.endpoints.pids
-    assert len(pids) == 2
+    assert runtime.function("Fn").invoke({}) is None
+    pids = runtime.endpoints.pids + runtime.function("Fn").pids
+    assert len(pids) == 3  # DynamoDB Local, moto, one execution environment
     assert all(_alive(pid) for pid in pids)
     assert os.environ["AWS_ENDPOINT_URL_SQS"] == runtime.sqs_url
     queue_url = runtime.queue_urls["Solo"]
