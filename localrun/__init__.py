@@ -9,7 +9,8 @@ schedules. Everything is read from template.yaml.
 
 from localrun.endpoints import LocalEndpoints
 from localrun.errors import EndpointError, LocalRunError, TemplateError
-from localrun.invoke import FunctionError, FunctionInvoker, FunctionTimeoutError, LambdaContext
+from localrun.invoke import FunctionError, FunctionInvoker, FunctionTimeoutError
+from localrun.lambda_worker import LambdaContext
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.template import Template, load_template
 

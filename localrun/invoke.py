@@ -43,13 +43,14 @@ from pathlib import Path
 from typing import Any
 
 from localrun.errors import TemplateError
+from localrun.lambda_worker import LambdaContext
 from localrun.provision import FunctionIdentity
 from localrun.template import FunctionSpec
 
 log = logging.getLogger("localrun.invoke")
 
-CallNext = Callable[[Any, "LambdaContext"], Any]
-Wrapper = Callable[[Any, "LambdaContext", CallNext], Any]
+CallNext = Callable[[Any, LambdaContext], Any]
+Wrapper = Callable[[Any, LambdaContext, CallNext], Any]
 
 WORKER = Path(__file__).with_name("lambda_worker.py")
 INIT_TIMEOUT_SECONDS = 60.0  # imports only; generous because many environments may start at once
@@ -68,38 +69,20 @@ class FunctionTimeoutError(Exception):
     """The handler ran longer than the function's Timeout (Lambda: "Task timed out")."""
 
 
-class LambdaContext:
-    """The attributes and method of the Lambda Python runtime's context object."""
-
-    def __init__(self, identity: FunctionIdentity, memory_size: int, timeout: int) -> None:
-        self.function_name = identity.name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = identity.arn
-        self.memory_limit_in_mb = memory_size
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{identity.name}"
-        self.log_stream_name = f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}"
-        self.identity = None
-        self.client_context = None
-        self.tenant_id = None
-        self.timeout = timeout
-        self._deadline = time.monotonic() + timeout
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-    def fields(self) -> dict[str, Any]:
-        """What the environment needs to rebuild this context on its side."""
-        return {
-            "function_name": self.function_name,
-            "function_version": self.function_version,
-            "invoked_function_arn": self.invoked_function_arn,
-            "memory_limit_in_mb": self.memory_limit_in_mb,
-            "aws_request_id": self.aws_request_id,
-            "log_group_name": self.log_group_name,
-            "log_stream_name": self.log_stream_name,
-            "remaining_ms": self.get_remaining_time_in_millis(),
+def new_context(identity: FunctionIdentity, memory_size: int, timeout: int) -> LambdaContext:
+    """A context for one invocation, as the Lambda runtime would hand it to the handler."""
+    return LambdaContext(
+        {
+            "function_name": identity.name,
+            "function_version": "$LATEST",
+            "invoked_function_arn": identity.arn,
+            "memory_limit_in_mb": memory_size,
+            "aws_request_id": str(uuid.uuid4()),
+            "log_group_name": f"/aws/lambda/{identity.name}",
+            "log_stream_name": f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}",
+            "remaining_ms": timeout * 1000,
         }
+    )
 
 
 class _EnvironmentLost(Exception):
@@ -109,9 +92,9 @@ class _EnvironmentLost(Exception):
 class ExecutionEnvironment:
     """One child process running one function's handler, one invocation at a time."""
 
-    def __init__(self, spec: FunctionSpec, identity: FunctionIdentity, number: int) -> None:
-        self.number = number
+    def __init__(self, spec: FunctionSpec, identity: FunctionIdentity) -> None:
         self._function = identity.name
+        self._timeout_ms = spec.timeout * 1000
         request_read, self._requests = os.pipe()
         self._responses, response_write = os.pipe()
         environment = {
@@ -156,7 +139,6 @@ class ExecutionEnvironment:
                 self._function, "Runtime.InitTimeout", f"init took over {INIT_TIMEOUT_SECONDS:.0f} s"
             ) from None
         if "initError" in answer:
-            self.close()
             failure = answer["initError"]
             if failure["errorType"] == "Runtime.HandlerNotFound":
                 raise TemplateError(f"{where}: {failure['errorMessage']}")
@@ -164,12 +146,11 @@ class ExecutionEnvironment:
 
     def invoke(self, event: Any, context: LambdaContext, timeout: float | None) -> Any:
         # The clock starts now, as Lambda's starts after the init phase.
-        fields = {**context.fields(), "remaining_ms": int(context.timeout * 1000)}
+        fields = context.fields(remaining_ms=self._timeout_ms)
         message = json.dumps({"event": event, "context": fields}).encode() + b"\n"
         try:
             self._write_all(message)
         except OSError as error:
-            self.close()
             raise _EnvironmentLost(f"the runtime exited ({error})") from error
         answer = self._receive(timeout, what="invoke")
         if "error" in answer:
@@ -187,7 +168,6 @@ class ExecutionEnvironment:
         while b"\n" not in self._buffer:
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
-                self.close()
                 raise TimeoutError(what)
             readable, _, _ = select.select([self._responses], [], [], remaining)
             if not readable:
@@ -195,7 +175,6 @@ class ExecutionEnvironment:
             chunk = os.read(self._responses, 1 << 16)
             if not chunk:
                 code = self.process.wait()
-                self.close()
                 raise _EnvironmentLost(f"the runtime exited with status {code} during {what}")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
@@ -212,13 +191,12 @@ class ExecutionEnvironment:
             self.process.kill()
 
     def close(self) -> None:
+        """Kill the process if it still runs and release the pipes; the owner calls it once."""
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
-        for fd in (self._requests, self._responses):
-            if fd >= 0:
-                os.close(fd)
-        self._requests = self._responses = -1
+        os.close(self._requests)
+        os.close(self._responses)
 
 
 class FunctionInvoker:
@@ -289,7 +267,7 @@ class FunctionInvoker:
     def invoke(self, event: Any) -> Any:
         """Run the function once; returns its JSON response, raises what the handler raised."""
         payload = json.loads(json.dumps(event))
-        context = LambdaContext(self.identity, self.spec.memory_size, self.spec.timeout)
+        context = new_context(self.identity, self.spec.memory_size, self.spec.timeout)
         with self._lock:
             wrappers = list(self._wrappers)
             self.invocations += 1
@@ -308,11 +286,6 @@ class FunctionInvoker:
         except (TypeError, ValueError) as error:
             raise TypeError(f"{self.name}: the response is not JSON serialisable ({error})") from error
 
-    def _timed_out(self, elapsed: float) -> FunctionTimeoutError:
-        return FunctionTimeoutError(
-            f"{self.name}: task timed out after {elapsed:.2f} seconds (Timeout {self.spec.timeout} s)"
-        )
-
     def _call_handler(self, event: Any, context: LambdaContext) -> Any:
         environment = self._checkout()
         started = time.monotonic()
@@ -326,7 +299,10 @@ class FunctionInvoker:
             keep = True
             raise
         except TimeoutError:
-            raise self._timed_out(time.monotonic() - started) from None
+            elapsed = time.monotonic() - started
+            raise FunctionTimeoutError(
+                f"{self.name}: task timed out after {elapsed:.2f} seconds (Timeout {self.spec.timeout} s)"
+            ) from None
         except _EnvironmentLost as error:
             raise FunctionError(self.name, "Runtime.ExitError", str(error)) from None
         finally:
@@ -343,32 +319,28 @@ class FunctionInvoker:
                 return self._idle.pop()
             self._size += 1
             self.environments += 1
-            number = self.environments
+        where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
         try:
-            environment = self._start_environment(number)
+            environment = self._spawn(where)
         except BaseException:
             with self._lock:
                 self._size -= 1
                 self._freed.notify()
             raise
-        log.info("started %s environment %d (pid %d)", self.spec.handler, number, environment.process.pid)
-        return environment
-
-    def _start_environment(self, number: int) -> ExecutionEnvironment:
-        where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
-        if not self.spec.handler_path.is_file():
-            raise TemplateError(f"{where}: {self.spec.handler_path} does not exist")
-        environment = ExecutionEnvironment(self.spec, self.identity, number)
         with self._lock:
             self._live.add(environment)
         try:
             environment.initialise(where)
         except BaseException:
-            with self._lock:
-                self._live.discard(environment)
-            environment.close()
+            self._checkin(environment, keep=False)
             raise
+        log.info("started %s environment (pid %d)", self.spec.handler, environment.process.pid)
         return environment
+
+    def _spawn(self, where: str) -> ExecutionEnvironment:
+        if not self.spec.handler_path.is_file():
+            raise TemplateError(f"{where}: {self.spec.handler_path} does not exist")
+        return ExecutionEnvironment(self.spec, self.identity)
 
     def _checkin(self, environment: ExecutionEnvironment, keep: bool) -> None:
         with self._lock:
@@ -385,12 +357,11 @@ class FunctionInvoker:
         """Stop every environment; invocations still running fail with Runtime.ExitError."""
         with self._lock:
             self._closed = True
-            idle, busy = list(self._idle), [e for e in self._live if e not in self._idle]
-            self._idle.clear()
+            idle, self._idle = self._idle, []
+            self._live.difference_update(idle)
+            busy = list(self._live)
             self._freed.notify_all()
         for environment in idle:
-            with self._lock:
-                self._live.discard(environment)
             environment.close()
         for environment in busy:
             environment.kill()  # its invocation's thread closes it

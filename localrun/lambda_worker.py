@@ -23,9 +23,23 @@ import time
 import traceback
 from typing import Any, BinaryIO
 
+_FIELDS = (
+    "function_name",
+    "function_version",
+    "invoked_function_arn",
+    "memory_limit_in_mb",
+    "aws_request_id",
+    "log_group_name",
+    "log_stream_name",
+)
+
 
 class LambdaContext:
-    """The attributes and method of the Lambda Python runtime's context object."""
+    """The attributes and method of the Lambda Python runtime's context object.
+
+    Built from plain fields so that it crosses the process boundary as JSON; the parent
+    (`localrun.invoke`) builds the same class for the wrappers it runs.
+    """
 
     def __init__(self, fields: dict[str, Any]) -> None:
         self.function_name = fields["function_name"]
@@ -42,6 +56,10 @@ class LambdaContext:
 
     def get_remaining_time_in_millis(self) -> int:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+    def fields(self, remaining_ms: int) -> dict[str, Any]:
+        """The fields to rebuild this context elsewhere, with a fresh clock."""
+        return {**{name: getattr(self, name) for name in _FIELDS}, "remaining_ms": remaining_ms}
 
 
 def _error(error_type: str, message: str, stack: list[str] | None = None) -> dict[str, Any]:
