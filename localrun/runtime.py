@@ -215,7 +215,7 @@ class LocalRuntime:
         self._gateway.start()
 
     def _start_stream_pollers(self, template: Template, resources: LocalResources) -> None:
-        endpoints = self._require_endpoints()
+        endpoints = self.endpoints
         for spec in template.functions.values():
             for event in spec.events_of(DynamoDBStreamEvent):
                 if not event.enabled:
@@ -253,7 +253,7 @@ class LocalRuntime:
                 poller.start()
 
     def _start_queue_pollers(self, template: Template, resources: LocalResources) -> None:
-        endpoints = self._require_endpoints()
+        endpoints = self.endpoints
         for spec in template.functions.values():
             for event in spec.events_of(SqsEvent):
                 if not event.enabled:
@@ -291,31 +291,25 @@ class LocalRuntime:
             self._scheduler = Scheduler(jobs)
             self._scheduler.start()
 
-    def _require_endpoints(self) -> LocalEndpoints:
-        if self._endpoints is None:
+    @staticmethod
+    def _once_started[T](value: T | None) -> T:
+        if value is None:
             raise LocalRunError("the local runtime is not started")
-        return self._endpoints
-
-    def _require_resources(self) -> LocalResources:
-        if self._resources is None:
-            raise LocalRunError("the local runtime is not started")
-        return self._resources
+        return value
 
     # -- what tests and tools use -----------------------------------------------------------------
 
     @property
     def template(self) -> Template:
-        if self._template is None:
-            raise LocalRunError("the local runtime is not started")
-        return self._template
+        return self._once_started(self._template)
 
     @property
     def resources(self) -> LocalResources:
-        return self._require_resources()
+        return self._once_started(self._resources)
 
     @property
     def endpoints(self) -> LocalEndpoints:
-        return self._require_endpoints()
+        return self._once_started(self._endpoints)
 
     @property
     def api_url(self) -> str:
@@ -325,32 +319,32 @@ class LocalRuntime:
 
     @property
     def dynamodb_url(self) -> str:
-        return self._require_endpoints().dynamodb_url
+        return self.endpoints.dynamodb_url
 
     @property
     def sqs_url(self) -> str:
-        return self._require_endpoints().sqs_url
+        return self.endpoints.sqs_url
 
     @property
     def table_names(self) -> dict[str, str]:
-        return {logical_id: table.name for logical_id, table in self._require_resources().tables.items()}
+        return {logical_id: table.name for logical_id, table in self.resources.tables.items()}
 
     @property
     def table_name(self) -> str:
         """The name of the template's only table."""
-        return self._only(self._require_resources().tables).name
+        return self._only(self.resources.tables).name
 
     @property
     def stream_arn(self) -> str:
         """The stream ARN of the template's only table."""
-        arn = self._only(self._require_resources().tables).stream_arn
+        arn = self._only(self.resources.tables).stream_arn
         if arn is None:
             raise LocalRunError("the table has no stream")
         return arn
 
     @property
     def queue_urls(self) -> dict[str, str]:
-        return {logical_id: queue.url for logical_id, queue in self._require_resources().queues.items()}
+        return {logical_id: queue.url for logical_id, queue in self.resources.queues.items()}
 
     @staticmethod
     def _only[T](items: dict[str, T]) -> T:
