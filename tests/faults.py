@@ -4,6 +4,7 @@
 client see a read timeout, as when a response is lost: the write took effect, the caller cannot
 know. ``when="before"`` fails before anything is sent. ``error`` may also be a DynamoDB error
 code ("ThrottlingException", "TransactionConflictException", ...), answered without sending.
+``fail(request, ...)`` is the same fault applied to one request (the interleaving scheduler's).
 """
 
 from __future__ import annotations
@@ -21,10 +22,44 @@ import urllib3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
 from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
-_http = urllib3.PoolManager()
+_http = urllib3.PoolManager(maxsize=16)
 # Every fault that fired in this process, by (operation, kind): reported by the reliability runs.
 FIRED: Counter[tuple[str, str]] = Counter()
 _fired_lock = threading.Lock()
+
+
+def target_of(request: Any) -> str:
+    """The DynamoDB operation of a prepared request ("UpdateItem", ...)."""
+    target = request.headers.get("X-Amz-Target", b"")
+    target = target.decode() if isinstance(target, bytes) else str(target)
+    return target.rpartition(".")[2]
+
+
+def forward(request: Any) -> int:
+    """Send the request ourselves (it takes effect); the caller never sees the response."""
+    headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
+    return int(_http.request("POST", request.url, body=request.body, headers=headers).status)
+
+
+def fail(request: Any, when: str = "after", error: str | None = None) -> AWSResponse:
+    """Answer ``request`` with a fault (or raise the timeout that stands for one)."""
+    if error == "TransactionCanceledException":
+        actions = len(json.loads(request.body or b"{}").get("TransactItems", []))
+        reasons = [{"Code": "None"}] * actions
+        reasons[-1] = {"Code": "TransactionConflict", "Message": "injected conflict"}
+        body = {
+            "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+            "message": "Transaction cancelled (injected)",
+            "CancellationReasons": reasons,
+        }
+        return _response(request.url, json.dumps(body).encode())
+    if error is not None:
+        body = {"__type": f"com.amazonaws.dynamodb.v20120810#{error}", "message": "injected"}
+        return _response(request.url, json.dumps(body).encode())
+    if when == "before":
+        raise ConnectTimeoutError(endpoint_url=request.url)
+    forward(request)
+    raise ReadTimeoutError(endpoint_url=request.url)
 
 
 @dataclass
@@ -53,39 +88,22 @@ class Fault:
         return self.error or f"lost-{'request' if self.when == 'before' else 'response'}"
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
-        target = request.headers.get("X-Amz-Target", b"")
-        target = target.decode() if isinstance(target, bytes) else str(target)
-        if not target.endswith("." + self.operation):
+        if target_of(request) != self.operation or not self._take():
             return None
-        if not self._take():
-            return None
-        if self.error == "TransactionCanceledException":
-            actions = len(json.loads(request.body or b"{}").get("TransactItems", []))
-            reasons = [{"Code": "None"}] * actions
-            reasons[-1] = {"Code": "TransactionConflict", "Message": "injected conflict"}
-            body = json.dumps(
-                {
-                    "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
-                    "message": "Transaction cancelled (injected)",
-                    "CancellationReasons": reasons,
-                }
-            ).encode()
-            return _response(request.url, body)
-        if self.error is not None:
-            error_body = {"__type": f"com.amazonaws.dynamodb.v20120810#{self.error}", "message": "injected"}
-            return _response(request.url, json.dumps(error_body).encode())
-        if self.when == "before":
-            raise ConnectTimeoutError(endpoint_url=request.url)
-        headers = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in request.headers.items()}
-        _http.request("POST", request.url, body=request.body, headers=headers)
-        raise ReadTimeoutError(endpoint_url=request.url)
+        return fail(request, self.when, self.error)
+
+
+# Errors DynamoDB answers with a 5xx: the request may have taken effect.
+SERVER_ERRORS = {"InternalServerError": 500, "ServiceUnavailable": 503}
 
 
 def _response(url: str, body: bytes) -> AWSResponse:
+    code = json.loads(body).get("__type", "").rpartition("#")[2]
+    status = SERVER_ERRORS.get(code, 400)
     headers = HTTPHeaders()
     headers["x-amzn-requestid"] = "injected"
-    raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=400, headers={}, preload_content=False)
-    return AWSResponse(url, 400, headers, raw)
+    raw = urllib3.HTTPResponse(body=io.BytesIO(body), status=status, headers={}, preload_content=False)
+    return AWSResponse(url, status, headers, raw)
 
 
 def inject(client: Any, operation: str, **kwargs: Any) -> Fault:

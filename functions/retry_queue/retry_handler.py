@@ -33,9 +33,9 @@ def replay_message(record: SQSRecord) -> None:
             "message_id": record.message_id,
             "receive_count": record.attributes.approximate_receive_count,
             "records_read": outcome.records_read,
-            "swept_instead": outcome.swept,
+            "audit_requested": outcome.audit_requested,
             "counted": outcome.report.counted,
-            "uncounted": outcome.report.uncounted,
+            "deletes_finished": outcome.report.finished_deletes,
             "already_done": outcome.report.already_done,
         },
     )

@@ -6,12 +6,9 @@ test decides when and how stream records are delivered (twice, reordered, by two
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
-from collections import defaultdict
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import boto3
 import pytest
@@ -20,10 +17,12 @@ from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.healing import Healer
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from tests.streams import StreamReader
 
 
 @pytest.fixture(scope="session")
@@ -79,51 +78,6 @@ def sweeper_now(settings: Settings, clients: Clients, counter: EventualCounter) 
     return Sweeper(settings.table_name, counter, grace_seconds=0, clients=clients)
 
 
-class StreamReader:
-    """Reads the table's stream (all shards) and hands out each account's new records once."""
-
-    def __init__(self, streams: Any, arn: str) -> None:
-        self.arn = arn
-        self._streams = streams
-        self._iterators: dict[str, str | None] = {}
-        self._by_account: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        self._cursor: dict[str, int] = defaultdict(int)
-        self._shard: dict[str, str] = {}
-        self._lock = threading.Lock()
-
-    def _poll(self) -> None:
-        shards = self._streams.describe_stream(StreamArn=self.arn)["StreamDescription"]["Shards"]
-        for shard in shards:
-            shard_id = shard["ShardId"]
-            if shard_id not in self._iterators:
-                self._iterators[shard_id] = self._streams.get_shard_iterator(
-                    StreamArn=self.arn, ShardId=shard_id, ShardIteratorType="TRIM_HORIZON"
-                )["ShardIterator"]
-        for shard_id, start in list(self._iterators.items()):
-            iterator = start
-            while iterator:
-                page = self._streams.get_records(ShardIterator=iterator, Limit=1000)
-                iterator = page.get("NextShardIterator")
-                for record in page["Records"]:
-                    pk = record["dynamodb"]["Keys"]["pk"]["S"]
-                    self._by_account[pk].append(record)
-                    self._shard[record["dynamodb"]["SequenceNumber"]] = shard_id
-                if not page["Records"]:
-                    break
-            self._iterators[shard_id] = iterator
-
-    def records_for(self, account_id: str) -> list[dict[str, Any]]:
-        with self._lock:
-            self._poll()
-            pk = account_pk(account_id)
-            records = self._by_account[pk][self._cursor[pk] :]
-            self._cursor[pk] = len(self._by_account[pk])
-            return records
-
-    def shard_of(self, record: dict[str, Any]) -> str:
-        return self._shard[record["dynamodb"]["SequenceNumber"]]
-
-
 @pytest.fixture(scope="session")
 def stream(stack: LocalRuntime) -> StreamReader:
     streams = boto3.client("dynamodbstreams", endpoint_url=stack.dynamodb_url, config=RETRYING)
@@ -152,17 +106,21 @@ def drain(stream: StreamReader, counter: EventualCounter) -> Callable[..., None]
 
 @pytest.fixture
 def live_count(settings: Settings, clients: Clients) -> Callable[[str], int]:
+    """Resources a client can see (live, or claimed by a delete that has not finished)."""
+
     def count(account_id: str) -> int:
         paginator = clients.dynamodb.get_paginator("query")
         total = 0
         for page in paginator.paginate(
             TableName=settings.table_name,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            FilterExpression="deleted = :false",
+            FilterExpression="#state IN (:live, :deleting)",
+            ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues={
                 ":pk": {"S": account_pk(account_id)},
                 ":prefix": {"S": RESOURCE_PREFIX},
-                ":false": {"BOOL": False},
+                ":live": {"S": "live"},
+                ":deleting": {"S": "deleting"},
             },
             ConsistentRead=True,
             Select="COUNT",
@@ -174,16 +132,47 @@ def live_count(settings: Settings, clients: Clients) -> Callable[[str], int]:
 
 
 @pytest.fixture
+def settle(
+    settings: Settings, clients: Clients, counter: EventualCounter, drain: Callable[..., None]
+) -> Callable[[str], None]:
+    """Let the system drain: the stream delivered, the grace period passed (sweep), healed."""
+
+    def run(account_id: str) -> None:
+        drain(account_id)
+        later = time.time() + 10 * settings.pending_grace_seconds
+        Sweeper(
+            settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
+        ).sweep()
+        drain(account_id)
+        Healer(settings.table_name, clients).heal_account(account_id)
+
+    return run
+
+
+@pytest.fixture
 def set_counter(settings: Settings, clients: Clients) -> Callable[..., None]:
-    """Overwrite counter attributes directly, to stage drift or corruption."""
+    """Stage drift or corruption: set a counter to a value, moving its share in range 0 by the
+    same amount so the shares still sum to the total (as every real write keeps them)."""
 
     def write(account_id: str, **values: int) -> None:
+        item = clients.dynamodb.get_item(
+            TableName=settings.table_name, Key=counter_key(account_id), ConsistentRead=True
+        ).get("Item", {})
+        share = {"best_effort": "b0", "eventual": "e0"}
+        updates: dict[str, int] = {}
+        for name, value in values.items():
+            delta = value - int(item.get(name, {"N": "0"})["N"])
+            updates[name] = value
+            updates[share[name]] = int(item.get(share[name], {"N": "0"})["N"]) + delta
         clients.dynamodb.update_item(
             TableName=settings.table_name,
             Key=counter_key(account_id),
-            UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in values),
-            ExpressionAttributeNames={f"#{k}": k for k in values},
-            ExpressionAttributeValues={f":{k}": {"N": str(v)} for k, v in values.items()},
+            UpdateExpression="SET " + ", ".join(f"#{k} = :{k}" for k in updates) + " ADD v0 :one",
+            ExpressionAttributeNames={f"#{k}": k for k in updates},
+            ExpressionAttributeValues={
+                **{f":{k}": {"N": str(v)} for k, v in updates.items()},
+                ":one": {"N": "1"},
+            },
         )
 
     return write

@@ -1,18 +1,45 @@
-"""The API path against DynamoDB Local: limits, idempotency, and the best-effort counter's rules."""
+"""The API path against DynamoDB Local: limits, idempotency, and how each write's failures end."""
 
 from __future__ import annotations
 
-import boto3
+import time
+
 import pytest
 
 from hybrid_counter.api.app import build_app
-from hybrid_counter.counter_item import CounterState
-from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
-from hybrid_counter.keys import resource_key
+from hybrid_counter.counters import AdmissionOutcome, CounterState
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
+from hybrid_counter.keys import resource_key, token
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources.items import pending_item
+from hybrid_counter.resources.table import ResourceTable
 from tests.conftest import load_event
-from tests.faults import clear, inject, injected
+from tests.explorer.scheduler import Race
+from tests.faults import injected
 
 pytestmark = pytest.mark.integration
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def timed(settings, clients, clock):
+    """A service on a clock the test moves, that does not wait long for other requests."""
+    return ResourceService(
+        settings, clients, effects=Effects(clock=clock, waiter=Waiter(attempts=2, delay=0.01))
+    )
 
 
 def test_limit_walkthrough(service, account, drain):
@@ -27,11 +54,11 @@ def test_limit_walkthrough(service, account, drain):
     assert (refused.value.limit, refused.value.used) == (3, 3)
     drain(account)
     assert (service.usage(account).best_effort, service.usage(account).eventual) == (3, 3)
-    # When one is deleted, a repeated delete is NotFound
+    # When one is deleted, both counters drop at once and a repeated delete is NotFound
     service.delete(account, ids[0])
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (2, 2)
     with pytest.raises(NotFound):
         service.delete(account, ids[0])
-    assert service.usage(account).best_effort == 2
     drain(account)
     usage = service.usage(account)
     assert (usage.best_effort, usage.eventual, usage.used, usage.limit) == (2, 2, 2, 3)
@@ -40,7 +67,7 @@ def test_limit_walkthrough(service, account, drain):
     assert service.usage(account).best_effort == 3
 
 
-def test_rejected_create_leaves_nothing_behind(service, account, clients, settings, drain):
+def test_rejected_create_leaves_nothing_behind(service, account, clients, settings):
     service.set_limit(account, 0)
     with pytest.raises(LimitExceeded):
         service.create(account, "nope", {}, resource_id="r-rejected")
@@ -68,40 +95,72 @@ def test_put_of_an_existing_id_succeeds_even_when_the_account_is_at_its_limit(se
     assert created is False
 
 
-def test_recreating_an_id_still_being_deleted_is_a_validation_error(service, account, drain):
-    service.create(account, "a", {}, resource_id="busy")
-    service.delete(account, "busy")
-    with pytest.raises(ValidationError):
-        service.create(account, "a", {}, resource_id="busy")
-    drain(account)
-    _, created = service.create(account, "a", {}, resource_id="busy")
+def test_an_id_can_be_created_again_right_after_its_delete(service, account, drain):
+    # Given a resource created and deleted (the stream has seen neither)
+    service.create(account, "a", {}, resource_id="again")
+    service.delete(account, "again")
+    # When the same id is created at once
+    _, created = service.create(account, "b", {}, resource_id="again")
+    # Then it is a new resource, counted once whatever order the stream sees the old records in
     assert created is True
     drain(account)
-    assert service.usage(account).eventual == 1
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (1, 1)
+    assert service.get(account, "again").name == "b"
 
 
-def test_retried_delete_after_a_crash_uncounts_once(service, account):
-    # Given a delete that decremented best-effort and died before the soft delete
-    resource, _ = service.create(account, "a", {})
-    service.create(account, "b", {})
-    item = service._get_item(account, resource.resource_id)
-    service.counters.uncount(account, f"{resource.resource_id}#{item['incarnation']['S']}")
+def test_a_delete_retried_after_its_first_attempt_died_before_its_release_releases_once(
+    timed, service, account, clients, clock, drain
+):
+    # Given two counted resources, and a delete of one that died after its claim
+    for rid in ("a", "b"):
+        service.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        first = race.start("DELETE a", lambda: timed.delete(account, "a"))
+        race.until(first, "UpdateItem")  # the claim
+        race.step(first, fault="crash")  # dies instead of releasing
+    # When the client retries at once, the resource is still claimed by the dead request
+    with pytest.raises(InProgress):
+        timed.delete(account, "a")
+    assert service.get(account, "a").resource_id == "a"  # still visible, still counted
+    assert service.usage(account).best_effort == 2
+    # When it retries after the grace period, the dead claim is taken over and finished
+    clock.now += timed._settings.pending_grace_seconds + 1
+    timed.delete(account, "a")
+    with pytest.raises(NotFound):
+        timed.delete(account, "a")
+    # Then the slot was released exactly once
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (1, 1)
+
+
+def test_a_delete_retried_after_its_first_attempt_died_after_its_release_releases_once(
+    timed, service, account, clients, drain
+):
+    for rid in ("a", "b"):
+        service.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        first = race.start("DELETE a", lambda: timed.delete(account, "a"))
+        race.until(first, "UpdateItem", count=2)  # claim and release
+        race.step(first, fault="crash")  # dies instead of removing the item
+    # The release applied: the slot is free, and the stream path removes the item
     assert service.usage(account).best_effort == 1
-    # When the client retries the delete
-    service.delete(account, resource.resource_id)
-    # Then best-effort was decremented once in all
-    assert service.usage(account).best_effort == 1
+    drain(account)
+    with pytest.raises(NotFound):
+        timed.delete(account, "a")
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (1, 1)
 
 
 def test_lost_response_of_the_admission_does_not_count_twice(service, account, clients, drain):
-    # Given the best-effort increment reaches DynamoDB but its response is lost (a read timeout)
-    fault = inject(clients.dynamodb_single_attempt, "UpdateItem", when="after")
-    try:
+    # Given the admission reaches DynamoDB but its response is lost (a read timeout)
+    with injected(clients.dynamodb_single_attempt, "UpdateItem", when="after") as fault:
         # When a resource is created
         resource, created = service.create(account, "a", {})
-    finally:
-        clear(clients.dynamodb_single_attempt, fault)
-    # Then the caller gets the resource, the increment was applied exactly once (no blind retry)
+    # Then the caller gets the resource; the increment applied exactly once (no blind retry),
+    # which the read-back of the counter item confirmed
     assert created is True
     assert fault.fired == 1
     assert service.usage(account).best_effort == 1
@@ -110,32 +169,46 @@ def test_lost_response_of_the_admission_does_not_count_twice(service, account, c
     assert service.get(account, resource.resource_id) == resource
 
 
-def test_admission_that_never_reached_dynamodb_leaves_best_effort_undercounting(
-    service, account, clients, drain, sweeper_now
-):
-    fault = inject(clients.dynamodb_single_attempt, "UpdateItem", when="before")
-    try:
+def test_admission_that_never_left_is_retried_because_nothing_was_written(service, account, clients):
+    with injected(clients.dynamodb_single_attempt, "UpdateItem", when="before", times=2) as fault:
         service.create(account, "a", {})
-    finally:
-        clear(clients.dynamodb_single_attempt, fault)
-    assert service.usage(account).best_effort == 0  # undercount: allowed, never overcount
-    drain(account)
-    assert service.usage(account).eventual == 0  # no admission record reached the stream
-    sweeper_now.sweep(older_than_seconds=0)
-    assert service.usage(account).eventual == 1  # the table itself held the pending work
-
-
-def test_throttled_admission_is_retried_because_nothing_was_written(service, account, clients):
-    fault = inject(clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=2)
-    try:
-        service.create(account, "a", {})
-    finally:
-        clear(clients.dynamodb_single_attempt, fault)
     assert fault.fired == 2
     assert service.usage(account).best_effort == 1
 
 
-def test_best_effort_never_goes_negative(service, account, clients, settings, set_counter):
+def test_an_admission_whose_outcome_stays_unknown_is_counted_by_the_sweeper_and_healed(
+    timed, service, account, clients, settle, live_count
+):
+    # Given the admission answered with a 5xx (it may or may not have applied; here it did not)
+    with injected(clients.dynamodb_single_attempt, "UpdateItem", error="InternalServerError"):
+        resource, created = timed.create(account, "a", {})
+    # Then the create is answered 201 (it may have counted), the resource is visible, and
+    # best_effort undercounts it (never overcounts) until the sweeper has counted it
+    assert created is True
+    assert service.get(account, resource.resource_id)
+    assert service.usage(account).best_effort == 0
+    settle(account)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual, live_count(account)) == (1, 1, 1)
+
+
+@pytest.mark.parametrize("error", ["ThrottlingException", "TransactionConflictException"])
+def test_an_admission_refused_without_effect_is_retried(service, account, clients, error):
+    with injected(clients.dynamodb_single_attempt, "UpdateItem", error=error, times=2) as fault:
+        service.create(account, "a", {})
+    assert fault.fired == 2
+    assert service.usage(account).best_effort == 1
+
+
+def test_a_delete_meeting_a_transaction_on_its_resource_is_retried(service, account, clients):
+    service.create(account, "a", {}, resource_id="a")
+    with injected(clients.dynamodb, "UpdateItem", error="TransactionConflictException") as fault:
+        service.delete(account, "a")
+    assert fault.fired == 1
+    assert service.usage(account).best_effort == 0
+
+
+def test_best_effort_never_goes_negative(service, account, set_counter):
     resource, _ = service.create(account, "a", {})
     # A drifted counter at 0 (for example after failures) stays at 0 on delete.
     set_counter(account, best_effort=0)
@@ -143,24 +216,27 @@ def test_best_effort_never_goes_negative(service, account, clients, settings, se
     assert service.usage(account).best_effort == 0
 
 
-def test_list_is_paginated_and_hides_deleted(service, account):
+def test_list_pages_are_full_and_skip_creates_that_never_finished(service, account, settings, clients):
+    # Given 7 resources, and 5 creates that never finished (pending, invisible) between them
+    table = ResourceTable(settings.table_name, clients, Effects())
     for n in range(7):
         service.create(account, f"r{n}", {}, resource_id=f"id-{n}")
-    service.delete(account, "id-3")
-    seen: list[str] = []
-    token = None
+    for n in range(5):
+        table.put_pending(pending_item(account, f"id-{n}x", "unfinished", {}, "i", now=time.time()))
+    # When the account is listed 3 at a time
+    pages, token_ = [], None
     while True:
-        page = service.list(account, page_size=3, next_token=token)
-        seen.extend(r.resource_id for r in page.items)
-        token = page.next_token
-        if token is None:
+        page = service.list(account, page_size=3, next_token=token_)
+        pages.append([r.resource_id for r in page.items])
+        token_ = page.next_token
+        if token_ is None:
             break
-    assert sorted(seen) == [f"id-{n}" for n in range(7) if n != 3]
+    # Then every page but the last is full, and every visible resource is listed once
+    assert all(len(page) == 3 for page in pages[:-1])
+    assert sorted(rid for page in pages for rid in page) == [f"id-{n}" for n in range(7)]
 
 
-def test_eventual_counter_covers_a_drifted_best_effort(
-    service, account, clients, settings, drain, set_counter
-):
+def test_eventual_counter_covers_a_drifted_best_effort(service, account, drain, set_counter):
     # Given 3 counted resources and a best-effort counter that drifted down to 0 after failures
     service.set_limit(account, 3)
     for n in range(3):
@@ -174,9 +250,7 @@ def test_eventual_counter_covers_a_drifted_best_effort(
     assert len(service.list(account).items) == 3
 
 
-def test_admission_rechecks_eventual_inside_the_conditional_write(
-    service, account, clients, settings, drain, set_counter
-):
+def test_admission_rechecks_eventual_inside_the_conditional_write(service, account, drain, set_counter):
     # Given the pre-check saw room, but the eventual counter reached the limit before the admission
     service.set_limit(account, 2)
     for n in range(2):
@@ -185,51 +259,60 @@ def test_admission_rechecks_eventual_inside_the_conditional_write(
     set_counter(account, best_effort=0)
     stale = CounterState(best_effort=0, eventual=0, limit=2)
     # When the admission is attempted with that stale view
-    admission = service.counters.admit(account, "x#y", stale)
+    admission = service.counters.admit(account, "x", token("x", "y"), stale)
     # Then the conditional write itself refuses it
-    assert admission.outcome == "rejected"
+    assert admission.outcome is AdmissionOutcome.REJECTED
     assert service.usage(account).best_effort == 0
 
 
-def test_store_errors_on_reads_become_503_with_the_error_body(service, account, clients):
+@pytest.mark.parametrize(
+    ("fault", "status", "code"),
+    [
+        ({"error": "ProvisionedThroughputExceededException", "times": 10}, 429, "TooManyRequests"),
+        ({"when": "before", "times": 10}, 503, "ServiceUnavailable"),
+    ],
+)
+def test_store_errors_on_reads_become_a_retryable_status_with_the_error_body(
+    service, account, clients, fault, status, code
+):
     event = load_event("api_get_usage.json")
     path = f"/accounts/{account}/usage"
     event.update(rawPath=path, pathParameters={"account_id": account})
     event["requestContext"]["http"]["path"] = path
     app = build_app(lambda: service)
-    with injected(clients.dynamodb, "GetItem", error="ProvisionedThroughputExceededException", times=10):
+    with injected(clients.dynamodb, "GetItem", **fault):
         response = app.resolve(event, None)  # type: ignore[arg-type]
-    assert response["statusCode"] == 503
-    assert '"code": "ServiceUnavailable"' in response["body"]
+    assert response["statusCode"] == status
+    assert f'"code": "{code}"' in response["body"]
+    assert response["headers"]["Retry-After"] == "1"
 
 
-def test_failed_rollback_leaves_a_resource_the_sweeper_counts_once(
-    service, account, clients, settings, sweeper_now, drain
+def test_a_failed_rollback_leaves_an_invisible_create_that_a_put_adopts_after_the_grace_period(
+    timed, service, account, clients, clock, settle, live_count
 ):
-    # Given a create that passes the pre-check, loses the admission race to another create,
-    # and whose rollback delete cannot reach DynamoDB
+    # Given a limit of 1, and a PUT refused at its admission whose rollback cannot reach DynamoDB
     service.set_limit(account, 1)
-    other = boto3.client("dynamodb", endpoint_url=clients.dynamodb.meta.endpoint_url)
-
-    def another_create_wins(**_):
-        clients.dynamodb.meta.events.unregister("before-call.dynamodb.PutItem", another_create_wins)
-        other.update_item(
-            TableName=settings.table_name,
-            Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
-            UpdateExpression="SET best_effort = :one",
-            ExpressionAttributeValues={":one": {"N": "1"}},
-        )
-
-    clients.dynamodb.meta.events.register("before-call.dynamodb.PutItem", another_create_wins)
-    with (
-        injected(clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=10),
-        pytest.raises(LimitExceeded),
-    ):
-        service.create(account, "refused", {}, resource_id="orphan")
-    # Then the resource is still there, uncounted; the sweeper counts it, once
-    drain(account)
-    assert service.usage(account).eventual == 0
-    sweeper_now.sweep(older_than_seconds=0)
-    sweeper_now.sweep(older_than_seconds=0)
-    assert service.usage(account).eventual == 1
-    assert service.get(account, "orphan").resource_id == "orphan"
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        put = race.start("PUT orphan", lambda: timed.create(account, "refused", {}, resource_id="orphan"))
+        race.until(put, "PutItem")
+        race.run("POST", lambda: timed.create(account, "winner", {}))
+        race.until(put, "UpdateItem")
+        while race.next_call(put) == "DeleteItem":
+            race.step(put, fault="unsent")
+        race.finish(put)
+    assert isinstance(put.error, LimitExceeded)
+    # Then the refused create is invisible and holds no slot
+    with pytest.raises(NotFound):
+        service.get(account, "orphan")
+    assert (service.usage(account).best_effort, live_count(account)) == (1, 1)
+    # When the client PUTs the id again within the grace period, the outcome is not settled yet
+    with pytest.raises(InProgress):
+        timed.create(account, "refused", {}, resource_id="orphan")
+    # After it, the PUT adopts the orphan (as a retried PUT would find it created)
+    clock.now += timed._settings.pending_grace_seconds + 1
+    resource, created = timed.create(account, "refused", {}, resource_id="orphan")
+    assert (resource.resource_id, created) == ("orphan", False)
+    # And it is counted once, by the sweeper; best_effort undercounted it, never overcounted
+    settle(account)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual, live_count(account)) == (2, 2, 2)

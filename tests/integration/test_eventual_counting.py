@@ -11,15 +11,10 @@ from hypothesis import strategies as st
 
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
-from hybrid_counter.keys import counter_key
+from hybrid_counter.keys import resource_key
+from tests.faults import injected
 
 pytestmark = pytest.mark.integration
-
-
-def counter_item(clients, settings_, account):
-    return clients.dynamodb.get_item(
-        TableName=settings_.table_name, Key=counter_key(account), ConsistentRead=True
-    ).get("Item", {})
 
 
 def test_duplicate_delivery_counts_once(service, account, stream, counter):
@@ -54,20 +49,54 @@ def test_two_workers_on_the_same_batch_count_once(service, account, stream, sett
     assert service.usage(account).eventual == 30
 
 
-def test_delete_processed_before_its_create_was_counted(service, account, stream, counter, clients, settings):
+def test_a_resource_deleted_before_the_stream_counted_it_is_never_counted(service, account, stream, counter):
     # Given a resource admitted and deleted before the stream counted it
     resource, _ = service.create(account, "a", {})
     admission = stream.records_for(account)
     service.delete(account, resource.resource_id)
-    soft_delete = stream.records_for(account)
-    # When the delete is processed first and the admission (retried) afterwards
-    process_stream_batch(soft_delete, counter)
-    process_stream_batch(admission, counter)
-    # Then nothing is counted, the resource is gone, and no uncounting token is left behind
-    assert service.usage(account).eventual == 0
-    assert service.usage(account).best_effort == 0
-    assert "uncounting" not in counter_item(clients, settings, account)
+    delete = stream.records_for(account)
+    # When the delete's records are processed first and the admission (retried) afterwards
+    process_stream_batch(delete, counter)
+    report = process_stream_batch(admission, counter).report
+    # Then nothing is counted (the delete's claim made the count moot) and the resource is gone
+    assert report.counted == 0
+    assert (service.usage(account).eventual, service.usage(account).best_effort) == (0, 0)
     assert service.list(account).items == []
+
+
+def test_a_release_whose_delete_did_not_remove_the_item_is_finished_by_the_stream(
+    service, account, stream, counter, clients, settings
+):
+    # Given a delete that released its resource and was cut off before removing it
+    service.create(account, "a", {}, resource_id="a")
+    process_stream_batch(stream.records_for(account), counter)
+    with injected(clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=10):
+        service.delete(account, "a")  # answered 204: the release applied
+    assert service.get(account, "a")  # still claimed, visible
+    # When the stream delivers the release
+    report = process_stream_batch(stream.records_for(account), counter).report
+    # Then the stream path removes the item; the counters already dropped with the release
+    assert report.finished_deletes == 1
+    assert "Item" not in clients.dynamodb.get_item(
+        TableName=settings.table_name, Key=resource_key(account, "a"), ConsistentRead=True
+    )
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
+
+
+def test_a_conflict_on_a_resource_action_is_retried_not_taken_for_done(
+    service, account, stream, counter, clients
+):
+    # Given an admission record, and its counting transaction cancelled once by a conflict on the
+    # resource's action (another transaction held the item)
+    service.create(account, "a", {})
+    records = stream.records_for(account)
+    with injected(clients.dynamodb, "TransactWriteItems", error="TransactionCanceledException") as fault:
+        outcome = process_stream_batch(records, counter)
+    # Then the count is retried and lands: a conflict is not "already counted"
+    assert fault.fired == 1
+    assert outcome.failed_sequence_numbers == []
+    assert outcome.report.counted == 1
+    assert service.usage(account).eventual == 1
 
 
 def test_more_than_100_records_are_counted_in_chunks(service, account, stream, counter):
@@ -106,5 +135,5 @@ def test_any_order_and_any_duplication_of_deliveries_gives_the_true_count(
     rng.shuffle(deliveries)
     for start in range(0, len(deliveries), 4):
         process_stream_batch(deliveries[start : start + 4], counter)
-    assert service.usage(account).eventual == 3
+    assert (service.usage(account).eventual, service.usage(account).best_effort) == (3, 3)
     assert len(service.list(account).items) == 3

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
+from hybrid_counter.counting import sweeper as sweeper_module
 from hybrid_counter.counting.replay import Replayer, ReplayFailed
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.resources import ResourceService
+from tests.faults import injected
 
 pytestmark = pytest.mark.integration
 
@@ -65,10 +71,16 @@ def test_replay_of_a_poison_record_fails_so_the_message_is_retried(
     assert service.usage(account).eventual == 2
 
 
-def test_trimmed_stream_records_fall_back_to_the_table(service, account, clients, counter, settings, stream):
-    # Given an uncounted resource whose stream records are gone (older than the 24-hour retention)
+def test_trimmed_stream_records_ask_the_sweeper_for_an_audit_of_the_table(
+    service, account, clients, counter, settings, stream, drain
+):
+    # Given an admitted resource whose stream records are gone (older than the 24-hour retention)
     resource, _ = service.create(account, "old", {})
-    sweeper = Sweeper(settings.table_name, counter, grace_seconds=0, clients=clients)
+    stream.records_for(account)  # lost: never delivered
+    later = time.time() + settings.pending_grace_seconds + 1
+    sweeper = Sweeper(
+        settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
+    )
     with Stubber(clients.streams_client()) as streams:
         streams.add_client_error("get_shard_iterator", service_error_code="TrimmedDataAccessException")
         # When the retry queue replays its on-failure record
@@ -79,39 +91,85 @@ def test_trimmed_stream_records_fall_back_to_the_table(service, account, clients
                 "shardId-00000001795296000000-1a2b3c4d",
             )
         )
-    # Then the sweeper finished the pending work found in the table itself
-    assert outcome.swept is True
+    # Then the message succeeds at once, leaving the work to the sweeper's audit
+    assert outcome.audit_requested is True
+    assert sweeper.audit_requested()
+    assert service.usage(account).eventual == 0
+    # which finds the uncounted resource in the table and counts it, once
+    audit = sweeper.audit()
+    assert audit.finished
+    assert audit.report.counted >= 1
+    assert not sweeper.audit_requested()
+    sweeper.request_audit("again")
+    sweeper.audit()
     assert service.usage(account).eventual == 1
     assert service.get(account, resource.resource_id) == resource
 
 
-def test_sweeper_finishes_soft_deleted_resources_the_stream_never_processed(
-    service, account, sweeper_now, drain
+def unknown_admissions(service, clients, account, count):
+    """Creates whose admission answered a 5xx without applying: live, uncounted, in PendingIndex."""
+    with injected(clients.dynamodb_single_attempt, "UpdateItem", error="InternalServerError", times=count):
+        fast = ResourceService(service._settings, clients, effects=Effects(waiter=Waiter(attempts=1)))
+        return [fast.create(account, f"u{n}", {})[0].resource_id for n in range(count)]
+
+
+def test_the_sweeper_counts_what_failure_paths_left_in_the_pending_index(
+    service, account, clients, settings, counter, drain
 ):
-    resource, _ = service.create(account, "a", {})
+    ids = unknown_admissions(service, clients, account, 3)
     drain(account)
-    service.delete(account, resource.resource_id)
-    # (no stream processing of the delete)
-    outcome = sweeper_now.sweep(older_than_seconds=0)
-    assert outcome.report.uncounted >= 1
-    assert service.usage(account).eventual == 0
-    assert service.list(account).items == []
+    assert service.usage(account).eventual == 0  # no admission record: the stream cannot count them
+    # The grace period protects creates still in flight
+    now = Sweeper(settings.table_name, counter, settings.pending_grace_seconds, clients)
+    assert now.sweep().found == 0
+    later = time.time() + settings.pending_grace_seconds + 1
+    sweep = Sweeper(
+        settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
+    ).sweep()
+    assert sweep.report.counted == 3
+    drain(account)  # the sweep's counter write shows best_effort < eventual: the stream path heals
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (3, 3)
+    assert all(service.get(account, rid) for rid in ids)
 
 
-def test_sweeper_respects_the_grace_period(service, account, sweeper_now):
-    service.create(account, "fresh", {})
-    outcome = sweeper_now.sweep(older_than_seconds=3600)
-    assert service.usage(account).eventual == 0
-    assert outcome.report.counted == 0
+def test_the_sweeper_sees_entries_older_than_an_hour(service, account, clients, settings, counter):
+    unknown_admissions(service, clients, account, 1)
+    hours_later = time.time() + 7200 + settings.pending_grace_seconds
+    sweeper = Sweeper(
+        settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: hours_later
+    )
+    assert sweeper.sweep().report.counted == 1
 
 
-def test_sweeper_racing_the_stream_counts_once(service, account, sweeper_now, stream, counter):
-    for n in range(10):
+def test_sweeper_racing_the_stream_counts_once(service, account, clients, settings, counter, stream):
+    unknown_admissions(service, clients, account, 4)
+    for n in range(4):
         service.create(account, f"r{n}", {})
     records = stream.records_for(account)
-    sweeper_now.sweep(older_than_seconds=0)
+    later = time.time() + settings.pending_grace_seconds + 1
+    Sweeper(
+        settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
+    ).sweep()
     process_stream_batch(records, counter)
-    assert service.usage(account).eventual == 10
+    assert service.usage(account).eventual == 8
+
+
+def test_a_sweep_cut_off_by_its_budget_loses_nothing_and_the_next_run_goes_on(
+    service, account, clients, settings, counter, monkeypatch
+):
+    monkeypatch.setattr(sweeper_module, "PAGE_SIZE", 2)
+    unknown_admissions(service, clients, account, 5)
+    later = time.time() + settings.pending_grace_seconds + 1
+    sweeper = Sweeper(
+        settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
+    )
+    pages = iter(range(1000))
+    first = sweeper.sweep(until=lambda: next(pages) >= 1)
+    assert not first.finished
+    second = sweeper.sweep()
+    assert second.finished
+    assert service.usage(account).eventual == 5
 
 
 def test_replay_that_cannot_read_the_stream_fails_and_applies_nothing(

@@ -21,7 +21,7 @@ class RecordingCounter(EventualCounter):
     def apply(self, ops: Sequence[Op]) -> ApplyReport:
         if self.fail_at is not None and self.fail_at < len(ops):
             self.applied.extend(ops[: self.fail_at])
-            raise ChunkFailed(self.fail_at, "injected")
+            raise ChunkFailed(range(self.fail_at, len(ops)), "injected")
         self.applied.extend(ops)
         return ApplyReport(counted=len(ops))
 
@@ -33,6 +33,7 @@ def admissions(count: int) -> list[dict]:
         record = copy.deepcopy(base)
         record["dynamodb"]["SequenceNumber"] = f"{100 + n:021d}"
         record["dynamodb"]["NewImage"]["last_admission"] = {"S": f"res-{n}#inc{n}"}
+        record["dynamodb"]["OldImage"]["last_admission"] = {"S": f"res-{n}#previous"}
         records.append(record)
     return records
 
@@ -41,7 +42,7 @@ def test_all_records_applied_reports_no_failures():
     counter = RecordingCounter()
     outcome = process_stream_batch(admissions(5), counter)
     assert outcome.lambda_response() == {"batchItemFailures": []}
-    assert [op.resource_id for op in counter.applied] == [f"res-{n}" for n in range(5)]
+    assert [getattr(op, "resource_id", None) for op in counter.applied] == [f"res-{n}" for n in range(5)]
 
 
 def test_failure_reports_the_failed_record_and_everything_after_it():
@@ -56,7 +57,7 @@ def test_poison_record_stops_the_batch_there_and_earlier_records_are_applied():
     del records[1]["dynamodb"]["NewImage"]
     counter = RecordingCounter()
     outcome = process_stream_batch(records, counter)
-    assert [op.resource_id for op in counter.applied] == ["res-0"]
+    assert [getattr(op, "resource_id", None) for op in counter.applied] == ["res-0"]
     assert outcome.failed_sequence_numbers == [r["dynamodb"]["SequenceNumber"] for r in records[1:]]
     assert outcome.error is not None
     assert "poison" in outcome.error

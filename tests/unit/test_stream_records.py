@@ -1,4 +1,5 @@
-"""Which stream records become counting work, from the sample events sam local invoke uses."""
+"""Which stream records become stream-path work, from the sample events sam local invoke uses
+(real records captured from DynamoDB Local: one create, one delete)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ import copy
 
 import pytest
 
-from hybrid_counter.counting.ops import CountOp, UncountOp
-from hybrid_counter.counting.records import PoisonRecord, ops_from_record
+from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp
+from hybrid_counter.counting.records import PoisonRecord, ops_from_record, ops_from_records
 from tests.conftest import load_event
 
 
@@ -23,33 +24,40 @@ def test_admission_on_counter_item_counts_that_resource():
     # When it is interpreted
     ops = ops_from_record(record)
     # Then exactly that resource incarnation is counted
-    assert ops == [CountOp("acct-demo", "res-1", "4f1c2b9e8d7a4c3b9a1e2d3c4b5a6978")]
+    assert ops == [CountOp("acct-demo", "res-1", "4f1c2b9e8d7a4c3b")]
 
 
-def test_resource_insert_alone_counts_nothing():
-    # Counting waits for the admission, so a create that is rolled back is never counted.
-    assert ops_from_record(only_record("stream_insert_resource.json")) == []
+def test_resource_records_carry_no_work():
+    # Counting waits for the admission, so a create that is rolled back is never counted; a
+    # delete's claim and its removal change nothing the counters do not already know.
+    for name in ("stream_insert_resource.json", "stream_modify_claim.json", "stream_remove.json"):
+        assert ops_from_record(only_record(name)) == [], name
 
 
-def test_soft_delete_of_counted_resource_uncounts_it():
-    ops = ops_from_record(only_record("stream_modify_soft_delete.json"))
-    assert ops == [UncountOp("acct-demo", "res-1", "4f1c2b9e8d7a4c3b9a1e2d3c4b5a6978", counted=True)]
+def test_release_asks_to_finish_that_delete():
+    ops = ops_from_record(only_record("stream_modify_release.json"))
+    assert ops == [FinishDeleteOp("acct-demo", "res-1", "4f1c2b9e8d7a4c3b")]
 
 
-def test_soft_delete_of_uncounted_resource_hard_deletes_without_uncounting():
-    record = copy.deepcopy(only_record("stream_modify_soft_delete.json"))
-    record["dynamodb"]["NewImage"]["counter_processed"] = {"BOOL": False}
-    (op,) = ops_from_record(record)
-    assert isinstance(op, UncountOp)
-    assert op.counted is False
+def test_a_release_followed_by_its_removal_in_the_batch_needs_nothing():
+    # Given the delete's release and, later in the same batch, the delete removing the item itself
+    release, removal = only_record("stream_modify_release.json"), only_record("stream_remove.json")
+    # Then the stream path has nothing to finish; in the other order, or alone, it does
+    assert ops_from_records([release, removal]) == []
+    assert [op for _, op in ops_from_records([removal, release])] == ops_from_record(release)
+    other = copy.deepcopy(removal)
+    other["dynamodb"]["OldImage"]["incarnation"] = {"S": "an-earlier-one"}
+    assert [op for _, op in ops_from_records([release, other])] == ops_from_record(release)
 
 
-def test_remove_counts_nothing():
-    assert ops_from_record(only_record("stream_remove.json")) == []
+def test_a_counter_image_with_best_effort_below_eventual_asks_for_a_heal():
+    record = copy.deepcopy(only_record("stream_modify_admission.json"))
+    record["dynamodb"]["NewImage"]["eventual"] = {"N": "5"}
+    assert HealOp("acct-demo") in ops_from_record(record)
 
 
-def test_counter_change_without_new_admission_counts_nothing():
-    # The stream path's own eventual-counter writes leave last_admission as it was.
+def test_counter_change_without_new_admission_or_release_carries_no_work():
+    # The stream path's own eventual-counter writes leave last_admission and last_release as they were.
     record = copy.deepcopy(only_record("stream_modify_admission.json"))
     record["dynamodb"]["OldImage"]["last_admission"] = record["dynamodb"]["NewImage"]["last_admission"]
     assert ops_from_record(record) == []
@@ -61,6 +69,12 @@ def test_readmission_of_same_id_with_new_incarnation_counts_again():
     assert len(ops_from_record(record)) == 1
 
 
+def test_the_sweepers_control_items_are_not_accounts():
+    record = copy.deepcopy(only_record("stream_remove.json"))
+    record["dynamodb"]["Keys"] = {"pk": {"S": "CONTROL#sweeper"}, "sk": {"S": "audit"}}
+    assert ops_from_record(record) == []
+
+
 @pytest.mark.parametrize(
     "mutate",
     [
@@ -70,8 +84,9 @@ def test_readmission_of_same_id_with_new_incarnation_counts_again():
         lambda r: r["dynamodb"]["NewImage"].update(last_admission={"S": "no-separator"}),
         lambda r: r["dynamodb"]["Keys"].update(pk={"S": "TENANT#x"}),
         lambda r: r["dynamodb"]["Keys"].update(sk={"S": "SOMETHING"}),
+        lambda r: r["dynamodb"]["Keys"].update(sk={"S": "RESOURCE#0#res-1"}),  # wrong range for the id
     ],
-    ids=["no-keys", "no-new-image", "bad-event-name", "bad-admission", "bad-pk", "bad-sk"],
+    ids=["no-keys", "no-new-image", "bad-event-name", "bad-admission", "bad-pk", "bad-sk", "bad-range"],
 )
 def test_uninterpretable_records_are_poison(mutate):
     record = copy.deepcopy(only_record("stream_modify_admission.json"))

@@ -57,7 +57,16 @@ def test_sparse_indexes_for_the_sweeper_and_the_healer(template):
         "PendingIndex": ["pending_shard", "pending_since"],
         "CounterIndex": ["counter_shard", "pk"],
     }
-    assert all(index["Projection"]["ProjectionType"] == "KEYS_ONLY" for index in indexes.values())
+    # The sweeper reads what it acts on from the projection, not one GetItem per entry.
+    assert indexes["PendingIndex"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["state", "incarnation", "counter_processed"],
+    }
+    assert indexes["CounterIndex"]["Projection"]["ProjectionType"] == "KEYS_ONLY"
+
+
+def test_pending_creates_expire_by_ttl(template):
+    assert template.tables["ResourcesTable"].ttl_attribute == "expires_at"
 
 
 def test_every_function_handler_file_exists_and_pending_grace_exceeds_api_timeout(template):

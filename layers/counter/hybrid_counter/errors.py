@@ -5,6 +5,7 @@ from __future__ import annotations
 
 class DomainError(Exception):
     code = "Error"
+    retry_after: int | None = None
 
 
 class ValidationError(DomainError):
@@ -24,7 +25,19 @@ class LimitExceeded(DomainError):
         self.used = used
 
 
+class Throttled(DomainError):
+    """DynamoDB throttled the account's writes on every attempt; nothing was written."""
+
+    code = "TooManyRequests"
+    retry_after = 1
+
+
 class StoreUnavailable(DomainError):
-    """DynamoDB refused a plain single-item write after retries (not a counter-internal failure)."""
+    """DynamoDB could not be reached or failed after retries; nothing needs undoing."""
 
     code = "ServiceUnavailable"
+    retry_after = 1
+
+
+class InProgress(StoreUnavailable):
+    """Another request on the same resource has not finished; retrying shortly will see its outcome."""

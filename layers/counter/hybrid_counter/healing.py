@@ -1,33 +1,37 @@
-"""Bring a drifted best-effort counter back up to the eventual counter, safely under traffic.
+"""Bring a drifted-low best-effort counter back up to the eventual counter, safely under traffic.
 
-best_effort only ever undercounts after failures (a lost admission, a delete retried after a
-crash). Raising it to ``eventual`` is safe when, at the instant of the write, every resource the
-eventual counter counts is live. A counted resource stops being live only through a soft delete,
-and every soft delete first puts its token in ``uncounting`` (removed by the same transaction
-that hard-deletes the resource and decrements ``eventual``). So the heal is one conditional
-write: ``best_effort := eventual`` if both counters are still what we read, ``uncounting`` is
-empty, and no delete has bypassed the token set recently (``heal_fence``). Any admission, delete
-or counting that lands in between changes one of those and the heal simply does not happen.
-No quiescence window is needed for safety; a busy account is healed on a later run.
+best_effort undercounts only after failures (an admission whose outcome stayed unknown and did
+not apply, a create adopted after the grace period). Raising it to ``eventual`` is safe at any
+instant, with no quiet window: ``eventual`` counts resources the stream path counted and no
+delete has released, and every such resource is live or claimed by a delete that has not
+released it yet, so each still holds a slot. The heal is therefore one conditional write,
+``best_effort := eventual if best_effort < eventual``, evaluated by DynamoDB on the item itself;
+whatever lands before or after it is serialised with it.
+
+Who heals: the stream path, whenever a counter item's new image shows ``best_effort <
+eventual`` (that is the drift signal: it costs nothing when there is no drift), and operators
+(``hybrid-counter-ops heal``), here: paged over CounterIndex, the counter items read in batches
+of 100 (eventually consistent, half a read unit each: the write's condition is what decides),
+in parallel, resumable from a continuation.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from dataclasses import dataclass
+import json
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import Clients, error_code
+from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.counters import expressions
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL
 from hybrid_counter.keys import all_counter_shards, counter_key, parse_account_pk
 from hybrid_counter.observability import Observability, default_observability
 
 COUNTER_INDEX = "CounterIndex"
-# A delete that fell back to an untokened decrement may leave a counted resource soft-deleted
-# for as long as the stream (24 h retention) or the sweeper takes to finish it.
-HEAL_FENCE_SECONDS = 26 * 3600
 
 
 @dataclass(frozen=True)
@@ -39,85 +43,116 @@ class HealOutcome:
     reason: str
 
 
+@dataclass
+class HealAllReport:
+    accounts_read: int = 0
+    healed: list[HealOutcome] = field(default_factory=list)
+    continuation: str | None = None  # pass back to go on (None: every account was seen)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "accounts_read": self.accounts_read,
+            "healed": [outcome.__dict__ for outcome in self.healed],
+            "continuation": self.continuation,
+        }
+
+
 class Healer:
     def __init__(
-        self,
-        table_name: str,
-        clients: Clients | None = None,
-        obs: Observability | None = None,
-        clock: Any = time.time,
+        self, table_name: str, clients: Clients | None = None, obs: Observability | None = None
     ) -> None:
         self._table = table_name
         self._clients = clients or Clients()
         self._obs = obs or default_observability()
-        self._clock = clock
+        self._retry = RetryPolicy()
 
-    def heal_account(self, account_id: str) -> HealOutcome:
-        item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=counter_key(account_id), ConsistentRead=True
-        ).get("Item")
+    def heal_account(self, account_id: str, seen: dict[str, Any] | None = None) -> HealOutcome:
+        item: dict[str, Any] | None = seen
+        if item is None:
+            item = dict(
+                self._clients.dynamodb.get_item(
+                    TableName=self._table, Key=counter_key(account_id), ConsistentRead=True
+                ).get("Item")
+                or {}
+            )
         if not item:
             return HealOutcome(account_id, 0, 0, healed=False, reason="no counter item")
-        has_best_effort = "best_effort" in item
-        best_effort = int(item.get("best_effort", {"N": "0"})["N"])
-        eventual = int(item.get("eventual", {"N": "0"})["N"])
-        outcome = HealOutcome(account_id, best_effort, eventual, healed=False, reason="")
+        best_effort = int(item.get(BEST_EFFORT, {"N": "0"})["N"])
+        eventual = int(item.get(EVENTUAL, {"N": "0"})["N"])
         if best_effort >= eventual:
-            return _with(outcome, "best_effort is not below eventual")
-        if item.get("uncounting", {}).get("SS"):
-            return _with(outcome, "deletes are in flight")
-        cutoff = int(self._clock()) - HEAL_FENCE_SECONDS
-        fence = item.get("heal_fence")
-        if fence is not None and int(fence["N"]) >= cutoff:
-            return _with(outcome, "a delete bypassed the token set recently")
-        values: dict[str, Any] = {":ev": {"N": str(eventual)}, ":cutoff": {"N": str(cutoff)}}
-        unchanged = "attribute_not_exists(#be)"
-        if has_best_effort:
-            unchanged = "#be = :be"
-            values[":be"] = {"N": str(best_effort)}
+            return HealOutcome(account_id, best_effort, eventual, False, "best_effort is not below eventual")
+        args = expressions.heal().update(self._table, account_id)
         try:
-            self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=counter_key(account_id),
-                UpdateExpression="SET #be = :ev",
-                ConditionExpression=(
-                    f"{unchanged} AND #ev = :ev AND attribute_not_exists(#unc) AND "
-                    "(attribute_not_exists(#fence) OR #fence < :cutoff)"
-                ),
-                ExpressionAttributeNames={
-                    "#be": "best_effort",
-                    "#ev": "eventual",
-                    "#unc": "uncounting",
-                    "#fence": "heal_fence",
-                },
-                ExpressionAttributeValues=values,
-            )
+            retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._retry)
         except ClientError as error:
-            if error_code(error) != "ConditionalCheckFailedException":
+            if error_code(error) != CONDITION_FAILED:
                 raise
-            return _with(outcome, "the counters changed meanwhile; will retry on a later run")
+            return HealOutcome(
+                account_id, best_effort, eventual, False, "best_effort is no longer below eventual"
+            )
         self._obs.count("BestEffortHealed")
         self._obs.logger.info(
-            "healed best-effort counter",
-            extra={"account_id": account_id, "from": best_effort, "to": eventual},
+            "healed best-effort counter", extra={"account_id": account_id, "from": best_effort}
         )
-        return HealOutcome(account_id, best_effort, eventual, healed=True, reason="raised to eventual")
+        return HealOutcome(account_id, best_effort, eventual, True, "raised to eventual")
 
-    def accounts(self) -> Iterator[str]:
-        paginator = self._clients.dynamodb.get_paginator("query")
-        for shard in all_counter_shards():
-            for page in paginator.paginate(
-                TableName=self._table,
-                IndexName=COUNTER_INDEX,
-                KeyConditionExpression="counter_shard = :shard",
-                ExpressionAttributeValues={":shard": {"S": shard}},
-            ):
-                for item in page.get("Items", []):
-                    yield parse_account_pk(item["pk"]["S"])
+    def accounts(self, continuation: str | None = None) -> Iterator[tuple[list[str], str | None]]:
+        """Pages of account ids from CounterIndex, each with the continuation that follows it."""
+        shards = all_counter_shards()
+        position: dict[str, Any] = json.loads(continuation) if continuation else {"shard": 0, "start": None}
+        shard, start = int(position["shard"]), position["start"]
+        while shard < len(shards):
+            query: dict[str, Any] = {
+                "TableName": self._table,
+                "IndexName": COUNTER_INDEX,
+                "KeyConditionExpression": "counter_shard = :shard",
+                "ExpressionAttributeValues": {":shard": {"S": shards[shard]}},
+                "Limit": 100,
+            }
+            if start:
+                query["ExclusiveStartKey"] = start
+            page = self._clients.dynamodb.query(**query)
+            start = page.get("LastEvaluatedKey")
+            if start is None:
+                shard += 1
+            following = json.dumps({"shard": shard, "start": start}) if shard < len(shards) else None
+            yield [parse_account_pk(item["pk"]["S"]) for item in page.get("Items", [])], following
 
-    def heal_all(self) -> list[HealOutcome]:
-        return [self.heal_account(account_id) for account_id in self.accounts()]
+    def heal_all(
+        self,
+        continuation: str | None = None,
+        *,
+        parallelism: int = 8,
+        until: Callable[[], bool] | None = None,
+    ) -> HealAllReport:
+        report = HealAllReport()
+        with ThreadPoolExecutor(max_workers=parallelism) as pool:
+            for accounts, following in self.accounts(continuation):
+                counters = self._read_counters(accounts)
+                report.accounts_read += len(accounts)
+                drifted = [
+                    (account, item)
+                    for account, item in counters.items()
+                    if int(item.get(BEST_EFFORT, {"N": "0"})["N"]) < int(item.get(EVENTUAL, {"N": "0"})["N"])
+                ]
+                for outcome in pool.map(lambda pair: self.heal_account(*pair), drifted):
+                    if outcome.healed:
+                        report.healed.append(outcome)
+                report.continuation = following
+                if following is not None and until is not None and until():
+                    return report
+        return report
 
-
-def _with(outcome: HealOutcome, reason: str) -> HealOutcome:
-    return HealOutcome(outcome.account_id, outcome.best_effort_before, outcome.eventual, False, reason)
+    def _read_counters(self, accounts: list[str]) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        keys: list[Any] = [counter_key(account) for account in accounts]
+        while keys:
+            response: Any = self._clients.dynamodb.batch_get_item(
+                RequestItems={
+                    self._table: {"Keys": keys, "ProjectionExpression": "pk, best_effort, eventual"}
+                }
+            )
+            for item in response.get("Responses", {}).get(self._table, []):
+                found[parse_account_pk(str(item["pk"]["S"]))] = dict(item)
+            keys = list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []))
+        return found

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.replay import Replayer
 from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.effects import Effects
 from hybrid_counter.healing import Healer
 from hybrid_counter.observability import Observability, default_observability
+from hybrid_counter.ops.recount import Recounter
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 
@@ -20,6 +22,7 @@ class Components:
     settings: Settings
     clients: Clients
     obs: Observability
+    effects: Effects = field(default_factory=Effects)
 
     @classmethod
     def from_env(cls) -> Components:
@@ -27,7 +30,7 @@ class Components:
 
     @cached_property
     def resources(self) -> ResourceService:
-        return ResourceService(self.settings, self.clients, self.obs)
+        return ResourceService(self.settings, self.clients, self.obs, self.effects)
 
     @cached_property
     def eventual(self) -> EventualCounter:
@@ -36,7 +39,12 @@ class Components:
     @cached_property
     def sweeper(self) -> Sweeper:
         return Sweeper(
-            self.settings.table_name, self.eventual, self.settings.pending_grace_seconds, self.clients
+            self.settings.table_name,
+            self.eventual,
+            self.settings.pending_grace_seconds,
+            self.clients,
+            clock=self.effects.clock,
+            deletes=self.resources,
         )
 
     @cached_property
@@ -46,3 +54,16 @@ class Components:
     @cached_property
     def healer(self) -> Healer:
         return Healer(self.settings.table_name, self.clients, self.obs)
+
+    @cached_property
+    def recounter(self) -> Recounter:
+        return Recounter(
+            self.settings.table_name,
+            self.resources.counters,
+            self.eventual,
+            self.healer,
+            self.clients,
+            service=self.resources,
+            grace_seconds=self.settings.pending_grace_seconds,
+            clock=self.effects.clock,
+        )

@@ -15,9 +15,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.models import MAX_BODY_BYTES, LimitBody, ResourceBody
-from hybrid_counter.errors import DomainError, StoreUnavailable
+from hybrid_counter.errors import DomainError
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources.table import store_error
 
 AccountId = Annotated[str, Path(pattern=ID_PATTERN, description="Account id: 1-64 of A-Z a-z 0-9 _ . -")]
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, description="Resource id: 1-64 of A-Z a-z 0-9 _ . -")]
@@ -51,9 +52,9 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
 
     @app.exception_handler([ClientError, BotoCoreError])  # type: ignore[untyped-decorator]
     def _store_unavailable(error: Exception) -> Response[str]:
-        # DynamoDB refused a plain read or write after the SDK's retries: the one 5xx callers can
-        # see, as from any API on DynamoDB; counter-internal failures never get here.
-        return domain_error_response(StoreUnavailable("the data store is unavailable; retry the request"))
+        # DynamoDB refused a plain read or write after the SDK's retries (429 if it was throttling,
+        # else 503), as from any API on DynamoDB; counter-internal failures never get here.
+        return domain_error_response(store_error(error, "the request"))
 
     @app.exception_handler(DomainError)  # type: ignore[untyped-decorator]
     def _domain(error: DomainError) -> Response[str]:

@@ -7,19 +7,35 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
-from hybrid_counter.errors import DomainError, LimitExceeded, NotFound, StoreUnavailable, ValidationError
+from hybrid_counter.errors import (
+    DomainError,
+    LimitExceeded,
+    NotFound,
+    StoreUnavailable,
+    Throttled,
+    ValidationError,
+)
 
 STATUS = {
     ValidationError: 400,
     NotFound: 404,
     LimitExceeded: 409,
+    # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.
+    Throttled: 429,
     StoreUnavailable: 503,
 }
 
 
-def error_response(status: int, code: str, message: str, **extra: Any) -> Response[str]:
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None, **extra: Any
+) -> Response[str]:
     body = {"error": {"code": code, "message": message, **extra}}
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body),
+        headers=headers,
+    )
 
 
 def domain_error_response(error: DomainError) -> Response[str]:
@@ -27,7 +43,8 @@ def domain_error_response(error: DomainError) -> Response[str]:
     extra: dict[str, Any] = {}
     if isinstance(error, LimitExceeded):
         extra = {"limit": error.limit, "used": error.used}
-    return error_response(status, error.code, str(error), **extra)
+    headers = None if error.retry_after is None else {"Retry-After": str(error.retry_after)}
+    return error_response(status, error.code, str(error), headers, **extra)
 
 
 def validation_message(errors: list[dict[str, Any]]) -> str:

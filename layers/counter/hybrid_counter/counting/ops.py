@@ -1,20 +1,41 @@
-"""Counting operations derived from stream records (or found by the sweeper).
+"""What the stream path does, derived from stream records (or found by the sweeper).
 
-Each is applied by one conditional transaction on the resource item (plus the counter item),
-so applying one twice, or concurrently, or in any order relative to the others, leaves the
-eventual counter right: the conditions describe the resource state the operation needs, and
-a cancelled condition means the work is already done (or was made unnecessary by a delete).
+Each is idempotent and commutes with every other, so a record applied twice, concurrently, or
+in any order leaves the counters right:
+
+- ``CountOp``: count an admitted resource into ``eventual``, exactly once: one transaction adds
+  to the counter and flips the resource's ``counter_processed``, conditional on it being unflipped
+  and not yet claimed by a delete (a claimed resource is never counted; its delete's release
+  already knows it was not).
+- ``FinishDeleteOp``: remove a resource whose delete released it but did not get to remove it
+  (conditional on that incarnation still being claimed). No counter changes: the release did them.
+- ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hybrid_counter.keys import range_of
+
 
 @dataclass(frozen=True)
 class CountOp:
-    """Count an admitted resource: eventual += 1 and counter_processed := true."""
+    account_id: str
+    resource_id: str
+    incarnation: str
 
+    @property
+    def item(self) -> tuple[str, str]:
+        return (self.account_id, self.resource_id)
+
+    @property
+    def range_id(self) -> str:
+        return range_of(self.resource_id)
+
+
+@dataclass(frozen=True)
+class FinishDeleteOp:
     account_id: str
     resource_id: str
     incarnation: str
@@ -25,21 +46,8 @@ class CountOp:
 
 
 @dataclass(frozen=True)
-class UncountOp:
-    """Hard-delete a soft-deleted resource; eventual -= 1 only if it had been counted."""
-
+class HealOp:
     account_id: str
-    resource_id: str
-    incarnation: str
-    counted: bool
-
-    @property
-    def item(self) -> tuple[str, str]:
-        return (self.account_id, self.resource_id)
-
-    @property
-    def token(self) -> str:
-        return f"{self.resource_id}#{self.incarnation}"
 
 
-Op = CountOp | UncountOp
+Op = CountOp | FinishDeleteOp | HealOp

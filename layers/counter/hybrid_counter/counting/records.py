@@ -1,23 +1,35 @@
-"""Turn DynamoDB stream records into counting operations.
+"""Turn DynamoDB stream records into the stream path's operations.
 
-- Counter item, ``last_admission`` changed: the API admitted that resource -> CountOp.
-- Resource item, ``deleted`` false -> true: soft delete -> UncountOp (counted = the flag in the
-  new image; counting needs ``deleted = false``, so the flag cannot change after the soft delete).
-- Everything else (resource INSERT, the stream path's own writes, REMOVE) -> nothing.
+Only the counter item's records carry work, because every API-path change that matters to the
+counters is a write to it:
 
-Counting is triggered by the admission, not by the resource's INSERT, so the eventual counter
-never includes a resource the API is about to roll back for being over the limit.
+- ``last_admission`` changed: that resource was admitted -> CountOp.
+- ``last_release`` changed: that resource's delete released it -> FinishDeleteOp (usually
+  dropped again by ``ops_from_records``, because the delete removed the item itself and its
+  REMOVE record follows in the same batch).
+- ``best_effort < eventual`` in the new image: best_effort drifted low -> HealOp.
+
+Resource records carry none (a resource's INSERT is not an admission: the create may still be
+refused). A REMOVE of a resource only cancels an earlier FinishDeleteOp of that incarnation.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from hybrid_counter.counting.ops import CountOp, Op, UncountOp
-from hybrid_counter.keys import COUNTER_SK, RESOURCE_PREFIX, parse_account_pk, parse_resource_sk
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LAST_ADMISSION, LAST_RELEASE
+from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp, Op
+from hybrid_counter.keys import (
+    CONTROL_PREFIX,
+    COUNTER_SK,
+    RESOURCE_PREFIX,
+    parse_account_pk,
+    parse_resource_sk,
+    parse_token,
+)
 
 
 class PoisonRecord(ValueError):
@@ -32,6 +44,30 @@ def sequence_number(record: Mapping[str, Any]) -> str:
 
 
 def ops_from_record(raw: Mapping[str, Any]) -> list[Op]:
+    """The operations one record asks for (before the batch-level dropping of finished deletes)."""
+    return list(_interpret(raw)[0])
+
+
+def ops_from_records(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Op]]:
+    """(record index, op) for a batch, in record order. A FinishDeleteOp is dropped when the
+    same batch shows the delete removing that incarnation itself, which is the usual case."""
+    interpreted = [_interpret(record) for record in records]
+    removed_at: dict[tuple[str, str, str], int] = {}
+    for index, (_, removal) in enumerate(interpreted):
+        if removal is not None:
+            removed_at[removal] = index
+    planned: list[tuple[int, Op]] = []
+    for index, (ops, _) in enumerate(interpreted):
+        for op in ops:
+            if isinstance(op, FinishDeleteOp):
+                key = (op.account_id, op.resource_id, op.incarnation)
+                if removed_at.get(key, -1) > index:
+                    continue
+            planned.append((index, op))
+    return planned
+
+
+def _interpret(raw: Mapping[str, Any]) -> tuple[list[Op], tuple[str, str, str] | None]:
     try:
         return _ops(DynamoDBRecord(dict(raw)))
     except PoisonRecord:
@@ -40,7 +76,7 @@ def ops_from_record(raw: Mapping[str, Any]) -> list[Op]:
         raise PoisonRecord(f"cannot interpret stream record: {error!r}") from error
 
 
-def _ops(record: DynamoDBRecord) -> list[Op]:
+def _ops(record: DynamoDBRecord) -> tuple[list[Op], tuple[str, str, str] | None]:
     stream = record.dynamodb
     if stream is None:
         raise PoisonRecord("record has no dynamodb section")
@@ -49,29 +85,30 @@ def _ops(record: DynamoDBRecord) -> list[Op]:
     event = record.raw_event.get("eventName")
     if event not in ("INSERT", "MODIFY", "REMOVE"):
         raise PoisonRecord(f"unknown eventName {event!r}")
+    if pk.startswith(CONTROL_PREFIX):
+        return [], None  # the sweeper's own bookkeeping
+    account_id = parse_account_pk(pk)
+    if sk.startswith(RESOURCE_PREFIX):
+        resource_id = parse_resource_sk(sk)
+        if event == "REMOVE" and stream.old_image:
+            return [], (account_id, resource_id, str(stream.old_image["incarnation"]))
+        return [], None
+    if sk != COUNTER_SK:
+        raise PoisonRecord(f"unknown item kind {sk!r}")
     if event == "REMOVE":
-        return []
+        return [], None
     new, old = stream.new_image, stream.old_image
     if not new:
         raise PoisonRecord("INSERT/MODIFY record without NewImage (stream view must be NEW_AND_OLD_IMAGES)")
-    account_id = parse_account_pk(pk)
-    if sk == COUNTER_SK:
-        admission = new.get("last_admission")
-        if admission is None or admission == old.get("last_admission"):
-            return []
-        resource_id, sep, incarnation = str(admission).rpartition("#")
-        if not sep or not resource_id or not incarnation:
-            raise PoisonRecord(f"malformed last_admission {admission!r}")
-        return [CountOp(account_id, resource_id, incarnation)]
-    if sk.startswith(RESOURCE_PREFIX):
-        if event == "MODIFY" and new.get("deleted") is True and old.get("deleted") is not True:
-            return [
-                UncountOp(
-                    account_id,
-                    parse_resource_sk(sk),
-                    str(new["incarnation"]),
-                    counted=bool(new["counter_processed"]),
-                )
-            ]
-        return []
-    raise PoisonRecord(f"unknown item kind {sk!r}")
+    ops: list[Op] = []
+    for attribute, kind in ((LAST_ADMISSION, CountOp), (LAST_RELEASE, FinishDeleteOp)):
+        value = new.get(attribute)
+        if value is not None and value != old.get(attribute):
+            try:
+                resource_id, incarnation = parse_token(str(value))
+            except ValueError as error:
+                raise PoisonRecord(str(error)) from error
+            ops.append(kind(account_id, resource_id, incarnation))
+    if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
+        ops.append(HealOp(account_id))
+    return ops, None

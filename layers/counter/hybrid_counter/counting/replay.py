@@ -8,8 +8,9 @@ so the message is received again and, after the queue's maxReceiveCount, moves t
 queue.
 
 If the records are gone (older than the stream's 24-hour retention, or the stream was
-replaced), the table itself still holds the unfinished work: the sweeper finishes every pending
-resource older than the grace period, which covers the trimmed range.
+replaced), the table itself still holds the unfinished work: the replay asks the sweeper for an
+audit of the table (sweeper.py), which runs in the sweeper's own schedule and budget, and the
+message succeeds.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from botocore.exceptions import ClientError
 from hybrid_counter.aws import Clients, error_code
 from hybrid_counter.counting.eventual import ApplyReport, CountingError, EventualCounter
 from hybrid_counter.counting.ops import Op
-from hybrid_counter.counting.records import PoisonRecord, ops_from_record, sequence_number
+from hybrid_counter.counting.records import ops_from_records, sequence_number
+from hybrid_counter.counting.stream_batch import first_poison
 from hybrid_counter.counting.sweeper import Sweeper
 
 RECORDS_GONE = frozenset(
@@ -63,7 +65,7 @@ class BatchInfo:
 class ReplayOutcome:
     records_read: int
     report: ApplyReport
-    swept: bool = False
+    audit_requested: bool = False
 
 
 class Replayer:
@@ -104,16 +106,18 @@ class Replayer:
             code = error_code(error)
             if code not in RECORDS_GONE:
                 raise
-            report = self._sweeper.sweep().report
-            return ReplayOutcome(records_read=0, report=report, swept=True)
+            self._sweeper.request_audit(f"records of {info.shard_id} from {info.start} are gone ({code})")
+            return ReplayOutcome(records_read=0, report=ApplyReport(), audit_requested=True)
 
-        ops: list[Op] = []
         poison: list[str] = []
+        usable: list[dict[str, Any]] = []
         for record in records:
-            try:
-                ops.extend(ops_from_record(record))
-            except PoisonRecord as error:
-                poison.append(f"{record.get('dynamodb', {}).get('SequenceNumber', '?')}: {error}")
+            bad = first_poison([record])
+            if bad is None:
+                usable.append(record)
+            else:
+                poison.append(f"{record.get('dynamodb', {}).get('SequenceNumber', '?')}: {bad[1]}")
+        ops: list[Op] = [op for _, op in ops_from_records(usable)]
         try:
             report = self._counter.apply(ops)
         except CountingError as error:

@@ -1,10 +1,10 @@
 """Fail-fast processing of one stream batch for the Lambda event source mapping.
 
-Records are applied in order; at the first record that cannot be applied we stop and report it
-and every record after it as failed. Lambda then checkpoints just before it and redelivers the
-rest, so nothing after a failure is applied ahead of it (Powertools' BatchProcessor would carry
-on past a failure). Out-of-order application would be harmless here too (see ops.py), but
-stopping early avoids doing work that is redelivered anyway.
+The batch is applied; if something cannot be, the first record whose work is not known to be
+applied, and every record after it, are reported as failed. Lambda then checkpoints just before
+it and redelivers the rest (Powertools' BatchProcessor would carry on past a failure). Applying
+records again or out of order is harmless (ops.py); reporting from the first failure keeps the
+mapping from moving past work that was never done.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybrid_counter.counting.eventual import ApplyReport, ChunkFailed, EventualCounter
-from hybrid_counter.counting.ops import Op
-from hybrid_counter.counting.records import PoisonRecord, ops_from_record, sequence_number
+from hybrid_counter.counting.records import PoisonRecord, ops_from_record, ops_from_records, sequence_number
 
 
 @dataclass
@@ -28,25 +27,28 @@ class BatchOutcome:
         return {"batchItemFailures": [{"itemIdentifier": seq} for seq in self.failed_sequence_numbers]}
 
 
-def process_stream_batch(records: Sequence[Mapping[str, Any]], counter: EventualCounter) -> BatchOutcome:
-    ops: list[Op] = []
-    op_record: list[int] = []
-    first_failed: int | None = None
-    error: str | None = None
+def first_poison(records: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
     for index, record in enumerate(records):
         try:
-            record_ops = ops_from_record(record)
+            ops_from_record(record)
         except PoisonRecord as poison:
-            first_failed, error = index, f"poison record: {poison}"
-            break
-        ops.extend(record_ops)
-        op_record.extend([index] * len(record_ops))
+            return index, f"poison record: {poison}"
+    return None
+
+
+def process_stream_batch(records: Sequence[Mapping[str, Any]], counter: EventualCounter) -> BatchOutcome:
+    first_failed: int | None = None
+    error: str | None = None
+    poison = first_poison(records)
+    if poison is not None:
+        first_failed, error = poison
+    planned = ops_from_records(records if first_failed is None else records[:first_failed])
 
     report = ApplyReport()
     try:
-        report = counter.apply(ops)
+        report = counter.apply([op for _, op in planned])
     except ChunkFailed as failure:
-        failed_at = op_record[failure.first_unapplied]
+        failed_at = min(planned[position][0] for position in failure.unapplied)
         if first_failed is None or failed_at < first_failed:
             first_failed, error = failed_at, str(failure)
 

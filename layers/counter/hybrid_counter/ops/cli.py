@@ -20,18 +20,17 @@ from typing import Any
 import boto3
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
-from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.ops import HealOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record
-from hybrid_counter.counting.replay import Replayer, ReplayFailed
-from hybrid_counter.counting.sweeper import Sweeper
-from hybrid_counter.healing import Healer
+from hybrid_counter.counting.replay import ReplayFailed
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability
 from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
-from hybrid_counter.ops.recount import Recounter
+from hybrid_counter.runtime import Components
+from hybrid_counter.settings import Settings
 
 LOCAL_STATE = Path(".local/runtime.json")
-DEFAULT_GRACE = 300
+DEFAULT_GRACE = 300  # the template's PendingGraceSeconds default
 
 
 @dataclass
@@ -40,10 +39,12 @@ class Target:
     queues: dict[str, str | None]
     clients: Clients
     sqs: Any
+    grace_seconds: int = DEFAULT_GRACE
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
     endpoints: dict[str, str] = {}
+    grace = int(os.environ.get("PENDING_GRACE_SECONDS", DEFAULT_GRACE))
     table = args.table or os.environ.get("TABLE_NAME")
     queues: dict[str, str | None] = {
         "operator": args.operator_queue_url or os.environ.get("OPERATOR_QUEUE_URL"),
@@ -70,6 +71,8 @@ def resolve_target(args: argparse.Namespace) -> Target:
     elif args.stack:
         stack = boto3.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+        parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
+        grace = int(parameters.get("PendingGraceSeconds") or grace)
         table = outputs["TableName"]
         queues = {"operator": outputs.get("OperatorQueueUrl"), "retry": outputs.get("RetryQueueUrl")}
     if not table:
@@ -84,7 +87,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         dynamodb_single_attempt=client("dynamodb", SINGLE_ATTEMPT),
         streams=client("dynamodbstreams"),
     )
-    return Target(table, queues, clients, client("sqs"))
+    return Target(table, queues, clients, client("sqs"), grace)
 
 
 def _queue(target: Target, which: str) -> FailureQueue:
@@ -98,15 +101,22 @@ def _queue(target: Target, which: str) -> FailureQueue:
 QUIET = Observability(emit_metrics=False, log_stream=sys.stderr)
 
 
-def _parts(target: Target) -> tuple[EventualCounter, Sweeper, Replayer, Healer]:
-    counter = EventualCounter(target.table_name, "batched", target.clients, QUIET)
-    grace = int(os.environ.get("PENDING_GRACE_SECONDS", DEFAULT_GRACE))
-    sweeper = Sweeper(target.table_name, counter, grace, target.clients)
-    return (
-        counter,
-        sweeper,
-        Replayer(counter, sweeper, target.clients),
-        Healer(target.table_name, target.clients, QUIET),
+def _parts(target: Target) -> Components:
+    settings = Settings(table_name=target.table_name, pending_grace_seconds=target.grace_seconds)
+    return Components(settings, target.clients, QUIET)
+
+
+def _check_grace(target: Target, seconds: float | None, force: bool, what: str) -> None:
+    """Refuse a grace period shorter than PendingGraceSeconds unless --force."""
+    if seconds is None or seconds >= target.grace_seconds or force:
+        return
+    raise SystemExit(
+        f"refusing to {what} resources younger than PendingGraceSeconds ({target.grace_seconds} s): "
+        "their create or delete may still be running. Counting a create whose admission is still on "
+        "its way counts it in eventual before best_effort, which is harmless, but finishing one whose "
+        "admission is about to be refused makes a resource live that the account had no room for; "
+        "taking over a delete that is still running releases its slot twice (best_effort and "
+        "eventual then undercount until a recount). Use --force if you know no request is in flight."
     )
 
 
@@ -123,7 +133,7 @@ def cmd_queue_list(target: Target, args: argparse.Namespace) -> Any:
 
 def cmd_queue_show(target: Target, args: argparse.Namespace) -> Any:
     failure = _find(_queue(target, args.queue), args.message_id)
-    _, _, replayer, _ = _parts(target)
+    replayer = _parts(target).replayer
     shown: dict[str, Any] = {**failure.summary(), "body": failure.body}
     batch = failure.batch
     if batch is None:
@@ -148,6 +158,9 @@ def _describe_record(target: Target, record: dict[str, Any]) -> dict[str, Any]:
         return {**described, "poison": str(error)}
     described["operations"] = []
     for op in ops:
+        if isinstance(op, HealOp):
+            described["operations"].append({"operation": repr(op)})
+            continue
         item = target.clients.dynamodb.get_item(
             TableName=target.table_name, Key=resource_key(op.account_id, op.resource_id), ConsistentRead=True
         ).get("Item")
@@ -157,7 +170,7 @@ def _describe_record(target: Target, record: dict[str, Any]) -> dict[str, Any]:
 
 def cmd_queue_replay(target: Target, args: argparse.Namespace) -> Any:
     queue = _queue(target, args.queue)
-    _, _, replayer, _ = _parts(target)
+    replayer = _parts(target).replayer
     failures = queue.peek(1000) if args.all else [_find(queue, m) for m in args.message_ids]
     results = []
     for failure in failures:
@@ -172,9 +185,9 @@ def cmd_queue_replay(target: Target, args: argparse.Namespace) -> Any:
                 "replayed": True,
                 "deleted_from_queue": True,
                 "records_read": outcome.records_read,
-                "from_table_instead_of_stream": outcome.swept,
+                "audit_requested_instead": outcome.audit_requested,
                 "counted": outcome.report.counted,
-                "hard_deleted": outcome.report.uncounted + outcome.report.hard_deleted_uncounted,
+                "deletes_finished": outcome.report.finished_deletes,
                 "already_done": outcome.report.already_done,
             }
         )
@@ -189,35 +202,37 @@ def cmd_queue_delete(target: Target, args: argparse.Namespace) -> Any:
 
 
 def cmd_recount(target: Target, args: argparse.Namespace) -> Any:
-    counter, _, _, healer = _parts(target)
-    recounter = Recounter(target.table_name, counter, healer, target.clients)
-    finish = args.finish_pending_older_than
-    report = recounter.recount(args.account_id, fix=args.fix, finish_pending_older_than=finish)
+    _check_grace(target, args.finish_pending_older_than, args.force, "count")
+    report = _parts(target).recounter.recount(
+        args.account_id,
+        fix=args.fix,
+        finish_older_than=args.finish_pending_older_than,
+        continuation=args.continuation,
+    )
     return {**report.to_json(), "dry_run": not args.fix}
 
 
 def cmd_pending(target: Target, args: argparse.Namespace) -> Any:
-    _, sweeper, _, _ = _parts(target)
-    keys = sweeper.pending_keys(args.older_than)
-    return [{"pk": k["pk"]["S"], "sk": k["sk"]["S"]} for k in keys]
+    keys = _parts(target).sweeper.pending_keys(args.older_than)
+    return [{"pk": k["pk"]["S"], "sk": k["sk"]["S"], "state": k.get("state", {}).get("S")} for k in keys]
 
 
 def cmd_sweep(target: Target, args: argparse.Namespace) -> Any:
-    _, sweeper, _, _ = _parts(target)
-    outcome = sweeper.sweep(args.older_than)
-    report = outcome.report
-    return {
-        "pending_found": outcome.found,
-        "counted": report.counted,
-        "hard_deleted": report.uncounted + report.hard_deleted_uncounted,
-        "already_done": report.already_done,
-    }
+    _check_grace(target, args.older_than, args.force, "sweep")
+    return _parts(target).sweeper.sweep(args.older_than).summary()
+
+
+def cmd_audit(target: Target, args: argparse.Namespace) -> Any:
+    sweeper = _parts(target).sweeper
+    sweeper.request_audit("asked for by an operator")
+    return {"requested": True} if args.request_only else sweeper.audit().summary()
 
 
 def cmd_heal(target: Target, args: argparse.Namespace) -> Any:
-    _, _, _, healer = _parts(target)
-    outcomes = healer.heal_all() if args.all else [healer.heal_account(a) for a in args.account_ids]
-    return [outcome.__dict__ for outcome in outcomes]
+    healer = _parts(target).healer
+    if args.all:
+        return healer.heal_all(args.continuation, parallelism=args.parallelism).to_json()
+    return [healer.heal_account(account).__dict__ for account in args.account_ids]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -264,7 +279,11 @@ def parser() -> argparse.ArgumentParser:
         "--finish-pending-older-than",
         type=float,
         metavar="SECONDS",
-        help="first finish the account's pending resources older than this (with --fix)",
+        help="also count live resources the stream path never counted, created before this (with --fix)",
+    )
+    recount.add_argument("--continuation", help="go on from where an earlier run stopped")
+    recount.add_argument(
+        "--force", action="store_true", help="allow a grace shorter than PendingGraceSeconds"
     )
     recount.set_defaults(handler=cmd_recount)
 
@@ -272,13 +291,20 @@ def parser() -> argparse.ArgumentParser:
     pending.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
     pending.set_defaults(handler=cmd_pending)
 
-    sweep = commands.add_parser("sweep", help="finish pending resources older than a grace period")
-    sweep.add_argument("--older-than", type=float, default=float(DEFAULT_GRACE), metavar="SECONDS")
+    sweep = commands.add_parser("sweep", help="finish what failure paths left in PendingIndex")
+    sweep.add_argument("--older-than", type=float, default=None, metavar="SECONDS")
+    sweep.add_argument("--force", action="store_true", help="allow a grace shorter than PendingGraceSeconds")
     sweep.set_defaults(handler=cmd_sweep)
+
+    audit = commands.add_parser("audit", help="scan the whole table and finish what the stream path lost")
+    audit.add_argument("--request-only", action="store_true", help="leave it to the scheduled sweeper")
+    audit.set_defaults(handler=cmd_audit)
 
     heal = commands.add_parser("heal", help="raise drifted best-effort counters to the eventual counter")
     heal.add_argument("account_ids", nargs="*")
     heal.add_argument("--all", action="store_true")
+    heal.add_argument("--parallelism", type=int, default=8)
+    heal.add_argument("--continuation", help="go on from where an earlier --all stopped")
     heal.set_defaults(handler=cmd_heal)
     return root
 

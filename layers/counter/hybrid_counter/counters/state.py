@@ -1,0 +1,116 @@
+"""What the counter item holds, read back into Python.
+
+Attributes (one item per account, ``ACCOUNT#<id>`` / ``COUNTER``):
+
+- ``best_effort``: resources holding a slot, counted on the API path (admission +1, release -1).
+- ``eventual``: resources the stream path has counted (exactly once each) and no delete has
+  released yet. The stream path only ever adds to it; a delete's release subtracts the resource
+  if the stream had counted it by then.
+- ``limit``: the account's own limit (absent: the stack's default).
+- ``last_admission`` / ``last_release``: the token of the latest admission / release; each change
+  is a stream record that tells the stream path what to do (count that resource / finish that
+  delete).
+- per range ``r`` (one hex digit, see keys.py): ``b<r>`` and ``e<r>``, the shares of the two
+  counters held by resources of that range, and ``v<r>``, a version bumped by every write that
+  changes them. They always sum to the totals. The recount fences its census of a range with
+  ``v<r>``, which is what lets it converge under traffic (ops/recount.py).
+- ``heals``: how many heals there were (what the recount's fix of the totals is fenced with).
+- ``counter_shard``: the key of the sparse CounterIndex (written once).
+
+Nothing here grows with traffic: the item stays a few hundred bytes (one write unit per write).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_counter.keys import all_ranges
+
+BEST_EFFORT = "best_effort"
+EVENTUAL = "eventual"
+LIMIT = "limit"
+LAST_ADMISSION = "last_admission"
+LAST_RELEASE = "last_release"
+COUNTER_SHARD = "counter_shard"
+HEALS = "heals"
+
+
+def best_effort_share(range_id: str) -> str:
+    return f"b{range_id}"
+
+
+def eventual_share(range_id: str) -> str:
+    return f"e{range_id}"
+
+
+def range_version(range_id: str) -> str:
+    return f"v{range_id}"
+
+
+def _number(item: Mapping[str, Any], name: str) -> int:
+    value = item.get(name)
+    return int(value["N"]) if value else 0
+
+
+@dataclass(frozen=True)
+class RangeShare:
+    best_effort: int = 0
+    eventual: int = 0
+    version: int = 0
+
+
+@dataclass(frozen=True)
+class CounterState:
+    best_effort: int = 0
+    eventual: int = 0
+    limit: int | None = None
+    last_admission: str | None = None
+    last_release: str | None = None
+    ranges: Mapping[str, RangeShare] = field(default_factory=dict)
+    heals: int = 0
+
+    def effective_limit(self, default_limit: int) -> int:
+        return default_limit if self.limit is None else self.limit
+
+    @property
+    def used(self) -> int:
+        return max(self.best_effort, self.eventual, 0)
+
+    def admits(self, limit: int) -> bool:
+        """The admission's own condition, judged on this state."""
+        return self.best_effort < limit and self.eventual < limit
+
+    def share(self, range_id: str) -> RangeShare:
+        return self.ranges.get(range_id, RangeShare())
+
+    def totals_mismatch(self) -> tuple[int, int]:
+        """How far each total is from the sum of its shares (0, 0 unless corrupted)."""
+        shares = [self.share(r) for r in all_ranges()]
+        return (
+            self.best_effort - sum(s.best_effort for s in shares),
+            self.eventual - sum(s.eventual for s in shares),
+        )
+
+    @classmethod
+    def from_item(cls, item: Mapping[str, Any] | None) -> CounterState:
+        if not item:
+            return cls()
+        limit = item.get(LIMIT)
+        return cls(
+            best_effort=_number(item, BEST_EFFORT),
+            eventual=_number(item, EVENTUAL),
+            limit=None if limit is None else int(limit["N"]),
+            last_admission=item.get(LAST_ADMISSION, {}).get("S"),
+            last_release=item.get(LAST_RELEASE, {}).get("S"),
+            ranges={
+                r: RangeShare(
+                    _number(item, best_effort_share(r)),
+                    _number(item, eventual_share(r)),
+                    _number(item, range_version(r)),
+                )
+                for r in all_ranges()
+            },
+            heals=_number(item, HEALS),
+        )

@@ -1,0 +1,10 @@
+"""The API path: limits, usage, reads, and the create/delete flows with the best-effort counter.
+
+The eventual counter is only ever increased by the stream path; a delete's release takes a
+resource out of both counters at once (counters/store.py).
+"""
+
+from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.service import ResourcePage, ResourceService, Usage
+
+__all__ = ["Resource", "ResourcePage", "ResourceService", "Usage"]

@@ -1,0 +1,197 @@
+"""Create a resource: put it pending, admit it with one conditional increment, make it live.
+
+1. PUT only: an existing id answers 200 (live or being deleted: visible), a pending one is
+   waited for (its create settles in milliseconds), a stale pending one is adopted.
+2. Read the counter item; at the limit: 409 without writing anything.
+3. Put the item ``pending`` (invisible; holds no slot), conditional on the id being free.
+4. Admission: ``best_effort + 1`` only if both counters are below the limit (counters/store.py).
+   Refused: roll the item back, 409. Throttled on every attempt: roll back, 429.
+   Outcome unknown: resolved by reading the counter item back or by the stream path counting
+   the resource; if still unknown, the resource is made live and indexed for the sweeper.
+5. Make it ``live``. Only now can anyone see or delete it.
+
+Why the order (call by call, against every other flow): docs/design.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.counters import AdmissionOutcome
+from hybrid_counter.errors import InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.keys import epoch_of, token
+from hybrid_counter.resources import items
+from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.table import Item, ResourceTable, guarded, store_error
+
+if TYPE_CHECKING:
+    from hybrid_counter.counters import CounterStore
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+
+class AtLimit(Exception):
+    """The limit pre-check refused the create before anything was written."""
+
+    def __init__(self, error: LimitExceeded) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass(frozen=True)
+class Found:
+    resource: Resource | None  # None: the id is free
+
+
+class CreateFlow:
+    def __init__(
+        self,
+        table: ResourceTable,
+        counters: CounterStore,
+        grace_seconds: float,
+        effects: Effects,
+        obs: Observability,
+    ) -> None:
+        self._table = table
+        self._counters = counters
+        self._grace = grace_seconds
+        self._fx = effects
+        self._obs = obs
+
+    def create(
+        self, account_id: str, name: str, extra: dict[str, Any], resource_id: str | None = None
+    ) -> tuple[Resource, bool]:
+        """Returns (resource, created); ``created`` is False when a PUT finds its id taken."""
+        rid = resource_id or self._fx.new_id()
+        stored: Item | None = None
+        for _ in range(3):
+            if resource_id is not None:
+                existing = self._existing(account_id, rid, stored)
+                if existing is not None:
+                    return existing, False
+            try:
+                outcome = self._try_create(account_id, rid, name, extra)
+            except AtLimit as refused:
+                # A PUT refused before writing anything: if the id was created meanwhile (say by
+                # the first attempt of this very request), the answer is that it exists.
+                existing = None if resource_id is None else self._existing(account_id, rid, None)
+                if existing is not None:
+                    return existing, False
+                raise refused.error from None
+            if isinstance(outcome, items.Resource):
+                return outcome, True
+            stored = outcome  # another create took the id between our read and our put
+        raise InProgress("this resource id is being created by another request; retry shortly")
+
+    def _try_create(
+        self, account_id: str, rid: str, name: str, extra: dict[str, Any]
+    ) -> Resource | Item | None:
+        state = guarded(lambda: self._counters.read(account_id), "the create")
+        limit = state.effective_limit(self._counters.default_limit)
+        if not state.admits(limit):
+            self._obs.count("LimitExceeded")
+            raise AtLimit(LimitExceeded(limit, state.used))
+        incarnation = self._fx.incarnation()
+        item = items.pending_item(account_id, rid, name, extra, incarnation, now=self._fx.clock())
+        put = guarded(lambda: self._table.put_pending(item), "the create")
+        if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:
+            return put.item
+        # Refused with our own incarnation: botocore retried our put after a lost response; go on.
+
+        admission_token = token(rid, incarnation)
+        admission = self._counters.admit(account_id, rid, admission_token, state)
+        if admission.outcome is AdmissionOutcome.REJECTED:
+            self._roll_back(account_id, rid, incarnation)
+            self._obs.count("LimitExceeded")
+            rejected = admission.state
+            raise LimitExceeded(rejected.effective_limit(self._counters.default_limit), rejected.used)
+        if admission.outcome is AdmissionOutcome.NOT_APPLIED:
+            self._roll_back(account_id, rid, incarnation)
+            if admission.throttled:
+                self._obs.count("CreateThrottled")
+                raise Throttled(
+                    "too many requests for this account; the create was not done, retry the request"
+                )
+            raise StoreUnavailable(
+                "the data store is unavailable; the create was not done, retry the request"
+            )
+        certain = admission.outcome is AdmissionOutcome.ADMITTED or self._admitted_after_all(
+            account_id, rid, incarnation, admission_token
+        )
+        try:
+            # Refused only if the stream path made it live first (and a delete may have followed):
+            # either way the create happened.
+            self._table.make_live(account_id, rid, incarnation, index=not certain)
+        except (ClientError, BotoCoreError) as error:
+            if not certain:
+                raise store_error(error, "the create may not have finished; it") from error
+            # Admitted for sure: the stream path makes it live when it counts it.
+            self._obs.logger.warning("could not make an admitted resource live", extra={"error": repr(error)})
+        self._obs.count("ResourcesCreated")
+        return items.resource_from_item(item)
+
+    def _admitted_after_all(self, account_id: str, rid: str, incarnation: str, admission_token: str) -> bool:
+        """After an admission whose outcome is unknown: did it apply? The counter item's
+        last_admission answers unless another admission came since; then the stream path,
+        which counts the resource only if its admission applied, usually answers within a second."""
+
+        def counted() -> bool | None:
+            found = self._table.get(account_id, rid)
+            if found is not None and items.incarnation_of(found) == incarnation and items.is_counted(found):
+                return True
+            return None
+
+        try:
+            if self._counters.read(account_id).last_admission == admission_token:
+                return True
+            return self._fx.waiter.until(counted) is not None
+        except (ClientError, BotoCoreError):
+            return False
+
+    def _roll_back(self, account_id: str, rid: str, incarnation: str) -> None:
+        """Remove the refused create's item. If that fails it stays pending (invisible, holding no
+        slot) until its TTL, or until a PUT of the same id adopts it after the grace period."""
+        try:
+            self._table.roll_back(account_id, rid, incarnation)
+        except Exception as error:  # a failed rollback must not change the caller's answer
+            self._obs.count("RollbackFailed")
+            self._obs.logger.warning(
+                "could not roll back a refused create",
+                extra={"account_id": account_id, "resource_id": rid, "error": repr(error)},
+            )
+
+    def _existing(self, account_id: str, rid: str, seen: Item | None) -> Resource | None:
+        """What a PUT finds under its id: a visible resource (200), nothing (create it), or a
+        create still settling, waited for. Raises InProgress when it does not settle."""
+
+        def probe(item: Item | None) -> Found | None:
+            state = items.state_of(item)
+            if item is None or state is None:
+                return Found(None)  # free
+            if state in items.VISIBLE:
+                return Found(items.resource_from_item(item))
+            if self._stale(item):
+                adopted = self._table.adopt(account_id, rid, items.incarnation_of(item))
+                if adopted.applied:
+                    self._obs.count("PendingAdopted")
+                    return Found(items.resource_from_item(item))
+            return None  # a create in flight: wait for it
+
+        def settled() -> Found | None:
+            return probe(self._table.get(account_id, rid))
+
+        found = probe(seen) if seen is not None else None
+        if found is None:
+            try:
+                found = self._fx.waiter.until(settled)
+            except (ClientError, BotoCoreError) as error:
+                raise store_error(error, "the create") from error
+        if found is None:
+            raise InProgress("this resource id is being created by another request; retry shortly")
+        return found.resource
+
+    def _stale(self, item: Item) -> bool:
+        return epoch_of(items.since(item, "created_at")) < self._fx.clock() - self._grace

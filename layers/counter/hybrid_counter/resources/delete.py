@@ -1,0 +1,172 @@
+"""Delete a resource: claim it, release its slot, remove it.
+
+1. Claim: ``live -> deleting`` owned by this request (still visible, still holding its slot).
+   Only one request can claim an incarnation, so only one releases it. A resource that is not
+   live is 404 (pending: its create has not finished; gone: already deleted); one claimed by a
+   delete still in flight is waited for; a claim older than the grace period (its delete died
+   or was cut off) is taken over.
+2. Release (counters/store.py): ``best_effort - 1`` and, if the stream path had counted it,
+   ``eventual - 1``. From here on its slot is free. Throttled on every attempt: the claim is
+   reverted and the caller gets 429. Outcome unknown: read back, or wait for the stream path,
+   which removes the item only if the release applied; still unknown: 503, and a retry (or the
+   grace period) finishes it.
+3. Remove the item. If that fails, the stream path removes it when it sees the release.
+
+Why the order (call by call, against every other flow): docs/design.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.aws import Effect
+from hybrid_counter.errors import InProgress, NotFound, StoreUnavailable, Throttled
+from hybrid_counter.keys import epoch_of, token
+from hybrid_counter.resources import items
+from hybrid_counter.resources.table import Item, ResourceTable, guarded
+
+if TYPE_CHECKING:
+    from hybrid_counter.counters import CounterStore
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+GONE = "gone"
+LIVE_AGAIN = "live"
+
+
+@dataclass(frozen=True)
+class Claim:
+    incarnation: str
+    counted: bool  # as of the claim; the stream path does not count a claimed resource
+    taken_over: bool = False
+
+    @classmethod
+    def of(cls, item: Item, *, taken_over: bool = False) -> Claim:
+        return cls(items.incarnation_of(item), items.is_counted(item), taken_over)
+
+
+class DeleteFlow:
+    def __init__(
+        self,
+        table: ResourceTable,
+        counters: CounterStore,
+        grace_seconds: float,
+        effects: Effects,
+        obs: Observability,
+    ) -> None:
+        self._table = table
+        self._counters = counters
+        self._grace = grace_seconds
+        self._fx = effects
+        self._obs = obs
+
+    def delete(self, account_id: str, rid: str) -> None:
+        request_id = self._fx.new_id()
+        claim = self._claim(account_id, rid, request_id)
+        release_token = token(rid, claim.incarnation)
+        if claim.taken_over and self._last_release(account_id) == release_token:
+            self._remove(account_id, rid, request_id)  # the earlier delete's release did apply
+            return
+        attempt = self._counters.release(account_id, rid, release_token, claim.counted)
+        if attempt.applied or self._released_after_all(account_id, rid, claim, release_token, attempt.effect):
+            self._remove(account_id, rid, request_id)
+            self._obs.count("ResourcesDeleted")
+            return
+        if attempt.effect is Effect.NOT_APPLIED:
+            self._revert(account_id, rid, request_id, claim)
+            if attempt.throttled:
+                self._obs.count("DeleteThrottled")
+                raise Throttled(
+                    "too many requests for this account; the delete was not done, retry the request"
+                )
+            raise StoreUnavailable(
+                "the data store is unavailable; the delete was not done, retry the request"
+            )
+        # Unknown, and still unknown: the claim stays; a retry after the grace period takes it over.
+        raise InProgress("the delete could not be confirmed; retry the request")
+
+    def _claim(self, account_id: str, rid: str, request_id: str) -> Claim:
+        for _ in range(3):
+            claimed = guarded(lambda: self._table.claim(account_id, rid, request_id), "the delete")
+            if claimed.applied and claimed.item is not None:
+                return Claim.of(claimed.item)
+            item = claimed.item
+            state = items.state_of(item)
+            if item is None or state == items.PENDING:
+                raise NotFound(f"resource {rid} not found")
+            if state != items.DELETING:
+                continue  # it became live again between the claim and its refusal
+            owner = items.since(item, "delete_request")
+            if owner == request_id:
+                return Claim.of(item)  # our own claim, retried by botocore after a lost response
+            if self._stale(item):
+                taken = guarded(
+                    partial(self._table.claim, account_id, rid, request_id, taking_over=owner), "the delete"
+                )
+                if taken.applied and taken.item is not None:
+                    self._obs.count("DeleteTakenOver")
+                    return Claim.of(taken.item, taken_over=True)
+                continue
+            settled = guarded(
+                partial(self._fx.waiter.until, partial(self._settled, account_id, rid, owner)), "the delete"
+            )
+            if settled == GONE:
+                raise NotFound(f"resource {rid} not found")
+            if settled is None:
+                raise InProgress("another delete of this resource is still running; retry shortly")
+        raise InProgress("the resource changed while it was being deleted; retry the request")
+
+    def _settled(self, account_id: str, rid: str, owner: str) -> str | None:
+        """How another delete of this resource ended, or None while it is still running."""
+        item = self._table.get(account_id, rid)
+        state = items.state_of(item)
+        if item is None or state == items.PENDING:
+            return GONE
+        if state == items.LIVE:
+            return LIVE_AGAIN
+        return None if items.since(item, "delete_request") == owner else LIVE_AGAIN
+
+    def _released_after_all(
+        self, account_id: str, rid: str, claim: Claim, release_token: str, effect: Effect | None
+    ) -> bool:
+        """After a release whose outcome is unknown: did it apply? last_release answers unless
+        another release came since; then the stream path, which removes the item only once it
+        has seen the release, answers within its lag."""
+        if effect is not Effect.UNKNOWN:
+            return False
+
+        def removed() -> bool | None:
+            item = self._table.get(account_id, rid)
+            return True if item is None or items.incarnation_of(item) != claim.incarnation else None
+
+        try:
+            if self._last_release(account_id) == release_token:
+                return True
+            return self._fx.waiter.until(removed) is not None
+        except (ClientError, BotoCoreError):
+            return False
+
+    def _last_release(self, account_id: str) -> str | None:
+        return self._counters.read(account_id).last_release
+
+    def _remove(self, account_id: str, rid: str, request_id: str) -> None:
+        try:
+            self._table.remove(account_id, rid, request_id)
+        except (ClientError, BotoCoreError) as error:
+            # The release applied, so the delete happened: the stream path removes the item.
+            self._obs.logger.warning("could not remove a released resource", extra={"error": repr(error)})
+
+    def _revert(self, account_id: str, rid: str, request_id: str, claim: Claim) -> None:
+        try:
+            self._table.revert(account_id, rid, request_id, index=not claim.counted)
+        except (ClientError, BotoCoreError) as error:
+            # Left claimed (visible, holding its slot): a delete after the grace period takes it over.
+            self._obs.count("RevertFailed")
+            self._obs.logger.warning("could not revert a delete's claim", extra={"error": repr(error)})
+
+    def _stale(self, item: Item) -> bool:
+        return epoch_of(items.since(item, "deleting_since")) < self._fx.clock() - self._grace

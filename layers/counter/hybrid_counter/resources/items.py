@@ -1,0 +1,103 @@
+"""A resource item and its states.
+
+``state`` is one of:
+
+- ``pending``: written by a create that has not (yet) been admitted. Invisible to readers and
+  deletes; holds a slot only once its admission has applied. A pending item that nobody finishes
+  (its create crashed, or was refused and could not roll back) expires by TTL (``expires_at``)
+  or is adopted by a retried PUT of the same id after the grace period.
+- ``live``: admitted and visible.
+- ``deleting``: claimed by one delete (``delete_request``), still visible, still holding its slot
+  until that delete's release is applied, after which the item is deleted (by the delete, or by
+  the stream path if the delete could not finish).
+
+``counter_processed`` says the stream path has counted it into ``eventual`` (exactly once: the
+flag flips in the same transaction). ``pending_shard``/``pending_since`` are set only on failure
+paths (the sparse PendingIndex the sweeper reads).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_counter.keys import account_pk, iso_utc, pending_shard, resource_sk
+
+PENDING = "pending"
+LIVE = "live"
+DELETING = "deleting"
+VISIBLE = frozenset({LIVE, DELETING})
+# A pending item outlives every queue that could still need it (the operator queue keeps 14 days).
+PENDING_TTL_SECONDS = 15 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class Resource:
+    account_id: str
+    resource_id: str
+    name: str
+    created_at: str
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self.extra,
+            "account_id": self.account_id,
+            "resource_id": self.resource_id,
+            "name": self.name,
+            "created_at": self.created_at,
+        }
+
+
+def state_of(item: dict[str, Any] | None) -> str | None:
+    return None if not item else str(item["state"]["S"])
+
+
+def incarnation_of(item: dict[str, Any]) -> str:
+    return str(item["incarnation"]["S"])
+
+
+def is_counted(item: dict[str, Any]) -> bool:
+    return bool(item.get("counter_processed", {}).get("BOOL", False))
+
+
+def since(item: dict[str, Any], attribute: str) -> str:
+    return str(item.get(attribute, {}).get("S", ""))
+
+
+def resource_from_item(item: dict[str, Any]) -> Resource:
+    return Resource(
+        account_id=item["account_id"]["S"],
+        resource_id=item["resource_id"]["S"],
+        name=item["name"]["S"],
+        created_at=item["created_at"]["S"],
+        extra=json.loads(item.get("extra_json", {"S": "{}"})["S"]),
+    )
+
+
+def pending_item(
+    account_id: str, resource_id: str, name: str, extra: dict[str, Any], incarnation: str, *, now: float
+) -> dict[str, Any]:
+    created = iso_utc(now)
+    return {
+        "pk": {"S": account_pk(account_id)},
+        "sk": {"S": resource_sk(resource_id)},
+        "account_id": {"S": account_id},
+        "resource_id": {"S": resource_id},
+        "name": {"S": name},
+        "extra_json": {"S": json.dumps(extra, separators=(",", ":"), sort_keys=True)},
+        "created_at": {"S": created},
+        "incarnation": {"S": incarnation},
+        "state": {"S": PENDING},
+        "counter_processed": {"BOOL": False},
+        "expires_at": {"N": str(int(now) + PENDING_TTL_SECONDS)},
+    }
+
+
+def pending_index(account_id: str, resource_id: str, now: float) -> dict[str, Any]:
+    """The attribute values that put an item into the sweeper's PendingIndex."""
+    return {
+        ":pending_shard": {"S": pending_shard(account_id, resource_id)},
+        ":pending_since": {"S": iso_utc(now)},
+    }

@@ -1,0 +1,188 @@
+"""Single-item writes on resource items, each conditional on the state it moves the item from.
+
+Every one is idempotent by its condition, so botocore may retry it after a lost response; a
+condition failure returns the item as it is now (ReturnValuesOnConditionCheckFailure), which is
+how a flow recognises its own earlier write and how it learns what another flow did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.aws import CONDITION_FAILED, THROTTLING_ERRORS, Clients, error_code, retry_conflicts
+from hybrid_counter.effects import Effects
+from hybrid_counter.errors import DomainError, StoreUnavailable, Throttled
+from hybrid_counter.keys import iso_utc, resource_key
+from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_index
+
+Item = dict[str, Any]
+
+
+def store_error(error: Exception, what: str) -> DomainError:
+    if isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS:
+        return Throttled(f"too many requests for this account; {what} was not done, retry the request")
+    return StoreUnavailable(f"the data store is unavailable; {what} was not done, retry the request")
+
+
+@dataclass(frozen=True)
+class Written:
+    """A conditional write's result: ``item`` is None when it applied, else the item that refused it."""
+
+    item: Item | None
+    applied: bool
+
+
+class ResourceTable:
+    def __init__(self, table_name: str, clients: Clients, effects: Effects) -> None:
+        self._table = table_name
+        self._clients = clients
+        self._effects = effects
+
+    def get(self, account_id: str, resource_id: str) -> Item | None:
+        response = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=resource_key(account_id, resource_id), ConsistentRead=True
+        )
+        return response.get("Item")
+
+    def _write(self, call: Callable[[], Any]) -> Written:
+        try:
+            response = retry_conflicts(call, self._effects.retry)
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+            return Written(dict(error.response.get("Item") or {}) or None, applied=False)  # type: ignore[call-overload]
+        return Written(dict(response.get("Attributes") or {}) or None, applied=True)
+
+    def _update(self, account_id: str, resource_id: str, **kwargs: Any) -> Written:
+        return self._write(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=resource_key(account_id, resource_id),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **kwargs,
+            )
+        )
+
+    # ---- create -----------------------------------------------------------------------------
+    def put_pending(self, item: Item) -> Written:
+        return self._write(
+            lambda: self._clients.dynamodb.put_item(
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        )
+
+    def make_live(self, account_id: str, resource_id: str, incarnation: str, *, index: bool) -> Written:
+        """pending -> live. ``index``: also put it in the sweeper's PendingIndex (its admission
+        outcome is unknown, so the stream path may never count it)."""
+        values: dict[str, Any] = {
+            ":inc": {"S": incarnation},
+            ":pending": {"S": PENDING},
+            ":live": {"S": LIVE},
+        }
+        update = "SET #state = :live"
+        if index:
+            values.update(pending_index(account_id, resource_id, self._effects.clock()))
+            update += ", pending_shard = :pending_shard, pending_since = :pending_since"
+        return self._update(
+            account_id,
+            resource_id,
+            UpdateExpression=f"{update} REMOVE expires_at",
+            ConditionExpression="incarnation = :inc AND #state = :pending",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+        )
+
+    def roll_back(self, account_id: str, resource_id: str, incarnation: str) -> Written:
+        """Remove a pending item whose admission was refused (it never held a slot)."""
+        return self._write(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=resource_key(account_id, resource_id),
+                ConditionExpression="incarnation = :inc AND #state = :pending",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={":inc": {"S": incarnation}, ":pending": {"S": PENDING}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        )
+
+    # ---- delete -----------------------------------------------------------------------------
+    def claim(
+        self, account_id: str, resource_id: str, request_id: str, *, taking_over: str | None = None
+    ) -> Written:
+        """live -> deleting, owned by ``request_id``. With ``taking_over``: take a stale claim
+        of that request over instead. Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        values: dict[str, Any] = {
+            ":req": {"S": request_id},
+            ":now": {"S": iso_utc(self._effects.clock())},
+            ":deleting": {"S": DELETING},
+        }
+        if taking_over is None:
+            condition = "#state = :live"
+            values[":live"] = {"S": LIVE}
+        else:
+            condition = "#state = :deleting AND delete_request = :old"
+            values[":old"] = {"S": taking_over}
+        return self._update(
+            account_id,
+            resource_id,
+            UpdateExpression="SET #state = :deleting, delete_request = :req, deleting_since = :now",
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+
+    def revert(self, account_id: str, resource_id: str, request_id: str, *, index: bool) -> Written:
+        """deleting -> live, when the claim's release was refused (nothing was released). An
+        uncounted item goes to the PendingIndex: the stream path skipped it while it was claimed."""
+        values: dict[str, Any] = {
+            ":req": {"S": request_id},
+            ":deleting": {"S": DELETING},
+            ":live": {"S": LIVE},
+        }
+        update = "SET #state = :live"
+        if index:
+            values.update(pending_index(account_id, resource_id, self._effects.clock()))
+            update += ", pending_shard = :pending_shard, pending_since = :pending_since"
+        return self._update(
+            account_id,
+            resource_id,
+            UpdateExpression=f"{update} REMOVE delete_request, deleting_since",
+            ConditionExpression="#state = :deleting AND delete_request = :req",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+        )
+
+    def remove(self, account_id: str, resource_id: str, request_id: str) -> Written:
+        """Delete the item of a claim whose release has applied."""
+        return self._write(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=resource_key(account_id, resource_id),
+                ConditionExpression="#state = :deleting AND delete_request = :req",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={":deleting": {"S": DELETING}, ":req": {"S": request_id}},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        )
+
+    def adopt(self, account_id: str, resource_id: str, incarnation: str) -> Written:
+        """A pending item older than the grace period (its create is long gone) -> live, indexed
+        so the sweeper counts it. Its admission may never have applied: best_effort may then
+        undercount it until it is counted and healed, never overcount."""
+        return self.make_live(account_id, resource_id, incarnation, index=True)
+
+
+def guarded[T](call: Callable[[], T], what: str) -> T:
+    """Run a store call, turning AWS errors into the domain's retryable errors."""
+    try:
+        return call()
+    except (ClientError, BotoCoreError) as error:
+        raise store_error(error, what) from error

@@ -1,0 +1,89 @@
+"""The scenarios the explorer runs, and its two profiles.
+
+Every pair of API operations on one account and one id (a create by POST, a create by PUT of
+the id, a delete of it, a limit change), from the starting points where they can meet: the id
+absent with one slot left, the id live and counted at the limit, the id live but not yet
+counted by the stream path. A pair of the same PUT is a client retrying its request while the
+first attempt still runs; a pair of deletes, a retried delete.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tests.explorer.runs import BACKGROUNDS, OpSpec, Scenario
+
+POST, PUT, DELETE = OpSpec("post"), OpSpec("put", "x"), OpSpec("delete", "x")
+
+
+def limit(n: int) -> OpSpec:
+    return OpSpec("limit", n)
+
+
+# (name, limit, counted before, uncounted before)
+ABSENT_ONE_SLOT = ("x absent, one slot left", 1, (), ())
+ABSENT_OTHER_HOLDS_ONE = ("x absent, o holds one of two slots", 2, ("o",), ())
+LIVE_AT_LIMIT = ("x live and counted, at the limit", 1, ("x",), ())
+LIVE_UNCOUNTED = ("x live, not yet counted, one slot left", 2, (), ("x",))
+
+PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...]]] = [
+    ((POST, POST), (ABSENT_ONE_SLOT, ABSENT_OTHER_HOLDS_ONE)),
+    ((POST, PUT), (ABSENT_ONE_SLOT, LIVE_AT_LIMIT)),
+    ((POST, DELETE), (LIVE_AT_LIMIT, LIVE_UNCOUNTED)),
+    ((POST, limit(2)), (ABSENT_ONE_SLOT,)),
+    ((PUT, PUT), (ABSENT_ONE_SLOT, LIVE_AT_LIMIT, LIVE_UNCOUNTED)),
+    ((PUT, DELETE), (ABSENT_ONE_SLOT, LIVE_AT_LIMIT, LIVE_UNCOUNTED)),
+    ((PUT, limit(0)), (ABSENT_ONE_SLOT,)),
+    ((DELETE, DELETE), (LIVE_AT_LIMIT, LIVE_UNCOUNTED)),
+    ((DELETE, limit(0)), (LIVE_AT_LIMIT,)),
+    ((limit(2), limit(0)), (ABSENT_ONE_SLOT,)),
+]
+
+
+def pair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    scenarios = []
+    for (first, second), starts in PAIRS:
+        for name, cap, counted, uncounted in starts:
+            scenarios.append(
+                Scenario(f"{first} + {second}, {name}", cap, (first, second), counted, uncounted, backgrounds)
+            )
+    return scenarios
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    # Every pair exhaustively, with these background steps placed at every point.
+    pair_backgrounds: tuple[str, ...]
+    # Random schedules of 3 to 6 operations, with faults at any call.
+    random_runs: int
+    fault_rate: float
+    seed: int
+
+
+PROFILES = {
+    # make test: every pair exhaustively with a stream delivery and a heal at every point; a sample of the rest.
+    "ci": Profile("ci", ("stream", "heal"), random_runs=60, fault_rate=0.25, seed=20261122),
+    # The long run (docs/reliability.md): every background step at every point, and many more random runs.
+    "long": Profile("long", BACKGROUNDS, random_runs=3000, fault_rate=0.25, seed=1),
+}
+
+
+def profile() -> Profile:
+    return PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
+
+
+RANDOM_OPS = (POST, PUT, DELETE, OpSpec("put", "y"), OpSpec("delete", "y"), limit(1), limit(3))
+
+
+def random_scenario(rng: object, index: int, backgrounds: tuple[str, ...] = BACKGROUNDS) -> Scenario:
+    import random
+
+    assert isinstance(rng, random.Random)
+    count = rng.randint(3, 6)
+    ops = tuple(rng.choice(RANDOM_OPS) for _ in range(count))
+    counted = tuple(rid for rid in ("x", "y") if rng.random() < 0.4)
+    uncounted = tuple(rid for rid in ("x", "y") if rid not in counted and rng.random() < 0.3)
+    cap = rng.randint(max(1, len(counted) + len(uncounted)), 3)
+    return Scenario(f"random #{index}", cap, ops, counted, uncounted, backgrounds)

@@ -1,0 +1,501 @@
+"""One run of a scenario: its operations interleaved call by call, checked after every step.
+
+A scenario is an account's starting point (a limit, some resources) and a few concurrent API
+operations; background work (a stream delivery, a sweep, a heal, a recount) can be run as one
+atomic step at any point. A run executes one schedule (which operation's next DynamoDB call
+goes next, with which fault), against DynamoDB Local on a fresh account, with the real domain
+code and deterministic ids and clock. After every step the account is read back and the
+invariants are checked; when every operation has ended the stream is drained, the sweeper
+and the healer run with the clock past the grace period, and the end state and the answers
+are checked (linearizability against spec.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_counter.capacity import item_size
+from hybrid_counter.counters.state import (
+    BEST_EFFORT,
+    EVENTUAL,
+    CounterState,
+    best_effort_share,
+    eventual_share,
+)
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, StoreUnavailable, Throttled
+from hybrid_counter.healing import Healer
+from hybrid_counter.keys import COUNTER_SK, account_pk, all_ranges, token
+from hybrid_counter.ops.recount import Recounter
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources import items as resource_items
+from hybrid_counter.settings import Settings
+from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
+from tests.explorer.spec import Done, Model, explain
+
+START = 1_800_000_000.0
+ITEM_LIMIT = 1024  # bytes: one write unit per write
+BACKGROUNDS = ("stream", "sweep", "heal", "recount")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    kind: str  # post | put | delete | limit
+    arg: str | int | None = None
+
+    def __str__(self) -> str:
+        return self.kind if self.arg is None else f"{self.kind}({self.arg})"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    limit: int
+    ops: tuple[OpSpec, ...]
+    counted: tuple[str, ...] = ()  # resources that exist, counted by the stream path, before the run
+    uncounted: tuple[str, ...] = ()  # resources that exist, not yet counted
+    backgrounds: tuple[str, ...] = ()
+
+
+# ("op", index, fault) or ("bg", name, None)
+Choice = tuple[str, Any, str | None]
+
+
+@dataclass
+class World:
+    """What every run shares: the table, the (hooked) clients, the stream, the settings."""
+
+    settings: Settings
+    clients: Any
+    stream: Any
+    runs: int = 0
+
+    def fresh_account(self) -> str:
+        self.runs += 1
+        return f"ex{self.runs:06d}-{id(self) % 10_000:04d}"
+
+
+@dataclass
+class Truth:
+    """What the scheduler saw take effect, which callers may not know (lost responses)."""
+
+    admitted: set[str] = field(default_factory=set)
+    released: Counter[str] = field(default_factory=Counter)
+    faults: int = 0
+
+    def observe(self, call: Call) -> None:
+        if call.outcome and call.outcome.startswith("fault:"):
+            self.faults += 1
+        if not call.applied or call.operation != "UpdateItem" or call.key != COUNTER_SK:
+            return
+        assigned = _assignments(call)
+        if "last_admission" in assigned:
+            self.admitted.add(assigned["last_admission"])
+        if "last_release" in assigned:
+            self.released[assigned["last_release"]] += 1
+
+    @property
+    def doubled(self) -> bool:
+        return any(n > 1 for n in self.released.values())
+
+
+def _assignments(call: Call) -> dict[str, str]:
+    body = call.body
+    names = body.get("ExpressionAttributeNames", {})
+    values = body.get("ExpressionAttributeValues", {})
+    found = {}
+    for name, value in re.findall(r"(#\w+) = (:\w+)", body.get("UpdateExpression", "")):
+        if value in values and "S" in values[value]:
+            found[names.get(name, name)] = values[value]["S"]
+    return found
+
+
+@dataclass
+class Snapshot:
+    counter: dict[str, Any] | None
+    resources: dict[str, dict[str, Any]]  # resource id -> item
+
+    def state(self) -> CounterState:
+        return CounterState.from_item(self.counter)
+
+    def of(self, *states: str) -> list[str]:
+        return [rid for rid, item in self.resources.items() if resource_items.state_of(item) in states]
+
+
+@dataclass
+class RunResult:
+    scenario: Scenario
+    choices: list[Choice]
+    trace: list[str]
+    violations: list[str]
+    answers: dict[str, Any]
+    steps: int
+    complete: bool  # False: stopped early (a state already explored)
+
+
+class Run:
+    def __init__(
+        self, world: World, scenario: Scenario, choose: Callable[[Run, list[Choice]], Choice | None]
+    ) -> None:
+        self.world = world
+        self.scenario = scenario
+        self.choose = choose
+        self.account = world.fresh_account()
+        self.now = START
+        self.truth = Truth()
+        self.violations: list[str] = []
+        self.trace: list[str] = []
+        self.choices: list[Choice] = []
+        self.used: set[str] = set()
+        self.limit = scenario.limit
+        self.ops: list[Operation] = []
+        self.done: dict[int, Done] = {}
+        self.writes_since_delivery: list[str] = []
+        self.backlog: list[dict[str, Any]] = []
+        self.step_no = 0
+        self.snapshot = Snapshot(None, {})
+        self._waiting_since: dict[int, int] = {}
+        self.last_write = 0
+        self.scheduler = Scheduler(
+            world.clients.dynamodb, world.clients.dynamodb_single_attempt, redact=self.redact
+        )
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+    def redact(self, text: str) -> str:
+        return text.replace(self.account, "ACCT")
+
+    def effects(self, label: str) -> Effects:
+        serial = iter(range(1_000_000))
+        return Effects(
+            clock=lambda: self.now,
+            new_id=lambda: f"{label}{next(serial):031x}",
+            waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: self.scheduler.sleep_point()),
+        )
+
+    def service(self, label: str) -> ResourceService:
+        return ResourceService(self.world.settings, self.world.clients, effects=self.effects(label))
+
+    def counter(self) -> EventualCounter:
+        return EventualCounter(
+            self.world.settings.table_name, "batched", self.world.clients, sleep=lambda _: None
+        )
+
+    # ---- the run -----------------------------------------------------------------------------------
+    def execute(self) -> RunResult:
+        complete = False
+        try:
+            self._setup()
+            self.snapshot = self.read()
+            for index, spec in enumerate(self.scenario.ops):
+                self.ops.append(
+                    self.scheduler.spawn(f"{chr(65 + index)}:{spec}", self._operation(index, spec))
+                )
+                self._record_end(index)
+            while True:
+                enabled = self.enabled()
+                if not enabled:
+                    break
+                choice = self.choose(self, enabled)
+                if choice is None:
+                    return self._result(complete=False)
+                self.apply(choice)
+            self._finish()
+            complete = True
+        finally:
+            self.scheduler.close()
+        return self._result(complete)
+
+    def _result(self, complete: bool) -> RunResult:
+        answers = {self.ops[i].name: d.answer for i, d in self.done.items()}
+        return RunResult(
+            self.scenario, self.choices, self.trace, self.violations, answers, self.step_no, complete
+        )
+
+    def _setup(self) -> None:
+        setup = self.service("s")
+        setup.set_limit(self.account, self.scenario.limit)
+        for rid in self.scenario.counted:
+            setup.create(self.account, f"name-{rid}", {}, resource_id=rid)
+        if self.scenario.counted:
+            self._deliver()
+        for rid in self.scenario.uncounted:  # their admissions stay in the stream, undelivered
+            setup.create(self.account, f"name-{rid}", {}, resource_id=rid)
+
+    def _operation(self, index: int, spec: OpSpec) -> Callable[[], Any]:
+        service = self.service(chr(97 + index))
+        account = self.account
+        if spec.kind == "post":
+            return lambda: service.create(account, "posted", {})
+        if spec.kind == "put":
+            return lambda: service.create(account, "put", {}, resource_id=str(spec.arg))
+        if spec.kind == "delete":
+            return lambda: service.delete(account, str(spec.arg))
+        if spec.kind == "limit":
+            new_limit = spec.arg
+            assert isinstance(new_limit, int)
+            return lambda: service.set_limit(account, new_limit)
+        raise ValueError(spec.kind)
+
+    def enabled(self) -> list[Choice]:
+        running = [i for i, op in enumerate(self.ops) if op.blocked and not op.waiting]
+        waiting = [i for i, op in enumerate(self.ops) if op.waiting]
+        # A waiting operation polls again once something was written since it began to wait, or
+        # when nothing else can move (then its wait runs out).
+        woken = [i for i in waiting if self._waiting_since.get(i, -1) < self.last_write]
+        if not running and not woken:
+            woken = waiting
+        choices: list[Choice] = [("op", i, None) for i in sorted(running + woken)]
+        if any(not op.done for op in self.ops):
+            choices += [("bg", name, None) for name in self.scenario.backgrounds if name not in self.used]
+        return choices
+
+    def apply(self, choice: Choice) -> None:
+        self.choices.append(choice)
+        self.step_no += 1
+        kind, what, fault = choice
+        if kind == "bg":
+            self.used.add(what)
+            self.background(what)
+            return
+        op = self.ops[what]
+        call = self.scheduler.step(op, fault)
+        if call is None:
+            return
+        self.truth.observe(call)
+        self.trace.append(f"{self.step_no:3d}. {call.describe()}")
+        if op.waiting:
+            self._waiting_since[what] = self.step_no
+        self._record_end(what)
+        if call.writes and call.applied is not False:
+            self.last_write = self.step_no
+            self.writes_since_delivery.append(self.redact(json.dumps(call.body, sort_keys=True)))
+            self.snapshot = self.read()
+            self.check(after=call)
+
+    def _record_end(self, index: int) -> None:
+        op = self.ops[index]
+        if op.done and index not in self.done:
+            spec = self.scenario.ops[index]
+            self.done[index] = Done(
+                spec.kind,
+                spec.arg,
+                answer_of(op),
+                started=0,
+                ended=self.step_no,
+                created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
+            )
+            if spec.kind == "limit" and op.error is None:
+                self.limit = int(spec.arg)  # type: ignore[arg-type]
+            self.trace.append(f"     {op.name} answered {self.done[index].answer}")
+            if self.done[index].answer == 500:
+                self.violations.append(f"{op.name} failed unexpectedly: {op.error!r}")
+
+    # ---- background work, as one step each ------------------------------------------------------
+    def background(self, name: str) -> None:
+        account, world = self.account, self.world
+        table = world.settings.table_name
+        if name == "stream":
+            work: Callable[[], Any] = self._deliver
+        elif name == "sweep":
+            sweeper = Sweeper(
+                table,
+                self.counter(),
+                world.settings.pending_grace_seconds,
+                world.clients,
+                clock=lambda: self.now,
+            )
+            work = sweeper.sweep
+        elif name == "heal":
+            work = lambda: Healer(table, world.clients).heal_account(account)  # noqa: E731
+        elif name == "recount":
+            service = self.service("r")
+            recounter = Recounter(
+                table,
+                service.counters,
+                self.counter(),
+                Healer(table, world.clients),
+                world.clients,
+                service=service,
+                grace_seconds=world.settings.pending_grace_seconds,
+                clock=lambda: self.now,
+                sleep=lambda _: None,
+                attempts=3,
+            )
+            work = lambda: recounter.recount(account, fix=True)  # noqa: E731
+        else:
+            raise ValueError(name)
+        op = self.scheduler.spawn(f"bg:{name}", work)
+        while not op.done:
+            call = self.scheduler.step(op)
+            if call is not None:
+                self.truth.observe(call)
+        if op.error is not None:
+            self.violations.append(f"background {name} failed: {op.error!r}")
+        self.trace.append(f"{self.step_no:3d}. background {name}")
+        self.last_write = self.step_no
+        self.snapshot = self.read()
+        self.check(after=None)
+
+    def _deliver(self) -> None:
+        records = self.backlog + self.world.stream.records_for(self.account)
+        self.backlog = []
+        counter = self.counter()
+        for start in range(0, len(records), 100):
+            outcome = process_stream_batch(records[start : start + 100], counter)
+            if outcome.failed_sequence_numbers:
+                failed = set(outcome.failed_sequence_numbers)
+                self.backlog.extend(r for r in records[start:] if r["dynamodb"]["SequenceNumber"] in failed)
+        self.writes_since_delivery = []
+
+    # ---- reading back and checking -----------------------------------------------------------------
+    def read(self) -> Snapshot:
+        paginator = self.world.clients.dynamodb.get_paginator("query")
+        counter: dict[str, Any] | None = None
+        resources: dict[str, dict[str, Any]] = {}
+        for page in paginator.paginate(
+            TableName=self.world.settings.table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": account_pk(self.account)}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                if item["sk"]["S"] == COUNTER_SK:
+                    counter = dict(item)
+                else:
+                    resources[str(item["resource_id"]["S"])] = dict(item)
+        return Snapshot(counter, resources)
+
+    def slot_holders(self, snap: Snapshot) -> list[str]:
+        held = []
+        for rid, item in snap.resources.items():
+            state, tok = resource_items.state_of(item), token(rid, resource_items.incarnation_of(item))
+            if (
+                state == resource_items.LIVE
+                or (state == resource_items.PENDING and tok in self.truth.admitted)
+                or (state == resource_items.DELETING and not self.truth.released[tok])
+            ):
+                held.append(rid)
+        return held
+
+    def check(self, after: Call | None) -> None:
+        snap, truth = self.snapshot, self.truth
+        found: list[str] = []
+        if snap.counter is not None:
+            size = item_size(snap.counter)
+            if size >= ITEM_LIMIT:
+                found.append(f"counter item is {size} bytes")
+            state = snap.state()
+            shares = [state.share(r) for r in all_ranges()]
+            if state.best_effort != sum(s.best_effort for s in shares):
+                found.append(f"{BEST_EFFORT} {state.best_effort} != sum of its range shares")
+            if state.eventual != sum(s.eventual for s in shares):
+                found.append(f"{EVENTUAL} {state.eventual} != sum of its range shares")
+        state = snap.state()
+        held = self.slot_holders(snap)
+        if state.best_effort > len(held):
+            found.append(
+                f"best_effort {state.best_effort} overcounts the {len(held)} resources holding a slot {held}"
+            )
+        exact = truth.faults == 0 and not truth.doubled and self.now == START
+        if exact and state.best_effort != len(held):
+            found.append(
+                f"best_effort {state.best_effort} != {len(held)} resources holding a slot {held} (no fault)"
+            )
+        counted = [
+            rid
+            for rid, item in snap.resources.items()
+            if resource_items.is_counted(item)
+            and (
+                resource_items.state_of(item) == resource_items.LIVE
+                or not truth.released[token(rid, resource_items.incarnation_of(item))]
+            )
+        ]
+        if state.eventual > len(counted) or (not truth.doubled and state.eventual != len(counted)):
+            found.append(
+                f"eventual {state.eventual} != {len(counted)} counted unreleased resources {counted}"
+            )
+        for rid, item in snap.resources.items():
+            if resource_items.is_counted(item) and resource_items.state_of(item) == resource_items.PENDING:
+                found.append(f"{rid} is counted but pending")
+        if after is not None and after.key == COUNTER_SK and "last_admission" in _assignments(after):
+            unadmitted = [
+                rid
+                for rid in held
+                if token(rid, resource_items.incarnation_of(snap.resources[rid])) not in truth.admitted
+            ]
+            if len(held) > self.limit + len(unadmitted):
+                found.append(f"{len(held)} resources hold a slot after an admission, limit {self.limit}")
+        for problem in found:
+            self.violations.append(f"step {self.step_no}: {problem}")
+
+    def _finish(self) -> None:
+        """Every operation has ended: drain, let the grace period pass, sweep, heal; then the end."""
+        self.background("stream")
+        self.now = START + self.world.settings.pending_grace_seconds + 60
+        if any("pending_shard" in item for item in self.snapshot.resources.values()):
+            self.background("sweep")  # the PendingIndex holds something of this account
+            self.background("stream")  # the sweep's own counter writes may ask for a heal
+        if self.snapshot.state().best_effort < self.snapshot.state().eventual:
+            self.background("heal")
+        snap, truth = self.snapshot, self.truth
+        state = snap.state()
+        visible = snap.of(resource_items.LIVE, resource_items.DELETING)
+        for rid in snap.of(resource_items.LIVE):
+            if not resource_items.is_counted(snap.resources[rid]):
+                self.violations.append(f"end: {rid} is live but was never counted")
+        for rid in snap.of(resource_items.PENDING):
+            if token(rid, resource_items.incarnation_of(snap.resources[rid])) in truth.admitted:
+                self.violations.append(f"end: {rid} was admitted but is still pending")
+        if state.best_effort > len(visible):
+            self.violations.append(f"end: best_effort {state.best_effort} > {len(visible)} visible resources")
+        if not truth.doubled and state.eventual != len(snap.of(resource_items.LIVE)) + len(
+            [r for r in snap.of(resource_items.DELETING) if resource_items.is_counted(snap.resources[r])]
+        ):
+            self.violations.append(f"end: eventual {state.eventual} does not count the visible resources")
+        if truth.faults == 0 and state.best_effort != state.eventual:
+            self.violations.append(
+                f"end: best_effort {state.best_effort} != eventual {state.eventual} (no fault)"
+            )
+        self._check_answers(frozenset(visible))
+
+    def _check_answers(self, final: frozenset[str]) -> None:
+        initial = Model(frozenset((*self.scenario.counted, *self.scenario.uncounted)), self.scenario.limit)
+        done = [self.done[i] for i in sorted(self.done)]
+        if explain(initial, done, final) is None:
+            shown = ", ".join(f"{self.ops[i].name}={d.answer}" for i, d in sorted(self.done.items()))
+            self.violations.append(
+                f"end: no sequential order explains the answers ({shown}) and {sorted(final)}"
+            )
+
+
+def answer_of(op: Operation) -> int | str:
+    error = op.error
+    if error is None:
+        result = op.result
+        if isinstance(result, tuple):
+            return 201 if result[1] else 200
+        return 204 if result is None else 2000
+    if isinstance(error, Crash):
+        return "crash"
+    for kind, status in (
+        (LimitExceeded, 409),
+        (NotFound, 404),
+        (Throttled, 429),
+        (InProgress, 503),
+        (StoreUnavailable, 503),
+    ):
+        if isinstance(error, kind):
+            return status
+    return 500
+
+
+def share_names() -> list[str]:
+    return [name for r in all_ranges() for name in (best_effort_share(r), eventual_share(r))]

@@ -1,0 +1,224 @@
+"""How schedules are chosen: every one (with a state cache), at random (with faults), and shrunk.
+
+Exhaustive search is a depth-first walk over the choice at every step, each schedule run again
+from the start on a fresh account. Two schedules that reach the same point (same items, same
+stream writes still undelivered, every operation having seen the same responses) have the same
+futures, so a point already explored is not explored again: schedules that differ only in the
+order of independent calls collapse, which is what keeps every pair of operations exhaustive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.explorer.runs import Choice, Run, RunResult, Scenario, World
+
+# Faults a step can be given, by what the call is.
+WRITE_FAULTS = (
+    "lost",
+    "unsent",
+    "ProvisionedThroughputExceededException",
+    "TransactionConflictException",
+    "crash",
+)
+READ_FAULTS = ("unsent", "ProvisionedThroughputExceededException", "crash")
+TRANSACTION_FAULTS = (
+    "lost",
+    "TransactionCanceledException",
+    "ProvisionedThroughputExceededException",
+    "crash",
+)
+
+
+@dataclass
+class Stats:
+    scenarios: int = 0
+    schedules: int = 0
+    complete_schedules: int = 0
+    states: int = 0
+    steps: int = 0
+    faults: int = 0
+    violations: list[tuple[Scenario, RunResult]] = field(default_factory=list)
+
+    def add(self, result: RunResult) -> None:
+        self.schedules += 1
+        self.complete_schedules += result.complete
+        self.steps += result.steps
+        self.faults += sum(1 for _, _, fault in result.choices if fault)
+        if result.violations:
+            self.violations.append((result.scenario, result))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenarios": self.scenarios,
+            "schedules": self.schedules,
+            "complete_schedules": self.complete_schedules,
+            "distinct_states": self.states,
+            "steps": self.steps,
+            "faults_injected": self.faults,
+            "violations": len(self.violations),
+        }
+
+
+def state_key(run: Run, enabled: list[Choice]) -> str:
+    snapshot = {
+        rid: {k: v for k, v in item.items() if not k.endswith("_shard")}
+        for rid, item in run.snapshot.resources.items()
+    }
+    counter = {k: v for k, v in (run.snapshot.counter or {}).items() if not k.endswith("_shard")}
+    ops = [
+        (
+            op.done,
+            run.done[i].answer if i in run.done else None,
+            [(c.operation, c.key, c.outcome, c.seen) for c in op.calls],
+        )
+        for i, op in enumerate(run.ops)
+    ]
+    text = json.dumps(
+        [
+            snapshot,
+            counter,
+            ops,
+            run.writes_since_delivery,
+            len(run.backlog),
+            sorted(run.used),
+            run.limit,
+            enabled,
+        ],
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha1(run.redact(text).encode()).hexdigest()
+
+
+def explore(world: World, scenario: Scenario, stats: Stats, *, max_schedules: int = 100_000) -> None:
+    """Every schedule of ``scenario`` (every order of its calls, background steps at every
+    point), each reachable point explored once."""
+    stats.scenarios += 1
+    seen: set[str] = set()
+    pending: list[list[Choice]] = [[]]
+    while pending and stats.schedules < max_schedules:
+        prefix = pending.pop()
+
+        def choose(run: Run, enabled: list[Choice], prefix: list[Choice] = prefix) -> Choice | None:
+            if len(run.choices) < len(prefix):
+                return prefix[len(run.choices)]
+            key = state_key(run, enabled)
+            if key in seen:
+                return None
+            seen.add(key)
+            for alternative in enabled[1:]:
+                pending.append([*run.choices, alternative])
+            return enabled[0]
+
+        stats.add(Run(world, scenario, choose).execute())
+    stats.states += len(seen)
+
+
+def random_run(world: World, scenario: Scenario, rng: random.Random, fault_rate: float) -> RunResult:
+    def choose(run: Run, enabled: list[Choice]) -> Choice:
+        kind, what, _ = choice = rng.choice(enabled)
+        if kind != "op" or rng.random() >= fault_rate:
+            return choice
+        call = run.ops[what].pending
+        if call is None or call.operation == "wait":
+            return choice
+        faults = (
+            TRANSACTION_FAULTS
+            if call.operation == "TransactWriteItems"
+            else WRITE_FAULTS
+            if call.writes
+            else READ_FAULTS
+        )
+        return (kind, what, rng.choice(faults))
+
+    return Run(world, scenario, choose).execute()
+
+
+def replay(world: World, scenario: Scenario, choices: list[Choice]) -> RunResult:
+    """Run a schedule again; a choice that is not possible is skipped, and once the schedule
+    runs out each operation is run to its end in turn (so shrinking can drop any part)."""
+    queue = list(choices)
+
+    def choose(run: Run, enabled: list[Choice]) -> Choice:
+        while queue:
+            choice = queue.pop(0)
+            if choice[:2] in {c[:2] for c in enabled}:
+                return choice
+        return enabled[0]
+
+    return Run(world, scenario, choose).execute()
+
+
+def shrink(
+    world: World, scenario: Scenario, result: RunResult, *, budget: int = 150
+) -> tuple[Scenario, RunResult]:
+    """A smaller schedule that still breaks an invariant: fewer faults, fewer background
+    steps, fewer operations, fewer switches between operations (greedy, first that works)."""
+    best_scenario, best = scenario, result
+    tries, improved = 0, True
+    while improved and tries < budget:
+        improved = False
+        for candidate_scenario, choices in _simpler(best_scenario, best.choices):
+            if tries >= budget:
+                break
+            tries += 1
+            outcome = replay(world, candidate_scenario, choices)
+            if outcome.violations and outcome.complete:
+                best_scenario, best, improved = candidate_scenario, outcome, True
+                break
+    return best_scenario, best
+
+
+def _simpler(scenario: Scenario, choices: list[Choice]) -> Iterator[tuple[Scenario, list[Choice]]]:
+    for index, (kind, what, fault) in enumerate(choices):
+        if fault is not None:
+            yield scenario, [*choices[:index], (kind, what, None), *choices[index + 1 :]]
+        if kind == "bg":
+            yield scenario, choices[:index] + choices[index + 1 :]
+    for drop in range(len(scenario.ops) if len(scenario.ops) > 1 else 0):
+        renumbered = [
+            (kind, what - (what > drop) if kind == "op" else what, fault)
+            for kind, what, fault in choices
+            if not (kind == "op" and what == drop)
+        ]
+        yield _with_ops(scenario, scenario.ops[:drop] + scenario.ops[drop + 1 :]), renumbered
+    # Fewer switches: move a step to right after the previous step of the same operation.
+    for index in range(1, len(choices)):
+        if choices[index][:2] == choices[index - 1][:2]:
+            continue
+        earlier = next((j for j in range(index - 1, -1, -1) if choices[j][:2] == choices[index][:2]), None)
+        if earlier is not None:
+            yield (
+                scenario,
+                [
+                    *choices[: earlier + 1],
+                    choices[index],
+                    *choices[earlier + 1 : index],
+                    *choices[index + 1 :],
+                ],
+            )
+
+
+def _with_ops(scenario: Scenario, ops: tuple[Any, ...]) -> Scenario:
+    return Scenario(
+        scenario.name, scenario.limit, ops, scenario.counted, scenario.uncounted, scenario.backgrounds
+    )
+
+
+def report(scenario: Scenario, result: RunResult) -> str:
+    setup = f"limit {scenario.limit}"
+    if scenario.counted or scenario.uncounted:
+        setup += f", counted {list(scenario.counted)}, uncounted {list(scenario.uncounted)}"
+    lines = [
+        f"scenario {scenario.name}: {setup}; operations {', '.join(str(op) for op in scenario.ops)}",
+        *result.trace,
+        "violations:",
+        *(f"  - {v}" for v in result.violations),
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,79 @@
+"""The sequential specification of the API, and a check that concurrent answers fit it.
+
+A run's operations are linearizable if some order of them, consistent with real time (an
+operation that finished before another started comes first), applied one at a time to this
+model, gives every answer they got and the resources visible at the end. An operation that
+failed without a definite answer (429, 503, or killed) may or may not have taken effect.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+CREATED, EXISTS, REFUSED, DELETED, ABSENT, LIMIT_SET = 201, 200, 409, 204, 404, 2000
+MAYBE = frozenset({429, 503, "crash"})
+
+
+@dataclass(frozen=True)
+class Done:
+    """An operation as it ended: what it was, its answer, and when it started and ended (steps)."""
+
+    kind: str  # post | put | delete | limit
+    arg: str | int | None
+    answer: int | str
+    started: int
+    ended: int
+    created_id: str | None = None  # the id a POST got
+
+
+@dataclass(frozen=True)
+class Model:
+    live: frozenset[str]
+    limit: int
+
+    def apply(self, op: Done) -> tuple[int | str, Model]:
+        if op.kind == "limit":
+            assert isinstance(op.arg, int)
+            return LIMIT_SET, Model(self.live, op.arg)
+        if op.kind in ("post", "put"):
+            rid = str(op.arg if op.kind == "put" else op.created_id)
+            if op.kind == "put" and rid in self.live:
+                return EXISTS, self
+            if len(self.live) >= self.limit:
+                return REFUSED, self
+            return CREATED, Model(self.live | {rid}, self.limit)
+        rid = str(op.arg)
+        if rid in self.live:
+            return DELETED, Model(self.live - {rid}, self.limit)
+        return ABSENT, self
+
+
+def _orders(ops: list[Done]) -> Iterable[tuple[Done, ...]]:
+    for order in itertools.permutations(ops):
+        if all(not (b.ended < a.started) for i, a in enumerate(order) for b in order[i + 1 :]):
+            yield order
+
+
+def explain(initial: Model, ops: list[Done], final_live: frozenset[str]) -> tuple[Done, ...] | None:
+    """An order that explains every answer and the final state, or None."""
+    for order in _orders(ops):
+        if _fits(initial, order, final_live):
+            return order
+    return None
+
+
+def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[str]) -> bool:
+    if not order:
+        return model.live == final_live
+    op, rest = order[0], order[1:]
+    if op.answer in MAYBE:
+        if op.kind == "post" and op.created_id is None:
+            return _fits(model, rest, final_live)
+        _, after = model.apply(op)
+        return _fits(model, rest, final_live) or _fits(after, rest, final_live)
+    expected, after = model.apply(op)
+    if op.kind == "limit":
+        return _fits(after, rest, final_live)
+    return expected == op.answer and _fits(after, rest, final_live)
