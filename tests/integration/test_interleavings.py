@@ -1,0 +1,98 @@
+"""The step-level interleaving explorer (tests/explorer): concurrent API operations interleaved
+DynamoDB call by DynamoDB call, with background work at any point and faults at any call, every
+invariant checked after every step (docs/reliability.md).
+
+Profiles (HC_EXPLORER_PROFILE): ``ci`` (make test) explores every pair of API operations
+exhaustively and samples the rest; ``long`` places every background step at every point of
+every pair and runs thousands of random schedules with faults. Figures are printed (``-s``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+
+import boto3
+import pytest
+
+from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
+from hybrid_counter.settings import Settings
+from tests.explorer.catalogue import pair_scenarios, profile, random_scenario
+from tests.explorer.runs import BACKGROUNDS, World
+from tests.explorer.search import Stats, explore, random_run, report, shrink
+
+pytestmark = pytest.mark.integration
+
+FIGURES: dict[str, dict[str, object]] = {}
+
+
+@pytest.fixture(scope="module")
+def world(stack, stream):
+    url = stack.dynamodb_url
+    # Clients of its own: the explorer's scheduling hooks must not reach other tests' clients.
+    clients = Clients(
+        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
+        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
+        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
+    )
+    return World(Settings(table_name=stack.table_name), clients, stream)
+
+
+def fail_with(world: World, stats: Stats) -> None:
+    scenario, result = stats.violations[0]
+    small_scenario, small = shrink(world, scenario, result)
+    pytest.fail(
+        f"{len(stats.violations)} schedule(s) broke an invariant; the smallest found:\n{report(small_scenario, small)}"
+    )
+
+
+def test_every_pair_of_api_operations_in_every_order(world):
+    chosen = profile()
+    stats, started = Stats(), time.monotonic()
+    for scenario in pair_scenarios(chosen.pair_backgrounds):
+        explore(world, scenario, stats)
+    FIGURES["pairs"] = {
+        **stats.to_json(),
+        "backgrounds": list(chosen.pair_backgrounds),
+        "seconds": round(time.monotonic() - started),
+    }
+    print(f"\nexplorer {chosen.name}, every pair: {json.dumps(FIGURES['pairs'])}")
+    if stats.violations:
+        fail_with(world, stats)
+    assert stats.complete_schedules > 0
+
+
+def test_pairs_with_background_work_at_sampled_points(world):
+    """Every background step, in random schedules of every pair (the long profile places them
+    everywhere, exhaustively)."""
+    chosen = profile()
+    if set(chosen.pair_backgrounds) == set(BACKGROUNDS):
+        pytest.skip("this profile already placed every background step at every point of every pair")
+    rng = random.Random(chosen.seed)
+    stats, started = Stats(), time.monotonic()
+    for scenario in pair_scenarios(BACKGROUNDS):
+        for _ in range(chosen.background_samples):
+            stats.add(random_run(world, scenario, rng, fault_rate=0.0))
+    FIGURES["pairs_with_backgrounds"] = {**stats.to_json(), "seconds": round(time.monotonic() - started)}
+    print(
+        f"\nexplorer {chosen.name}, pairs with background work: {json.dumps(FIGURES['pairs_with_backgrounds'])}"
+    )
+    if stats.violations:
+        fail_with(world, stats)
+
+
+def test_random_schedules_of_three_to_six_operations_with_faults(world):
+    chosen = profile()
+    rng = random.Random(chosen.seed)
+    stats, started = Stats(), time.monotonic()
+    for index in range(chosen.random_runs):
+        scenario = random_scenario(rng, index)
+        stats.add(random_run(world, scenario, rng, chosen.fault_rate))
+        if stats.violations:
+            break
+    FIGURES["random"] = {**stats.to_json(), "seconds": round(time.monotonic() - started)}
+    print(f"\nexplorer {chosen.name}, random schedules with faults: {json.dumps(FIGURES['random'])}")
+    if stats.violations:
+        fail_with(world, stats)
+    assert stats.faults > 0
