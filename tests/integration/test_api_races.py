@@ -241,3 +241,38 @@ def test_10_delete_then_create_at_the_limit_succeeds_at_once(service, account, d
     with pytest.raises(LimitExceeded):
         service.create(account, "z", {})
     assert resource.name == "y"
+
+
+@pytest.mark.parametrize("calls_before_dying", [1, 2])
+def test_a_create_that_dies_between_its_writes_never_leaves_a_slot_without_a_resource(
+    api, service, account, race, settle, live_count, calls_before_dying
+):
+    # Given a POST that gets through its first one or two writes and dies at the next call
+    service.set_limit(account, 5)
+    post = race.start("POST", lambda: api.create(account, "dies", {}))
+    race.until(post, "GetItem")  # the limit check
+    race.step(post, calls_before_dying)
+    race.step(post, fault="crash")
+    # Then at no point does best_effort count a slot no resource holds, now or once settled
+    usage = service.usage(account)
+    assert usage.best_effort <= live_count(account) + (1 if calls_before_dying == 2 else 0)
+    settle(account)
+    assert service.usage(account).best_effort <= live_count(account)
+
+
+@pytest.mark.parametrize("calls_before_dying", [1, 2])
+def test_a_delete_that_dies_between_its_writes_never_leaves_a_slot_held_by_a_removed_resource(
+    api, service, account, race, drain, settle, live_count, calls_before_dying
+):
+    # Given two counted resources, and a DELETE that makes one or two calls and dies at the next
+    for rid in ("x", "z"):
+        service.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    delete = race.start("DELETE x", lambda: api.delete(account, "x"))
+    race.step(delete, calls_before_dying)
+    race.step(delete, fault="crash")
+    # Then best_effort never counts more than what is visible, and after settling it is exact
+    assert service.usage(account).best_effort <= live_count(account)
+    settle(account)
+    usage = service.usage(account)
+    assert usage.best_effort == usage.eventual == live_count(account)
