@@ -155,7 +155,6 @@ class Run:
         self.trace: list[str] = []
         self.choices: list[Choice] = []
         self.used: set[str] = set()
-        self.limit = scenario.limit
         self.ops: list[Operation] = []
         self.done: dict[int, Done] = {}
         self.writes_since_delivery: list[str] = []
@@ -292,8 +291,6 @@ class Run:
                 ended=self.step_no,
                 created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
             )
-            if spec.kind == "limit" and op.error is None:
-                self.limit = int(spec.arg)  # type: ignore[arg-type]
             self.trace.append(f"     {op.name} answered {self.done[index].answer}")
             if self.done[index].answer == 500:
                 self.violations.append(f"{op.name} failed unexpectedly: {op.error!r}")
@@ -431,8 +428,9 @@ class Run:
                 for rid in held
                 if token(rid, resource_items.incarnation_of(snap.resources[rid])) not in truth.admitted
             ]
-            if len(held) > self.limit + len(unadmitted):
-                found.append(f"{len(held)} resources hold a slot after an admission, limit {self.limit}")
+            limit = state.effective_limit(self.world.settings.default_limit)  # as it stands in the table
+            if len(held) > limit + len(unadmitted):
+                found.append(f"{len(held)} resources hold a slot after an admission, limit {limit}")
         for problem in found:
             self.violations.append(f"step {self.step_no}: {problem}")
 

@@ -87,7 +87,6 @@ def state_key(run: Run, enabled: list[Choice]) -> str:
             run.writes_since_delivery,
             len(run.backlog),
             sorted(run.used),
-            run.limit,
             enabled,
         ],
         sort_keys=True,
