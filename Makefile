@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 help:
 	@echo "make dev        start the service locally (embedded runtime, no Docker): http://127.0.0.1:$${PORT:-3000}"
 	@echo "make test       lint, typecheck, unit, integration, e2e, sam validate --lint, sam build"
-	@echo "make bench      counting benchmark (write units per create, batched vs per-record)"
+	@echo "make bench      benchmarks: cost per call, growth, throughput ceiling, latency (bench-results/)"
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (PATH or pyenv); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
@@ -70,7 +70,7 @@ test: deps $(TOOLS)/.installed
 	$(PY) -m pytest tests $(PYTEST_ARGS)
 
 bench: deps
-	$(PY) -m benchmarks.counting
+	$(PY) -m benchmarks
 
 clean:
 	rm -rf $(VENV) $(TOOLS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -22,7 +22,7 @@ from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from tests.streams import StreamReader
+from localrun.stream_reader import StreamReader
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ sweep on a trimmed stream: test_healing_and_recount.py and test_recovery_paths.p
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -76,7 +77,11 @@ def test_healing_every_account_goes_on_where_a_cut_off_run_stopped(
     continuation = None
     for _ in range(200):
         pages = iter([False, True])
-        report = healer.heal_all(continuation, until=lambda pages=pages: next(pages, True))
+
+        def one_page(pages: Iterator[bool] = pages) -> bool:
+            return next(pages, True)
+
+        report = healer.heal_all(continuation, until=one_page)
         seen.update(o.account_id for o in report.healed)
         continuation = report.continuation
         if continuation is None:

@@ -1,4 +1,5 @@
-"""Reads a table's stream (every shard) and hands out each account's new records once, in order."""
+"""Reads a table's stream (every shard) and hands out each account's new records once, in order:
+for tests and the benchmark, which deliver records to the stream path themselves."""
 
 from __future__ import annotations
 

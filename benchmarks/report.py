@@ -1,0 +1,263 @@
+"""The bench's outputs: the targets judged, a markdown table (README), PNG plots (matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each target of issue 7 with the measured value and whether it is met."""
+    rows: list[dict[str, Any]] = []
+
+    def judge(name: str, value: Any, target: str, met: bool, note: str = "") -> None:
+        rows.append({"target": name, "value": value, "goal": target, "met": met, "note": note})
+
+    cost = results.get("cost")
+    if cost:
+        ours = cost["ours"]["lifecycle"]
+        judge(
+            "write units per create+delete lifecycle",
+            ours["total_write_units"],
+            "<= 8 (reference: about 12)",
+            ours["total_write_units"] <= 8,
+            f"reference measured {cost['reference']['lifecycle']['total_write_units']}",
+        )
+        judge(
+            "counter-item writes per counted resource, stream path",
+            cost["ours"]["stream_counter_item_writes_per_resource"],
+            "<= 0.02",
+            cost["ours"]["stream_counter_item_writes_per_resource"] <= 0.02,
+        )
+    growth = results.get("growth")
+    if growth:
+        units = [row["admission_write_units"] for row in growth["admission_vs_deletes_in_flight"]]
+        backlog = max(row["deletes_in_flight"] for row in growth["admission_vs_deletes_in_flight"])
+        judge(
+            "admission write units at any backlog",
+            max(units),
+            "1.0",
+            max(units) == 1.0,
+            f"0 to {backlog} deletes in flight",
+        )
+    ceiling = results.get("ceiling")
+    if ceiling:
+        ratio = ceiling["ours_admissions"]["ratio"]
+        exact = ceiling["exact_limit_under_throttling"]["exact"]
+        judge(
+            "sustained admissions / model ceiling (simulator), exact limits",
+            ratio,
+            ">= 0.90, exact",
+            ratio >= 0.9 and exact,
+            f"limit {ceiling['exact_limit_under_throttling']['limit']}: {ceiling['exact_limit_under_throttling']['admitted']} admitted",
+        )
+        counting = ceiling["counting"]
+        off = abs(counting["measured_ratio"] / counting["model_ratio"] - 1)
+        judge(
+            "batched / per-record counting rate vs the model's ratio",
+            f"{counting['measured_ratio']} vs {counting['model_ratio']}",
+            "within 15 %",
+            off <= 0.15,
+        )
+    return rows
+
+
+def markdown(results: dict[str, Any]) -> str:
+    lines = [
+        "# Benchmark results",
+        "",
+        f"Run {results['started']}, {results['seconds']} s{' (quick sizes)' if results['quick'] else ''}.",
+        "",
+    ]
+    cost = results.get("cost")
+    if cost:
+        lines += [
+            f"## Cost per operation ({cost['operations']} creates then deletes, DynamoDB Local's ConsumedCapacity)",
+            "",
+            "| | ours: requests | ours: read units | ours: write units (index) | reference: requests | reference: read units | reference: write units (index) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in ("create", "stream_per_create", "delete", "stream_per_delete", "lifecycle"):
+            o, r = cost["ours"][row], cost["reference"][row]
+            lines.append(
+                f"| {row.replace('_', ' ')} | {o['requests']} | {o['read_units']} | {o['total_write_units']} ({o['index_write_units']}) "
+                f"| {r['requests']} | {r['read_units']} | {r['total_write_units']} ({r['index_write_units']}) |"
+            )
+        lines += [
+            "",
+            f"Item sizes: counter item {cost['ours']['item_sizes']['counter_item_bytes']} B, resource {cost['ours']['item_sizes']['resource_item_bytes']} B "
+            f"(reference: {cost['reference']['item_sizes']['counter_item_bytes']} B and {cost['reference']['item_sizes']['resource_item_bytes']} B). "
+            f"Counter-item writes per resource on the stream path: ours {cost['ours']['stream_counter_item_writes_per_resource']}, "
+            f"reference {cost['reference']['stream_counter_item_writes_per_resource']}.",
+            "",
+        ]
+    growth = results.get("growth")
+    if growth:
+        lines += [
+            "## How cost grows",
+            "",
+            "| deletes in flight | counter item bytes | admission write units |",
+            "|---|---|---|",
+        ]
+        lines += [
+            f"| {r['deletes_in_flight']} | {r['counter_item_bytes']} | {r['admission_write_units']} |"
+            for r in growth["admission_vs_deletes_in_flight"]
+        ]
+        lines += [
+            "",
+            "| recount of an account of | requests | read units | write units | census attempts |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['resources']} resources | {r['requests']} | {r['read_units']} | {r['write_units']} | {r['census_attempts']} |"
+            for r in growth["recount_vs_account_size"]
+        ]
+        lines += ["", "| sweep of | requests | read units | write units |", "|---|---|---|---|"]
+        lines += [
+            f"| {r['entries']} PendingIndex entries | {r['requests']} | {r['read_units']} | {r['write_units']} |"
+            for r in growth["sweep_vs_entries"]
+        ]
+        lines += [
+            "",
+            "| heal --all over | requests | read units | write units | healed |",
+            "|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {r['accounts_read']} accounts | {r['requests']} | {r['read_units']} | {r['write_units']} | {r['healed']} |"
+            for r in growth["heal_all_vs_accounts"]
+        ]
+        lines.append("")
+    ceiling = results.get("ceiling")
+    if ceiling:
+        c = ceiling
+        lines += [
+            f"## Per-account ceilings (simulator: {c['units_per_second']:g} write units/s per item and partition, {c['partitions']} partitions; AWS: 1,000)",
+            "",
+            "| | measured /s | model /s | measured / model |",
+            "|---|---|---|---|",
+            f"| ours: admissions | {c['ours_admissions']['measured_per_second']} | {c['ours_admissions']['model_per_second']} | {c['ours_admissions']['ratio']} |",
+            f"| reference: admissions | {c['reference_admissions']['measured_per_second']} | {c['reference_admissions']['model_per_second']} | {c['reference_admissions']['ratio']} |",
+            f"| counting, batched | {c['counting']['counts_per_second']['batched']} | {c['counting']['model_counts_per_second']['batched']} | |",
+            f"| counting, per record | {c['counting']['counts_per_second']['per_record']} | {c['counting']['model_counts_per_second']['per_record']} | |",
+            "",
+            f"Scaled to AWS (x{1000 / c['units_per_second']:g}): ours about {round(c['ours_admissions']['model_per_second'] * 1000 / c['units_per_second'])} admissions/s per account, "
+            f"the reference about {round(c['reference_admissions']['model_per_second'] * 1000 / c['units_per_second'])}. Exact limit under throttling: "
+            f"{c['exact_limit_under_throttling']['admitted']} of {c['exact_limit_under_throttling']['creates']} creates admitted against a limit of {c['exact_limit_under_throttling']['limit']}.",
+            "",
+        ]
+    latency = results.get("latency")
+    if latency:
+        lines += [
+            "## Latency and convergence over HTTP (local runtime; times on this machine)",
+            "",
+            latency.get("table", ""),
+            "",
+        ]
+    lines += ["## Targets", "", "| target | measured | goal | met | note |", "|---|---|---|---|---|"]
+    lines += [
+        f"| {t['target']} | {t['value']} | {t['goal']} | {'yes' if t['met'] else '**no**'} | {t['note']} |"
+        for t in results.get("targets", [])
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def plots(results: dict[str, Any], out: Path) -> None:
+    for name, draw in (
+        ("cost", _plot_cost),
+        ("growth", _plot_growth),
+        ("ceiling", _plot_ceiling),
+        ("latency", _plot_latency),
+    ):
+        if results.get(name):
+            draw(results[name], out)
+
+
+def _plot_cost(cost: dict[str, Any], out: Path) -> None:
+    phases = ["create", "stream_per_create", "delete", "stream_per_delete"]
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for offset, design in ((-0.2, "ours"), (0.2, "reference")):
+        values = [cost[design][phase]["total_write_units"] for phase in phases]
+        axis.bar([i + offset for i in range(len(phases))], values, width=0.4, label=design)
+    axis.set_xticks(range(len(phases)), [p.replace("_", " ") for p in phases])
+    axis.set_ylabel("write units per resource")
+    axis.set_title("Write units per operation (same workload, same run)")
+    axis.legend()
+    _save(figure, out / "cost_per_operation.png")
+
+
+def _plot_growth(growth: dict[str, Any], out: Path) -> None:
+    figure, axes = plt.subplots(1, 2, figsize=(10, 4))
+    rows = growth["admission_vs_deletes_in_flight"]
+    backlog = [max(r["deletes_in_flight"], 1) for r in rows]
+    axes[0].plot(
+        backlog, [r["admission_write_units"] for r in rows], marker="o", label="admission write units"
+    )
+    axes[0].plot(backlog, [r["counter_item_bytes"] / 1024 for r in rows], marker="s", label="counter item KB")
+    axes[0].set_xscale("log")
+    axes[0].set_xlabel("deletes in flight")
+    axes[0].set_ylim(0, 2)
+    axes[0].legend()
+    axes[0].set_title("Admission vs deletes in flight")
+    for key, x, y, label, marker in (
+        ("recount_vs_account_size", "resources", "read_units", "recount read units (x resources)", "o"),
+        ("heal_all_vs_accounts", "accounts_read", "read_units", "heal --all read units (x accounts)", "s"),
+        ("sweep_vs_entries", "entries", "write_units", "sweep write units (x entries)", "^"),
+    ):
+        axes[1].plot([r[x] for r in growth[key]], [r[y] for r in growth[key]], marker=marker, label=label)
+    axes[1].set_xscale("log")
+    axes[1].set_yscale("log")
+    axes[1].set_xlabel("resources / accounts / entries")
+    axes[1].legend(fontsize=8)
+    axes[1].set_title("Maintenance cost vs size")
+    _save(figure, out / "growth.png")
+
+
+def _plot_ceiling(ceiling: dict[str, Any], out: Path) -> None:
+    measured = [
+        ceiling["ours_admissions"]["measured_per_second"],
+        ceiling["reference_admissions"]["measured_per_second"],
+    ]
+    model = [
+        ceiling["ours_admissions"]["model_per_second"],
+        ceiling["reference_admissions"]["model_per_second"],
+    ]
+    figure, axis = plt.subplots(figsize=(6, 4))
+    axis.bar([-0.2, 0.8], model, width=0.4, label="model")
+    axis.bar([0.2, 1.2], measured, width=0.4, label="simulator")
+    axis.set_xticks([0, 1], ["ours", "reference"])
+    axis.set_ylabel(f"admissions/s per account at {ceiling['units_per_second']:g} WU/s")
+    axis.set_title("Per-account admission ceiling")
+    axis.legend()
+    _save(figure, out / "ceiling.png")
+
+
+def _plot_latency(latency: dict[str, Any], out: Path) -> None:
+    rates = latency.get("rates") or []
+    if not rates:
+        return
+    figure, axis = plt.subplots(figsize=(7, 4))
+    for op in ("create", "delete"):
+        for q in ("p50", "p99"):
+            axis.plot(
+                [r["pairs_per_second"] for r in rates],
+                [r[op][q] for r in rates],
+                marker="o",
+                label=f"{op} {q}",
+            )
+    axis.set_xlabel("create+delete pairs per second (open loop)")
+    axis.set_ylabel("ms from the scheduled send")
+    axis.set_yscale("log")
+    axis.legend()
+    axis.set_title("HTTP latency through the local runtime")
+    _save(figure, out / "latency.png")
+
+
+def _save(figure: Any, path: Path) -> None:
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)

@@ -1,0 +1,85 @@
+"""The benchmark's world: DynamoDB Local provisioned from template.yaml, metered clients, the stream."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+
+from benchmarks.meter import CapacityMeter
+from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
+from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.effects import Effects
+from hybrid_counter.observability import Observability
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.settings import CountingMode, Settings
+from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.stream_reader import StreamReader
+
+QUIET = Observability(emit_metrics=False)
+
+
+@dataclass
+class BenchWorld:
+    runtime: LocalRuntime
+    clients: Clients
+    meter: CapacityMeter
+    stream: StreamReader
+    settings: Settings = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.settings = Settings(table_name=self.runtime.table_name, default_limit=1_000_000)
+
+    @property
+    def table(self) -> str:
+        return self.settings.table_name
+
+    def account(self, prefix: str) -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+    def service(self, effects: Effects | None = None) -> ResourceService:
+        return ResourceService(self.settings, self.clients, QUIET, effects)
+
+    def counter(self, mode: CountingMode = "batched") -> EventualCounter:
+        return EventualCounter(self.table, mode, self.clients, QUIET)
+
+    def deliver(self, account_id: str, counter: EventualCounter) -> ApplyReport:
+        """Everything the stream holds for the account, in batches of 100 as the mapping sends them."""
+        report = ApplyReport()
+        while records := self.stream.records_for(account_id):
+            for start in range(0, len(records), 100):
+                outcome = process_stream_batch(records[start : start + 100], counter)
+                if outcome.failed_sequence_numbers:
+                    raise RuntimeError(f"stream batch failed: {outcome.error}")
+                report.merge(outcome.report)
+        return report
+
+    def client(self, service: str, config: Any = RETRYING) -> Any:
+        return boto3.client(service, endpoint_url=self.runtime.dynamodb_url, config=config)  # type: ignore[call-overload]
+
+
+@contextmanager
+def bench_world() -> Iterator[BenchWorld]:
+    options = RuntimeOptions(
+        port=0,
+        stack_name="hybrid-counter-bench",
+        start_http=False,
+        start_stream_pollers=False,
+        start_queue_pollers=False,
+        start_schedules=False,
+    )
+    with LocalRuntime(options) as runtime:
+        url = runtime.dynamodb_url
+        clients = Clients(
+            dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
+            dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
+            streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
+        )
+        meter = CapacityMeter()
+        meter.attach(clients.dynamodb, clients.dynamodb_single_attempt)
+        yield BenchWorld(runtime, clients, meter, StreamReader(clients.streams, runtime.stream_arn))
