@@ -8,6 +8,8 @@ protocol (token set, soft delete before the stream's uncount); the explorer
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from hybrid_counter.capacity import item_size
@@ -82,6 +84,32 @@ def test_2_a_delete_during_a_refused_creates_rollback_releases_nothing(
         service.create(account, "a third", {})
 
 
+def test_2_a_refused_creates_rollback_retried_after_a_lost_response_removes_only_its_own_item(
+    api, service, account, race, settle, live_count
+):
+    # Given a limit of 1, and PUT x past its limit check with x written, refused because another
+    # create took the slot, its rollback applied but its response lost (botocore will retry it)
+    service.set_limit(account, 1)
+    first = race.start("PUT x", lambda: api.create(account, "x", {}, resource_id="x"))
+    race.until(first, "PutItem")
+    service.create(account, "o", {}, resource_id="o")
+    race.until(first, "UpdateItem")  # its admission, refused
+    assert race.next_call(first) == "DeleteItem"
+    race.step(first, fault="lost")
+    assert race.next_call(first) == "DeleteItem"  # botocore's retry of the rollback, not sent yet
+    # When the slot is freed and the client's retried PUT x creates x afresh, before that retry
+    service.delete(account, "o")
+    _, created = service.create(account, "x", {}, resource_id="x")
+    assert created is True
+    race.finish(first)
+    # Then the first attempt is still refused, and its rollback removed nothing but its own item:
+    # x, answered 201, stays visible, holding the slot it was counted for
+    assert isinstance(first.error, LimitExceeded)
+    assert service.get(account, "x").resource_id == "x"
+    settle(account)
+    assert counts(service, account, live_count) == (1, 1, 1)
+
+
 def test_3_two_deletes_of_one_resource_around_the_stream_release_it_once(
     api, service, account, race, drain, settle, live_count
 ):
@@ -126,6 +154,34 @@ def test_4_a_delete_cut_off_after_its_release_is_finished_and_counted_once(
     settle(account)
     with pytest.raises(NotFound):
         service.get(account, "x")
+    assert counts(service, account, live_count) == (1, 1, 1)
+
+
+def test_4_a_delete_retried_after_the_grace_period_whose_first_attempt_had_released_does_not_release_again(
+    api, service, settings, clients, account, race, drain, live_count
+):
+    # Given two counted resources, and DELETE x cut off after its claim and its release, before
+    # removing x, while the stream path is stopped (nothing removes x for it)
+    service.set_limit(account, 2)
+    for rid in ("x", "z"):
+        service.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    delete = race.start("DELETE x", lambda: api.delete(account, "x"))
+    race.until(delete, "UpdateItem", count=2)  # claim, release
+    race.step(delete, fault="crash")
+    assert counts(service, account, live_count) == (1, 1, 2)  # released; x still visible, claimed
+    # When the client retries after the grace period: the stale claim is taken over
+    later = time.time() + settings.pending_grace_seconds + 1
+    retry = ResourceService(
+        settings, clients, effects=Effects(clock=lambda: later, waiter=Waiter(attempts=1))
+    )
+    retry.delete(account, "x")
+    # Then the takeover saw that the first attempt's release applied (last_release names it) and
+    # only removed x: the slot was released once
+    with pytest.raises(NotFound):
+        service.get(account, "x")
+    assert counts(service, account, live_count) == (1, 1, 1)
+    drain(account)
     assert counts(service, account, live_count) == (1, 1, 1)
 
 
