@@ -231,6 +231,31 @@ def test_recount_under_counting_in_the_same_range_never_writes_a_stale_correctio
     assert service.usage(account).eventual == 4
 
 
+def test_two_recounts_at_once_fix_a_drift_once(
+    service, settings, clients, counter, healer, account, drain, set_counter, live_count
+):
+    # Given three counted resources and an eventual counter two too high (in range 0)
+    for n in range(3):
+        service.create(account, f"r{n}", {}, resource_id=f"r{n}")
+    drain(account)
+    set_counter(account, eventual=5)
+    first, second = (
+        make_recounter(settings, clients, counter, healer, service, sleep=lambda _: None) for _ in range(2)
+    )
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        recount = race.start("recount (1)", lambda: first.recount(account, fix=True))
+        # When one recount has taken range 0's census and is about to write its correction,
+        while race.next_call(recount) != "UpdateItem":
+            race.step(recount)
+        # and another recount runs whole in between (it fixes the same drift)
+        second.recount(account, fix=True)
+        race.finish(recount)
+    # Then the first one's correction, computed before the second's, was refused: the drift was
+    # taken out once
+    assert recount.error is None
+    assert counts_of(service, account, live_count) == (3, 3, 3)
+
+
 def corrupt_totals(settings, clients, account, **totals: int) -> None:
     """Set totals without their range shares (what only corruption or a bug can do)."""
     clients.dynamodb.update_item(
