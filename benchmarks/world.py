@@ -45,8 +45,12 @@ class BenchWorld:
     def service(self, effects: Effects | None = None) -> ResourceService:
         return ResourceService(self.settings, self.clients, QUIET, effects)
 
-    def counter(self, mode: CountingMode = "batched") -> EventualCounter:
-        return EventualCounter(self.table, mode, self.clients, QUIET)
+    def counter(self, mode: CountingMode = "batched", clients: Clients | None = None) -> EventualCounter:
+        return EventualCounter(self.table, mode, clients or self.clients, QUIET)
+
+    def fresh_clients(self) -> Clients:
+        """Clients of their own (unmetered), for a writer the simulator treats apart."""
+        return _clients(self.runtime.dynamodb_url)
 
     def deliver(self, account_id: str, counter: EventualCounter) -> ApplyReport:
         """Everything the stream holds for the account, in batches of 100 as the mapping sends them."""
@@ -74,12 +78,15 @@ def bench_world() -> Iterator[BenchWorld]:
         start_schedules=False,
     )
     with LocalRuntime(options) as runtime:
-        url = runtime.dynamodb_url
-        clients = Clients(
-            dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
-            dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
-            streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
-        )
+        clients = _clients(runtime.dynamodb_url)
         meter = CapacityMeter()
         meter.attach(clients.dynamodb, clients.dynamodb_single_attempt)
         yield BenchWorld(runtime, clients, meter, StreamReader(clients.streams, runtime.stream_arn))
+
+
+def _clients(url: str) -> Clients:
+    return Clients(
+        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
+        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
+        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
+    )
