@@ -7,10 +7,13 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from hybrid_counter.api.access import Forbidden, Unauthorized
 from hybrid_counter.errors import DomainError, LimitExceeded, NotFound, StoreUnavailable, ValidationError
 
 STATUS = {
     ValidationError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     NotFound: 404,
     LimitExceeded: 409,
     StoreUnavailable: 503,
