@@ -19,6 +19,8 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
+from localrun.call_recorder import attach as record_calls
 from localrun.endpoints import LocalEndpoints
 from localrun.environment import apply_environment, merged_environment, runtime_variables
 from localrun.errors import LocalRunError, TemplateError
@@ -70,6 +72,7 @@ class RuntimeOptions:
     max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
     issuer_port: int = 0  # the local OIDC issuer (JWT authorizers without an issuer); 0 = a free port
+    record_calls_to: Path | None = None  # record each function's AWS calls here (localrun.call_recorder)
 
 
 class LocalRuntime:
@@ -130,7 +133,7 @@ class LocalRuntime:
                 for logical_id, spec in template.functions.items()
             },
             runtime_variables(endpoints.dynamodb_url, endpoints.sqs_url),
-            options.extra_environment,
+            {**options.extra_environment, **self._call_log_variable()},
         )
         self._restore_environment = apply_environment(environment)
 
@@ -227,6 +230,17 @@ class LocalRuntime:
         )
         self._gateway.start()
 
+    def _call_log_variable(self) -> dict[str, str]:
+        directory = self.options.record_calls_to
+        return {} if directory is None else {CALL_LOG_VARIABLE: str(directory)}
+
+    def _recorded[C](self, client: C, logical_id: str) -> C:
+        """A mapping's client, recording its calls as the function's role's (when asked to)."""
+        directory = self.options.record_calls_to
+        if directory is not None:
+            record_calls(client, self.resources.functions[logical_id].name, directory)
+        return client
+
     def _start_issuer(self, audiences: tuple[str, ...]) -> str:
         if self._issuer is None:
             self._issuer = LocalIssuer(audiences, port=self.options.issuer_port).start()
@@ -266,7 +280,9 @@ class LocalRuntime:
                     poll_interval_seconds=self.options.stream_poll_interval_seconds,
                 )
                 poller = StreamPoller(
-                    mapping, streams_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+                    mapping,
+                    self._recorded(streams_client(endpoints.dynamodb_url), spec.logical_id),
+                    self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id),
                 )
                 self._stream_pollers.append(poller)
                 poller.start()
@@ -289,7 +305,7 @@ class LocalRuntime:
                     failure_visibility_seconds=self.options.failure_visibility_seconds,
                     region=REGION,
                 )
-                poller = SqsPoller(mapping, sqs_client(endpoints.sqs_url))
+                poller = SqsPoller(mapping, self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id))
                 self._queue_pollers.append(poller)
                 poller.start()
 
