@@ -128,10 +128,11 @@ def discover_jwks_uri(issuer: str) -> str:
 
 
 def _token_from(header_value: str | None) -> str:
-    if header_value is None or not header_value.strip():
+    value = (header_value or "").strip()
+    token = value[7:].strip() if value[:7].lower() == "bearer " else value
+    if not token or token.lower() == "bearer":
         raise TokenRejected("")  # no token: the challenge names the scheme only
-    value = header_value.strip()
-    return value[7:].strip() if value[:7].lower() == "bearer " else value
+    return token
 
 
 def _audience_matches(claims: dict[str, Any], audiences: Sequence[str]) -> bool:

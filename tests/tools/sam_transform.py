@@ -23,7 +23,7 @@ def main(argv: list[str]) -> int:
     with open(path, encoding="utf-8") as source:
         template: dict[str, Any] = yaml_parse(source.read())
     parameters = {name: spec.get("Default") for name, spec in template.get("Parameters", {}).items()}
-    parameters.update(item.split("=", 1) for item in overrides)
+    parameters.update(dict(item.split("=", 1) for item in overrides))
     expanded = extensions.process_template_for_sam_cli(template, parameter_values=parameters)
     expanded["Transform"] = "AWS::Serverless-2016-10-31"
     for resource in expanded["Resources"].values():  # packaged locations, as `sam deploy` uploads them

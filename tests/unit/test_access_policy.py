@@ -40,7 +40,7 @@ def call(event_name: str, authorizer: dict | None, policy: AccessPolicy = POLICY
 
 
 def test_every_route_of_the_app_has_an_access_rule():
-    app = build_app(lambda: RecordingService(), POLICY)  # type: ignore[arg-type, return-value]
+    app = build_app(RecordingService, POLICY)  # type: ignore[arg-type]
     routes = {
         (method, path)
         for path, item in json.loads(app.get_openapi_json_schema())["paths"].items()

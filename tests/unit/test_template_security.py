@@ -109,7 +109,7 @@ def test_the_local_gateway_authorizes_each_route_as_the_transformed_api_does(tra
 
 
 def test_the_table_is_retained_and_protected_unless_a_test_stack_says_otherwise(transformed):
-    mode, output = transformed
+    _, output = transformed
     table = output["Resources"]["ResourcesTable"]
     assert (table["DeletionPolicy"], table["UpdateReplacePolicy"]) == ("Retain", "Retain")
     assert table["Properties"]["DeletionProtectionEnabled"] is True

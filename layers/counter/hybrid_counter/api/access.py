@@ -172,8 +172,14 @@ def access_middleware(
     """The check as the resolver's first middleware; its errors go through the one error map."""
 
     def check_access(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        route = app.context["_route"]
-        policy.check(app.current_event.raw_event, route.method, route.openapi_path)
+        event = app.current_event.raw_event
+        # API Gateway's route key names the template's route even where Powertools' stricter path
+        # patterns find none (then the not-found handler answers, after this check).
+        method, _, path = str(event.get("routeKey") or "").partition(" ")
+        if not path:
+            route = app.context["_route"]
+            method, path = route.method, route.openapi_path
+        policy.check(event, method, path)
         return next_middleware(app)
 
     return check_access
