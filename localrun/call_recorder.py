@@ -60,7 +60,7 @@ class IamRequest:
 
 @dataclass
 class LeastPrivilegeReport:
-    denied: list[tuple[IamRequest, str]] = field(default_factory=list)  # (request, why)
+    denied: dict[IamRequest, int] = field(default_factory=dict)  # request not allowed -> how often
     used: dict[str, set[tuple[str, str]]] = field(default_factory=lambda: defaultdict(set))
     unused: dict[str, list[str]] = field(default_factory=dict)  # own permissions never exercised
     calls: dict[str, int] = field(default_factory=lambda: defaultdict(int))  # per function
@@ -69,8 +69,9 @@ class LeastPrivilegeReport:
     def summary(self) -> str:
         lines = [f"recorded calls per function: {dict(self.calls)}"]
         lines += [
-            f"DENIED {request.function} ({request.origin}): {request.action} on {request.resource}: {why}"
-            for request, why in self.denied
+            f"DENIED {request.function} ({request.origin}): {request.action} on {request.resource} "
+            f"({count} calls): no statement of its role allows it"
+            for request, count in self.denied.items()
         ]
         for function, permissions in sorted(self.unused.items()):
             lines += [f"unused by {function}: {permission}" for permission in permissions]
@@ -102,7 +103,7 @@ def least_privilege_report(runtime: LocalRuntime, directory: Path) -> LeastPrivi
                 statement for statement in policies.get(function, []) if statement.allows(action, resource)
             ]
             if not allowing:
-                report.denied.append((request, f"no statement of {function} allows it"))
+                report.denied[request] = report.denied.get(request, 0) + 1
             if any(statement.own for statement in allowing):
                 report.used[function].add((action.lower(), resource))
     for function, statements in policies.items():

@@ -40,4 +40,4 @@ def test_every_recorded_aws_call_is_allowed_by_the_functions_policy(target: Targ
     # Then every function was recorded and no call was outside its policy
     assert not report.recorders_missing
     assert set(report.calls) == set(local_runtime.resources.functions), report.calls
-    assert report.denied == [], report.summary()
+    assert report.denied == {}, report.summary()
