@@ -89,7 +89,9 @@ def least_privilege_report(runtime: LocalRuntime, directory: Path) -> LeastPrivi
     }
     report = LeastPrivilegeReport()
     for record in _records(directory):
-        function = by_name.get(record["principal"], record["principal"])
+        function = by_name.get(record["principal"])
+        if function is None:  # another runtime's environment that inherited the variable
+            continue
         if record.get("recorder") == "unavailable":
             report.recorders_missing.append(function)
         if "operation" not in record:

@@ -35,7 +35,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.get_closest_marker("after_suite") is not None)
+    """Move `after_suite` tests behind the last other e2e test (not behind the whole session)."""
+    last = [item for item in items if item.get_closest_marker("after_suite") is not None]
+    if not last:
+        return
+    rest = [item for item in items if item not in last]
+    e2e = [index for index, item in enumerate(rest) if item.get_closest_marker("e2e") is not None]
+    position = e2e[-1] + 1 if e2e else len(rest)
+    items[:] = [*rest[:position], *last, *rest[position:]]
 
 
 def pooled_session() -> requests.Session:

@@ -50,9 +50,9 @@ def snapshot(target: Target, account: str) -> tuple[dict, list]:
     return usage.json(), listing.json()["items"]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def victim(target: Target) -> tuple[str, str]:
-    """Account B with one resource that exists only there."""
+    """Account B with one resource that exists only there (shared: no test may change it)."""
     account = new_account("victim")
     created = target.call("PUT", f"/accounts/{account}/resources/only-in-b", {"name": "b's"})
     assert created.status_code == 201
