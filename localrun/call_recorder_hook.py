@@ -31,11 +31,13 @@ class CallLog:
         self.origin = origin
         self._iterators: dict[str, str] = {}
         self._lock = threading.Lock()
+        # Line-buffered and kept open for the process's life: each call costs one write.
+        self._sink = open(self.path, "a", encoding="utf-8", buffering=1)  # noqa: SIM115
 
     def write(self, record: dict[str, Any]) -> None:
         line = json.dumps({"principal": self.principal, "origin": self.origin, **record}) + "\n"
-        with self._lock, open(self.path, "a", encoding="utf-8") as sink:
-            sink.write(line)
+        with self._lock:
+            self._sink.write(line)
 
     def before_call(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
         if "StreamArn" in params:  # the stream whose iterators this call's answer hands out
