@@ -15,7 +15,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.e2e.auth import ACCOUNT_CLAIM, OPERATOR_SCOPE, bearer
-from tests.e2e.conftest import Target
+from tests.e2e.conftest import Target, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -57,6 +57,11 @@ def victim(target: Target) -> tuple[str, str]:
     created = target.call("PUT", f"/accounts/{account}/resources/only-in-b", {"name": "b's"})
     assert created.status_code == 201
     target.settle()
+
+    def counted() -> None:  # remote targets: the stream path has caught up (locally: already)
+        assert target.call("GET", f"/accounts/{account}/usage").json()["eventual"] == 1
+
+    eventually(counted, timeout=60)
     return account, "only-in-b"
 
 
