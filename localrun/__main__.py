@@ -19,6 +19,7 @@ from types import FrameType
 
 from localrun.errors import LocalRunError
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.token_cli import banner_lines, describe
 
 
 def _parameter(text: str) -> tuple[str, str]:
@@ -59,6 +60,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="seconds between scheduled runs (default: the rate)",
     )
+    parser.add_argument(
+        "--issuer-port",
+        type=int,
+        default=int(os.environ.get("ISSUER_PORT", "0")),
+        help="port of the local OIDC issuer (ISSUER_PORT; default: a free one)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("LOCALRUN_LOG_LEVEL", "INFO"))
     return parser.parse_args(argv)
 
@@ -73,6 +80,7 @@ def banner(runtime: LocalRuntime) -> str:
     ]
     lines += [f"  table           {name}  ({logical_id})" for logical_id, name in runtime.table_names.items()]
     lines += [f"  queue           {url}  ({logical_id})" for logical_id, url in runtime.queue_urls.items()]
+    lines += banner_lines(describe(runtime), runtime.api_url)
     lines += ["Ctrl-C to stop", ""]
     return "\n".join(lines)
 
@@ -90,6 +98,7 @@ def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
         "table_name": runtime.table_name,
         "stream_arn": runtime.stream_arn,
         "queue_urls": runtime.queue_urls,
+        "auth": describe(runtime),  # for hybrid-counter-token
     }
     path.write_text(json.dumps(state, indent=2))
 
@@ -114,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         parameter_overrides=dict(args.param),
         start_schedules=not args.no_schedules,
         schedule_interval_seconds=args.schedule_interval,
+        issuer_port=args.issuer_port,
     )
     runtime = LocalRuntime(options)
     try:

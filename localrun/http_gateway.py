@@ -4,7 +4,8 @@ Each request is matched against the template's HttpApi routes and handed to the
 route's function as a payload format 2.0 event; the function's answer is mapped back
 to HTTP. Like API Gateway: no route -> 404 `{"message":"Not Found"}`, a body over
 10 MB -> 413, a function error or an answer that is not a valid response -> 500
-`{"message":"Internal Server Error"}`. One log line per request.
+`{"message":"Internal Server Error"}`. One log line per request. With a `GatewayAuth`
+(`localrun.http_auth`), each route's authorizer runs before the function, as on AWS.
 
 Routes of a non-`$default` stage are served under `/<stage>`, as on AWS.
 """
@@ -16,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localrun.errors import LocalRunError
 from localrun.http_payload import (
@@ -34,6 +35,9 @@ from localrun.http_payload import (
     split_target,
 )
 from localrun.http_routes import RouteMatch, RouteTable
+
+if TYPE_CHECKING:
+    from localrun.http_auth import GatewayAuth
 
 log = logging.getLogger("localrun.http")
 
@@ -70,8 +74,10 @@ class HttpGateway:
         stage: str = "$default",
         port: int = 3000,
         on_request: Callable[[], Any] | None = None,
+        auth: GatewayAuth | None = None,
     ) -> None:
         self._routes = routes
+        self._auth = auth
         self._invoke = invoke
         self._api_id = api_id
         self._stage = stage
@@ -156,6 +162,12 @@ class HttpGateway:
             source_ip=client_ip,
             protocol=handler.request_version,
         )
+        authorizer = None
+        if self._auth is not None:
+            decision = self._auth.authorize(match.route.route_key, request, request_id)
+            if decision.refusal is not None:
+                return decision.refusal, "-"
+            authorizer = decision.context
         event = build_event(
             request,
             route_key=match.route.route_key,
@@ -164,6 +176,8 @@ class HttpGateway:
             stage=self._stage,
             request_id=request_id,
         )
+        if authorizer is not None:
+            event["requestContext"]["authorizer"] = authorizer
         if self._on_request is not None:
             self._on_request()
         try:

@@ -16,11 +16,13 @@ stackTrace). Standard library only: it runs before anything of the project is im
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, BinaryIO
 
 _FIELDS = (
@@ -76,9 +78,28 @@ def _send(channel: BinaryIO, message: dict[str, Any]) -> None:
     channel.flush()
 
 
+def _record_aws_calls() -> None:
+    """With LOCALRUN_CALL_LOG set, record the handler's AWS calls (localrun/call_recorder_hook.py).
+
+    Loaded by path, not imported: this interpreter may have neither localrun nor botocore.
+    """
+    directory = os.environ.get("LOCALRUN_CALL_LOG")
+    if not directory:
+        return
+    spec = importlib.util.spec_from_file_location(
+        "localrun_call_recorder_hook", Path(__file__).with_name("call_recorder_hook.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook.install(directory, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "unknown"))
+
+
 def _load(code_dir: str, module_name: str, function_name: str) -> Any:
     """The handler function, or None when the module has no such function."""
     sys.path.insert(0, code_dir)
+    _record_aws_calls()  # after the code's path is set, before anything it imports creates a client
     module = importlib.import_module(module_name)
     handler = getattr(module, function_name, None)
     return handler if callable(handler) else None

@@ -19,12 +19,16 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
+from localrun.call_recorder import attach as record_calls
 from localrun.endpoints import LocalEndpoints
 from localrun.environment import apply_environment, merged_environment, runtime_variables
 from localrun.errors import LocalRunError, TemplateError
+from localrun.http_auth import GatewayAuth
 from localrun.http_gateway import HttpGateway
 from localrun.http_routes import Route, RouteTable
 from localrun.invoke import FunctionInvoker, Wrapper
+from localrun.oidc_issuer import LocalIssuer
 from localrun.provision import LocalResources, provision
 from localrun.scheduler import ScheduledJob, Scheduler
 from localrun.sqs_poller import QueueMapping, SqsPoller
@@ -67,6 +71,8 @@ class RuntimeOptions:
     enforce_timeouts: bool = True  # a run longer than the function's Timeout is stopped and fails
     max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
+    issuer_port: int = 0  # the local OIDC issuer (JWT authorizers without an issuer); 0 = a free port
+    record_calls_to: Path | None = None  # record each function's AWS calls here (localrun.call_recorder)
 
 
 class LocalRuntime:
@@ -78,6 +84,8 @@ class LocalRuntime:
         self._owns_endpoints = False
         self._invokers: dict[str, FunctionInvoker] = {}
         self._gateway: HttpGateway | None = None
+        self._gateway_auth: GatewayAuth | None = None
+        self._issuer: LocalIssuer | None = None
         self._stream_pollers: list[StreamPoller] = []
         self._queue_pollers: list[SqsPoller] = []
         self._scheduler: Scheduler | None = None
@@ -125,7 +133,7 @@ class LocalRuntime:
                 for logical_id, spec in template.functions.items()
             },
             runtime_variables(endpoints.dynamodb_url, endpoints.sqs_url),
-            options.extra_environment,
+            {**options.extra_environment, **self._call_log_variable()},
         )
         self._restore_environment = apply_environment(environment)
 
@@ -166,6 +174,9 @@ class LocalRuntime:
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
+        if self._issuer is not None:
+            self._issuer.stop()
+            self._issuer = None
         for invoker in self._invokers.values():
             invoker.close()
         if self._restore_environment is not None:
@@ -192,10 +203,12 @@ class LocalRuntime:
     def _start_gateway(self, template: Template, resources: LocalResources) -> None:
         routes: list[Route] = []
         apis: set[str | None] = set()
+        events: list[HttpApiEvent] = []
         for spec in template.functions.values():
             for event in spec.events_of(HttpApiEvent):
                 routes.append(Route(event.method, event.path, spec.logical_id))
                 apis.add(event.api)
+                events.append(event)
         if not routes:
             return
         if len(apis) > 1:
@@ -205,14 +218,34 @@ class LocalRuntime:
         (api,) = apis
         api_id = resources.http_api_ids.get(api or "", "localapi00")
         stage = template.http_apis[api].stage_name if api is not None else "$default"
+        api_auth = template.http_apis[api].auth if api is not None else None
+        self._gateway_auth = GatewayAuth.from_template(api_auth, events, self._start_issuer)
         self._gateway = HttpGateway(
             RouteTable(routes),
             lambda logical_id, event: self._invokers[logical_id].invoke(event),
             api_id=api_id,
             stage=stage,
             port=self.options.port,
+            auth=self._gateway_auth,
         )
         self._gateway.start()
+
+    def _call_log_variable(self) -> dict[str, str]:
+        directory = self.options.record_calls_to
+        return {} if directory is None else {CALL_LOG_VARIABLE: str(directory)}
+
+    def _recorded[C](self, client: C, logical_id: str) -> C:
+        """A mapping's client, recording its calls as the function's role's (when asked to)."""
+        directory = self.options.record_calls_to
+        if directory is not None:
+            record_calls(client, self.resources.functions[logical_id].name, directory)
+        return client
+
+    def _start_issuer(self, audiences: tuple[str, ...]) -> str:
+        if self._issuer is None:
+            self._issuer = LocalIssuer(audiences, port=self.options.issuer_port).start()
+            log.info("local OIDC issuer at %s", self._issuer.url)
+        return self._issuer.url
 
     def _start_stream_pollers(self, template: Template, resources: LocalResources) -> None:
         endpoints = self.endpoints
@@ -247,7 +280,9 @@ class LocalRuntime:
                     poll_interval_seconds=self.options.stream_poll_interval_seconds,
                 )
                 poller = StreamPoller(
-                    mapping, streams_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+                    mapping,
+                    self._recorded(streams_client(endpoints.dynamodb_url), spec.logical_id),
+                    self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id),
                 )
                 self._stream_pollers.append(poller)
                 poller.start()
@@ -270,7 +305,7 @@ class LocalRuntime:
                     failure_visibility_seconds=self.options.failure_visibility_seconds,
                     region=REGION,
                 )
-                poller = SqsPoller(mapping, sqs_client(endpoints.sqs_url))
+                poller = SqsPoller(mapping, self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id))
                 self._queue_pollers.append(poller)
                 poller.start()
 
@@ -316,6 +351,19 @@ class LocalRuntime:
         if self._gateway is None:
             raise LocalRunError("the HTTP gateway is not running (no HttpApi events, or start_http=False)")
         return self._gateway.url
+
+    @property
+    def issuer(self) -> LocalIssuer:
+        """The local OIDC issuer (running when a JWT authorizer of the template has no issuer)."""
+        if self._issuer is None:
+            raise LocalRunError(
+                "no local issuer: the template's HTTP API has no JWT authorizer without an issuer"
+            )
+        return self._issuer
+
+    @property
+    def gateway_auth(self) -> GatewayAuth | None:
+        return self._gateway_auth
 
     @property
     def dynamodb_url(self) -> str:

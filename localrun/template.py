@@ -140,7 +140,7 @@ _QUEUE_USED = frozenset(
 _HTTP_API_IGNORED = frozenset(
     {"DefaultRouteSettings", "RouteSettings", "Tags", "Description", "FailOnWarnings", "AccessLogSettings"}
 )
-_HTTP_API_USED = frozenset({"StageName"})
+_HTTP_API_USED = frozenset({"StageName", "Auth"})
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _RATE_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
@@ -190,6 +190,7 @@ class QueueSpec:
 class HttpApiSpec:
     logical_id: str
     stage_name: str  # "$default" serves routes at the root
+    auth: dict[str, Any] | None = None  # Auth, resolved; localrun.http_auth interprets it
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class HttpApiEvent:
     method: str  # upper case, or "ANY"
     path: str | None  # "/accounts/{account_id}/limit"; None = the $default route
     api: str | None  # logical id of the AWS::Serverless::HttpApi (None = the implicit API)
+    auth: dict[str, Any] | None = None  # the route's Auth (Authorizer, AuthorizationScopes), resolved
 
     @property
     def route_key(self) -> str:
@@ -530,7 +532,8 @@ def _queue(logical_id: str, props: dict[str, Any], resolver: Resolver, where: st
 def _http_api(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> HttpApiSpec:
     _check_keys(where, props, _HTTP_API_USED, _HTTP_API_IGNORED)
     stage = resolver.resolve(props.get("StageName", "$default"), where)
-    return HttpApiSpec(logical_id=logical_id, stage_name=str(stage))
+    auth = resolver.resolve(props.get("Auth"), f"{where}.Auth")
+    return HttpApiSpec(logical_id=logical_id, stage_name=str(stage), auth=auth or None)
 
 
 # -- functions and events ---------------------------------------------------------------------
@@ -588,7 +591,7 @@ def _http_api_event(name: str, props: dict[str, Any], resolver: Resolver, where:
     _check_keys(
         where,
         props,
-        frozenset({"ApiId", "Method", "Path", "PayloadFormatVersion"}),
+        frozenset({"ApiId", "Method", "Path", "PayloadFormatVersion", "Auth"}),
         frozenset({"TimeoutInMillis", "RouteSettings"}),
     )
     version = str(resolver.resolve(props.get("PayloadFormatVersion", "2.0"), where))
@@ -611,6 +614,7 @@ def _http_api_event(name: str, props: dict[str, Any], resolver: Resolver, where:
         method="ANY" if method in {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"} else method,
         path=path,
         api=api,
+        auth=resolver.resolve(props.get("Auth"), f"{where}.Auth") or None,
     )
 
 
