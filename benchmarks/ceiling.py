@@ -53,7 +53,7 @@ FRACTIONS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3)  # of the model's ce
 
 
 class StreamConsumer:
-    """The event source mapping in a thread: every window, the new records in batches of 100."""
+    """The event source mapping in a thread: every window, the new records in batches of BatchSize."""
 
     def __init__(self, world: BenchWorld, account: str, apply: Any) -> None:
         self.world, self.account, self.apply = world, account, apply
@@ -87,7 +87,7 @@ class StreamConsumer:
         while not self._stop.wait(pause):
             with self._lock:
                 self._pull()
-                batch = self.backlog[:100]
+                batch = self.backlog[: self.world.batch_size]
             failed = self.apply(batch) if batch else []
             with self._lock:
                 self.backlog = failed + self.backlog[len(batch) :]
@@ -363,7 +363,7 @@ def _counting_rates(world: BenchWorld, capacity: Capacity, quick: bool) -> dict[
         report, started, position = ApplyReport(), time.monotonic(), 0
         try:
             while position < len(records) and time.monotonic() - started < scale.seconds:
-                batch = records[position : position + 100]
+                batch = records[position : position + world.batch_size]
                 outcome = process_stream_batch(batch, counter)
                 report.merge(outcome.report)
                 position += len(batch) - len(outcome.failed_sequence_numbers)
