@@ -45,6 +45,22 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             max(units) == 1.0,
             f"0 to {backlog} deletes in flight",
         )
+        drained = growth["admission_vs_deletes_in_flight"]
+        judge(
+            "counts exact after a burst of deletes drains; heal works after",
+            all(r["exact_after_drain"] and r["healed_after_drain"] for r in drained),
+            "exact",
+            all(r["exact_after_drain"] and r["healed_after_drain"] for r in drained),
+            f"up to {backlog} deletes in one burst, stream stopped",
+        )
+        busy = growth["recount_under_traffic"]
+        judge(
+            "recount converges under steady traffic",
+            f"{busy['census_attempts']} censuses / 16 ranges",
+            "converged, exact",
+            busy["converged"] and busy["exact_after"],
+            f"{busy['resources']} resources, {busy['pairs_per_second_achieved']:g} pairs/s",
+        )
     ceiling = results.get("ceiling")
     if ceiling:
         ratio = ceiling["ours_admissions"]["ratio"]
@@ -106,11 +122,11 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             "## How cost grows",
             "",
-            "| deletes in flight | counter item bytes | admission write units |",
-            "|---|---|---|",
+            "| deletes in flight | counter item bytes | admission write units | exact after the stream caught up | heal works after |",
+            "|---|---|---|---|---|",
         ]
         lines += [
-            f"| {r['deletes_in_flight']} | {r['counter_item_bytes']} | {r['admission_write_units']} |"
+            f"| {r['deletes_in_flight']} | {r['counter_item_bytes']} | {r['admission_write_units']} | {r['exact_after_drain']} | {r['healed_after_drain']} |"
             for r in growth["admission_vs_deletes_in_flight"]
         ]
         lines += [
@@ -121,6 +137,16 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             f"| {r['resources']} resources | {r['requests']} | {r['read_units']} | {r['write_units']} | {r['census_attempts']} |"
             for r in growth["recount_vs_account_size"]
+        ]
+        busy = growth["recount_under_traffic"]
+        lines += [
+            "",
+            f"Recount with --fix of an account of {busy['resources']} resources while "
+            f"create+delete pairs ran on it ({busy['pairs_per_second_offered']:g}/s offered, "
+            f"{busy['pairs_per_second_achieved']:g}/s achieved, {busy['pairs_during_recount']} "
+            f"during the recount): drift found "
+            f"{busy['drift_found']}, {busy['census_attempts']} range censuses for 16 ranges, "
+            f"converged: {busy['converged']}, exact afterwards: {busy['exact_after']}.",
         ]
         lines += ["", "| sweep of | requests | read units | write units |", "|---|---|---|---|"]
         lines += [

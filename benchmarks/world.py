@@ -20,8 +20,8 @@ from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.template import DynamoDBStreamEvent
 from localrun.stream_reader import StreamReader
+from localrun.template import DynamoDBStreamEvent
 
 QUIET = Observability(emit_metrics=False)
 
