@@ -5,13 +5,19 @@
         runtime.wait_until_idle(timeout=30)
 
 `start()` starts DynamoDB Local and moto (unless `endpoints` are given), creates the
-template's tables and queues, sets the functions' environment, and starts the HTTP
-gateway, the stream and queue pollers and the schedules. `stop()` undoes all of it.
+template's tables and queues, gives each function its own environment variables, starts
+the HTTP gateway, the stream and queue pollers and the schedules, and warms the HTTP
+functions' execution environments. `stop()` undoes all of it; `os.environ` is never touched
+(tests and tools use `function_environment()` and `client_environment()`).
+
+`RuntimeOptions(built=True)` runs the `sam build` output instead of the source tree
+(`localrun.built`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +25,14 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.built import BUILD_DIR, built_launch, built_template, clean_interpreter, layer_directories
 from localrun.endpoints import LocalEndpoints
-from localrun.environment import apply_environment, merged_environment, runtime_variables
+from localrun.environment import client_variables, function_environment, lambda_variables, local_variables
 from localrun.errors import LocalRunError, TemplateError
 from localrun.http_gateway import HttpGateway
 from localrun.http_routes import Route, RouteTable
 from localrun.invoke import FunctionInvoker, Wrapper
+from localrun.launch import Launch, source_launch
 from localrun.provision import LocalResources, provision
 from localrun.scheduler import ScheduledJob, Scheduler
 from localrun.sqs_poller import QueueMapping, SqsPoller
@@ -33,6 +41,7 @@ from localrun.stream_poller import StreamMapping, StreamPoller
 from localrun.template import (
     REGION,
     DynamoDBStreamEvent,
+    FunctionSpec,
     HttpApiEvent,
     ScheduleEvent,
     SqsEvent,
@@ -66,7 +75,13 @@ class RuntimeOptions:
     stream_poll_interval_seconds: float = 0.1
     enforce_timeouts: bool = True  # a run longer than the function's Timeout is stopped and fails
     max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
+    # Environments of each HTTP API function started at start (None = max_environments), so a
+    # first burst of requests does not wait for imports.
+    warm_http_environments: int | None = None
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
+    built: bool = False  # run the `sam build` output on a clean python3.12 (localrun.built)
+    build_dir: Path = BUILD_DIR
+    python: Path | None = None  # built mode's interpreter (default: this virtualenv's base python3.12)
 
 
 class LocalRuntime:
@@ -81,7 +96,6 @@ class LocalRuntime:
         self._stream_pollers: list[StreamPoller] = []
         self._queue_pollers: list[SqsPoller] = []
         self._scheduler: Scheduler | None = None
-        self._restore_environment: Callable[[], None] | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -99,8 +113,11 @@ class LocalRuntime:
 
     def _start(self) -> None:
         options = self.options
+        template_path = options.template_path
+        if options.built and template_path is None:
+            template_path = built_template(options.build_dir)
         template = load_template(
-            options.template_path,
+            template_path,
             stack_name=options.stack_name,
             parameter_overrides=options.parameter_overrides,
         )
@@ -119,25 +136,29 @@ class LocalRuntime:
         self._resources = resources
         resolver = template.resolver.with_resources(resources.values())
 
-        environment = merged_environment(
-            {
-                logical_id: spec.resolved_environment(resolver)
-                for logical_id, spec in template.functions.items()
-            },
-            runtime_variables(endpoints.dynamodb_url, endpoints.sqs_url),
-            options.extra_environment,
-        )
-        self._restore_environment = apply_environment(environment)
-
-        self._invokers = {
-            logical_id: FunctionInvoker(
+        launches = self._launches(template)
+        local = local_variables(endpoints.dynamodb_url, endpoints.sqs_url)
+        self._invokers = {}
+        for logical_id, spec in template.functions.items():
+            identity = resources.functions[logical_id]
+            launch = launches[logical_id]
+            lambda_defined = lambda_variables(
+                function_name=identity.name,
+                memory_size=spec.memory_size,
+                handler=spec.handler,
+                task_root=launch.code_dir,
+                interpreter=launch.interpreter,
+            )
+            self._invokers[logical_id] = FunctionInvoker(
                 spec,
-                resources.functions[logical_id],
+                identity,
+                launch,
+                function_environment(
+                    spec.resolved_environment(resolver), lambda_defined, local, options.extra_environment
+                ),
                 enforce_timeout=options.enforce_timeouts,
                 max_environments=options.max_environments,
             )
-            for logical_id, spec in template.functions.items()
-        }
         if options.start_http:
             self._start_gateway(template, resources)
         if options.start_stream_pollers:
@@ -146,10 +167,48 @@ class LocalRuntime:
             self._start_queue_pollers(template, resources)
         if options.start_schedules:
             self._start_schedules(template, resources)
-        log.info("local runtime %s started", template.stack_name)
+        self._warm_http_functions(template)
+        log.info(
+            "local runtime %s started%s", template.stack_name, " (built artifacts)" if options.built else ""
+        )
+
+    def _launches(self, template: Template) -> dict[str, Launch]:
+        specs: dict[str, FunctionSpec] = template.functions
+        if not self.options.built:
+            return {logical_id: source_launch(spec.code_uri) for logical_id, spec in specs.items()}
+        interpreter = clean_interpreter(self.options.python)
+        layers = layer_directories(template.path)
+        return {logical_id: built_launch(spec, interpreter, layers) for logical_id, spec in specs.items()}
+
+    def _warm_http_functions(self, template: Template) -> None:
+        """Start the HTTP functions' environments now, in parallel; an init failure fails the start."""
+        count = self.options.warm_http_environments
+        count = self.options.max_environments if count is None else count
+        routed = [
+            self._invokers[logical_id]
+            for logical_id, spec in template.functions.items()
+            if spec.events_of(HttpApiEvent)
+        ]
+        if count <= 0 or not routed:
+            return
+        failures: list[BaseException] = []
+
+        def warm(invoker: FunctionInvoker) -> None:
+            try:
+                invoker.warm(count)
+            except BaseException as error:  # reported to start()'s caller below
+                failures.append(error)
+
+        threads = [threading.Thread(target=warm, args=(invoker,), daemon=True) for invoker in routed]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
 
     def stop(self) -> None:
-        """Stop pollers, gateway and (own) endpoints; restore os.environ. Idempotent."""
+        """Stop pollers, gateway, execution environments and (own) endpoints. Idempotent."""
         if self._scheduler is not None:
             self._scheduler.stop()
         for poller in self._stream_pollers:
@@ -168,9 +227,6 @@ class LocalRuntime:
             self._gateway = None
         for invoker in self._invokers.values():
             invoker.close()
-        if self._restore_environment is not None:
-            self._restore_environment()
-            self._restore_environment = None
         if self._endpoints is not None and self._owns_endpoints:
             self._endpoints.stop()
         self._owns_endpoints = False
@@ -353,6 +409,14 @@ class LocalRuntime:
                 f"the template has {len(items)} of these ({', '.join(items)}); pick one by id"
             )
         return next(iter(items.values()))
+
+    def function_environment(self, logical_id: str) -> dict[str, str]:
+        """The environment variables that function's execution environments see."""
+        return dict(self.function(logical_id).environment)
+
+    def client_environment(self) -> dict[str, str]:
+        """Region, dummy credentials and endpoint URLs for a boto3 client or a tool in another process."""
+        return client_variables(self.dynamodb_url, self.sqs_url)
 
     def function(self, logical_id: str) -> FunctionInvoker:
         try:
