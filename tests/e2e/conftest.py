@@ -1,6 +1,8 @@
 """Which running stack the end-to-end tests talk to, chosen by HC_E2E_TARGET:
 
 - ``local`` (default): the embedded runtime, started here from template.yaml.
+- ``built``: the embedded runtime running the ``sam build`` output on a clean python3.12
+  (``make sam-build`` first); ``make test`` runs a representative part of the suite so.
 - ``url``: any deployment at HC_API_URL (for example LocalStack's HTTP API URL).
 - ``stack``: a CloudFormation stack named HC_STACK_NAME; its outputs give the API URL and queue
   URLs. Works against AWS, and against LocalStack with AWS_ENDPOINT_URL=http://localhost:4566.
@@ -67,8 +69,10 @@ def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 
 @pytest.fixture(scope="session")
 def target() -> Iterator[Target]:
     kind = os.environ.get("HC_E2E_TARGET", "local")
-    if kind == "local":
-        options = RuntimeOptions(port=0, stack_name="hybrid-counter-e2e", failure_visibility_seconds=0.5)
+    if kind in {"local", "built"}:
+        options = RuntimeOptions(
+            port=0, stack_name="hybrid-counter-e2e", failure_visibility_seconds=0.5, built=kind == "built"
+        )
         with LocalRuntime(options) as runtime:
             yield Target(api_url=runtime.api_url, runtime=runtime)
     elif kind == "url":
@@ -79,7 +83,7 @@ def target() -> Iterator[Target]:
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         yield Target(api_url=outputs["ApiUrl"], outputs=outputs)
     else:
-        raise pytest.UsageError(f"HC_E2E_TARGET must be local, url or stack, not {kind!r}")
+        raise pytest.UsageError(f"HC_E2E_TARGET must be local, built, url or stack, not {kind!r}")
 
 
 @pytest.fixture
