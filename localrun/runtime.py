@@ -30,6 +30,7 @@ from localrun.endpoints import LocalEndpoints
 from localrun.environment import client_variables, function_environment, lambda_variables, local_variables
 from localrun.errors import LocalRunError, TemplateError
 from localrun.http_gateway import HttpGateway
+from localrun.http_limits import HttpLimits, RouteLimit, route_limit
 from localrun.http_routes import Route, RouteTable
 from localrun.invoke import FunctionInvoker, Wrapper
 from localrun.launch import Launch, source_launch
@@ -93,6 +94,7 @@ class LocalRuntime:
         self._owns_endpoints = False
         self._invokers: dict[str, FunctionInvoker] = {}
         self._gateway: HttpGateway | None = None
+        self._http_limits: HttpLimits | None = None
         self._stream_pollers: list[StreamPoller] = []
         self._queue_pollers: list[SqsPoller] = []
         self._scheduler: Scheduler | None = None
@@ -225,6 +227,9 @@ class LocalRuntime:
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
+        if self._http_limits is not None:
+            self._http_limits.close()
+            self._http_limits = None
         for invoker in self._invokers.values():
             invoker.close()
         if self._endpoints is not None and self._owns_endpoints:
@@ -247,11 +252,13 @@ class LocalRuntime:
 
     def _start_gateway(self, template: Template, resources: LocalResources) -> None:
         routes: list[Route] = []
+        limits: list[RouteLimit] = []
         apis: set[str | None] = set()
         for spec in template.functions.values():
             for event in spec.events_of(HttpApiEvent):
                 routes.append(Route(event.method, event.path, spec.logical_id))
                 apis.add(event.api)
+                limits.append(route_limit(template, event))
         if not routes:
             return
         if len(apis) > 1:
@@ -261,12 +268,14 @@ class LocalRuntime:
         (api,) = apis
         api_id = resources.http_api_ids.get(api or "", "localapi00")
         stage = template.http_apis[api].stage_name if api is not None else "$default"
+        self._http_limits = HttpLimits(limits)
         self._gateway = HttpGateway(
             RouteTable(routes),
             lambda logical_id, event: self._invokers[logical_id].invoke(event),
             api_id=api_id,
             stage=stage,
             port=self.options.port,
+            limits=self._http_limits,
         )
         self._gateway.start()
 

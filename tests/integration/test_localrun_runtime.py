@@ -89,6 +89,10 @@ Resources:
         maxReceiveCount: 2
   Api:
     Type: AWS::Serverless::HttpApi
+    Properties:
+      DefaultRouteSettings: {ThrottlingBurstLimit: 1000, ThrottlingRateLimit: 1000}
+      RouteSettings:
+        "GET /limited": {ThrottlingBurstLimit: 2, ThrottlingRateLimit: 0.01}
   ApiFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -105,6 +109,18 @@ Resources:
         Fixed:
           Type: HttpApi
           Properties: {ApiId: !Ref Api, Method: GET, Path: "/things/special"}
+        Limited:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/limited"}
+  SleepyFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: sleepy.handler
+      Events:
+        Sleepy:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/sleepy", TimeoutInMillis: 300}
   ProbeFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -278,6 +294,16 @@ BROKEN_HANDLER = """\
 raise RuntimeError("cannot initialise")
 """
 
+SLEEPY_HANDLER = """\
+import time
+
+
+def handler(event, context):
+    time.sleep(2)
+    open(event["queryStringParameters"]["touch"], "w").close()
+    return {"statusCode": 200, "body": "finally"}
+"""
+
 ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 ISO_MILLIS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
 
@@ -301,6 +327,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "stubs" / "probe.py").write_text(PROBE_HANDLER)
     (root / "stubs" / "lifecycle.py").write_text(LIFECYCLE_HANDLER)
     (root / "stubs" / "broken.py").write_text(BROKEN_HANDLER)
+    (root / "stubs" / "sleepy.py").write_text(SLEEPY_HANDLER)
     return root
 
 
@@ -547,6 +574,45 @@ def test_http_routing_and_gateway_errors(runtime: LocalRuntime, recorder: Record
     assert too_large.status == 413
     assert json.loads(too_large.read()) == {"message": "Request Entity Too Large"}
     connection.close()
+
+
+def test_route_throttling_answers_429_as_api_gateway_does(runtime: LocalRuntime, recorder: Recorder) -> None:
+    # Given a route whose RouteSettings allow a burst of 2 (refilled at one request per 100 s)
+    events = recorder.wrap("ApiFn", lambda event: {"ok": True})
+
+    # When three requests arrive
+    responses = [requests.get(f"{runtime.api_url}/limited", timeout=10) for _ in range(3)]
+
+    # Then the third is refused as API Gateway refuses it, and never reaches the function
+    assert [response.status_code for response in responses] == [200, 200, 429]
+    throttled = responses[2]
+    assert throttled.json() == {"message": "Too Many Requests"}
+    assert throttled.headers["content-type"] == "application/json"
+    assert throttled.headers["apigw-requestid"]
+    assert len(events) == 2
+    # And the other routes have buckets of their own (DefaultRouteSettings)
+    assert requests.get(f"{runtime.api_url}/things/abc", timeout=10).status_code == 200
+
+
+def test_the_integration_timeout_answers_503_while_the_function_runs_on(
+    runtime: LocalRuntime, tmp_path: Path
+) -> None:
+    # Given a route with TimeoutInMillis 300 and a function that takes 2 s
+    marker = tmp_path / "finished"
+
+    # When it is called
+    response = requests.get(f"{runtime.api_url}/sleepy", params={"touch": str(marker)}, timeout=30)
+
+    # Then API Gateway's answer comes before the function's
+    assert (response.status_code, response.json()) == (503, {"message": "Service Unavailable"})
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["apigw-requestid"]
+    assert not marker.exists()
+    # And the invocation is not cut short: it finishes on its own, as Lambda's would
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the timed-out invocation never finished"
+        time.sleep(0.1)
 
 
 def test_concurrent_invocations_never_share_an_execution_environment(runtime: LocalRuntime) -> None:
