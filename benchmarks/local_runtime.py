@@ -2,18 +2,20 @@
 
 Three measurements, each in its own started runtime on DynamoDB Local and moto:
 
-* ``load``: an open-loop generator sends create+delete pairs at a fixed rate (default 50
-  pairs/s for 20 s): every request has a scheduled send time fixed in advance, and its
-  latency is measured from that time, so a slow server cannot slow the generator down and
-  hide its own queueing (no coordinated omission). Each pair is a POST create and, half a
-  period later, a DELETE of the resource created half a second earlier. The first second is
-  also reported on its own: it shows what a burst right after start waits for.
-* ``overhead``: sequential requests through the HTTP front door; per request the runtime's
-  own time (gateway and hand-off to the execution environment, both ways) is the server-side
-  time minus the handler's Duration as the environment measured it, and the client-side
-  latency is compared with calling the same handler directly in this process.
-* ``init``: the init phase (interpreter start and handler import) of each function, spawned
-  cold several times.
+* ``load``: an open-loop generator, in a process of its own, sends create+delete pairs at a
+  fixed rate (default 50 pairs/s for 20 s): every request has a send time fixed in advance
+  and its latency is measured from that time, so a slow server cannot slow the generator
+  down and hide its own queueing (no coordinated omission). Each pair is a POST create and,
+  half a period later, a DELETE of the resource created half a second earlier. The first
+  second, right after start, is also reported on its own.
+* ``overhead``: sequential creates and deletes through the HTTP front door, alternating with
+  the same requests made by calling the API handler directly in this process. Per request,
+  what the runtime adds is the client-side latency minus the handler's Duration as its
+  execution environment measured it (front door and hand-off, both ways, plus the client's
+  own HTTP work); the hand-off alone is `invoke()`'s time minus that Duration.
+* ``init``: the init phase of each function (process start to ready, and the handler
+  module's import as the environment measured it), started cold three times, from the
+  source tree and from the build.
 
 Latency figures depend on the machine and on what else runs on it; compare figures from
 the same run. Results go to bench-results/local_runtime.json.
@@ -23,7 +25,11 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import importlib
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -34,6 +40,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from localrun.http_payload import HttpRequest, build_event, new_request_id
+from localrun.invoke import new_context
 from localrun.runtime import LocalRuntime, RuntimeOptions
 
 QUIET_FUNCTIONS = {"LogLevel": "WARNING"}  # function logs would flood the terminal at 100 req/s
@@ -127,8 +135,8 @@ class LoadResult:
         return result
 
 
-def run_load(runtime: LocalRuntime, rate: float, duration: float, accounts: int = 10) -> LoadResult:
-    client = Connections(runtime.api_url)
+def run_load(api_url: str, rate: float, duration: float, accounts: int = 10) -> LoadResult:
+    client = Connections(api_url)
     names = [f"bench-{uuid.uuid4().hex[:8]}-{n}" for n in range(accounts)]
     for name in names:
         assert client.request("PUT", f"/accounts/{name}/limit", {"limit": 100_000})[0] == 200
@@ -202,6 +210,153 @@ def run_load(runtime: LocalRuntime, rate: float, duration: float, accounts: int 
     return result
 
 
+def load_from_another_process(api_url: str, rate: float, seconds: float) -> dict[str, Any]:
+    """The generator gets its own interpreter: its threads must not compete for the runtime's GIL."""
+    command = ["generate", "--url", api_url, "--rate", str(rate), "--seconds", str(seconds)]
+    done = subprocess.run(
+        [sys.executable, "-m", "benchmarks.local_runtime", *command],
+        capture_output=True,
+        text=True,
+        timeout=seconds * 20 + 120,
+        check=True,
+    )
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+# -- overhead: sequential, against calling the handler directly -----------------------------------
+
+
+class DirectHandler:
+    """The API function's handler imported into this process, with its function's environment."""
+
+    def __init__(self, runtime: LocalRuntime) -> None:
+        spec = runtime.template.functions["ApiFunction"]
+        self.spec = spec
+        self.identity = runtime.resources.functions["ApiFunction"]
+        accessor = getattr(runtime, "function_environment", None)  # older runtimes set os.environ
+        if accessor is not None:
+            os.environ.update({k: v for k, v in accessor("ApiFunction").items() if k not in {"PATH", "TZ"}})
+        sys.path.insert(0, str(spec.code_uri))
+        module = importlib.import_module(spec.handler_module)
+        self.handler = getattr(module, spec.handler_function)
+        self.api_id = runtime.resources.http_api_ids.get("HttpApi", "localapi00")
+
+    def call(self, method: str, path: str, route_key: str, parameters: dict[str, str], body: Any) -> Any:
+        request = HttpRequest(
+            method=method,
+            target=path,
+            headers=[("content-type", "application/json"), ("host", "127.0.0.1")],
+            body=b"" if body is None else json.dumps(body).encode(),
+            source_ip="127.0.0.1",
+        )
+        event = build_event(
+            request,
+            route_key=route_key,
+            path_parameters=parameters,
+            api_id=self.api_id,
+            stage="$default",
+            request_id=new_request_id(),
+        )
+        context = new_context(self.identity, self.spec.memory_size, self.spec.timeout)
+        return self.handler(event, context)
+
+
+@dataclass
+class Samples:
+    http: list[float] = field(default_factory=list)  # client-side latency through the front door
+    direct: list[float] = field(default_factory=list)  # the handler called in this process
+    duration: list[float] = field(default_factory=list)  # the handler's Duration in its environment
+    added: list[float] = field(default_factory=list)  # http - duration: what the runtime adds
+    handoff: list[float] = field(default_factory=list)  # invoke() - duration: the hand-off alone
+
+    def report(self) -> dict[str, Any]:
+        def p(values: list[float], q: float) -> float:
+            return round(percentile(values, q), 2)
+
+        entry: dict[str, Any] = {
+            "http_p50_ms": p(self.http, 0.5),
+            "direct_call_p50_ms": p(self.direct, 0.5),
+            "http_minus_direct_p50_ms": round(p(self.http, 0.5) - p(self.direct, 0.5), 2),
+        }
+        if self.added:
+            entry["handler_duration_p50_ms"] = p(self.duration, 0.5)
+            entry["runtime_added_ms"] = {
+                "p50": p(self.added, 0.5),
+                "p90": p(self.added, 0.9),
+                "p99": p(self.added, 0.99),
+            }
+            entry["handoff_only_ms"] = {"p50": p(self.handoff, 0.5), "p99": p(self.handoff, 0.99)}
+        return entry
+
+
+CREATE_ROUTE = "POST /accounts/{account_id}/resources"
+DELETE_ROUTE = "DELETE /accounts/{account_id}/resources/{resource_id}"
+
+
+def measure_overhead(runtime: LocalRuntime, pairs: int = 150) -> dict[str, Any]:
+    client = Connections(runtime.api_url)
+    direct = DirectHandler(runtime)
+    account = f"overhead-{uuid.uuid4().hex[:8]}"
+    assert client.request("PUT", f"/accounts/{account}/limit", {"limit": 100_000})[0] == 200
+    reports = getattr(runtime.function("ApiFunction"), "reports", None)  # older runtimes report none
+    samples = {"create": Samples(), "delete": Samples()}
+
+    def through_http(kind: str, method: str, path: str, body: Any = None) -> bytes:
+        started = time.perf_counter()
+        status, answer = client.request(method, path, body)
+        elapsed = (time.perf_counter() - started) * 1000
+        assert status in {201, 204}, (status, answer)
+        samples[kind].http.append(elapsed)
+        if reports:
+            report = reports[-1]
+            samples[kind].duration.append(report.duration_ms)
+            samples[kind].added.append(elapsed - report.duration_ms)
+            samples[kind].handoff.append(report.total_ms - report.duration_ms)
+        return answer
+
+    def directly(kind: str, path: str, route: str, parameters: dict[str, str], body: Any = None) -> Any:
+        started = time.perf_counter()
+        answer = direct.call(route.split(maxsplit=1)[0], path, route, parameters, body)
+        samples[kind].direct.append((time.perf_counter() - started) * 1000)
+        assert answer["statusCode"] in {201, 204}, answer
+        return answer
+
+    collection = f"/accounts/{account}/resources"
+    for index in range(pairs + 10):
+        if index == 10:  # the first pairs warm both paths up
+            samples = {"create": Samples(), "delete": Samples()}
+        created = json.loads(through_http("create", "POST", collection, {"name": "o"}))
+        through_http("delete", "DELETE", f"{collection}/{created['resource_id']}")
+        answer = directly("create", collection, CREATE_ROUTE, {"account_id": account}, {"name": "o"})
+        resource_id = json.loads(answer["body"])["resource_id"]
+        parameters = {"account_id": account, "resource_id": resource_id}
+        directly("delete", f"{collection}/{resource_id}", DELETE_ROUTE, parameters)
+    return {"pairs": pairs, **{kind: values.report() for kind, values in samples.items()}}
+
+
+# -- init ------------------------------------------------------------------------------------------
+
+
+def measure_init(built: bool, samples: int = 3) -> dict[str, Any]:
+    options = bench_options(
+        start_stream_pollers=False, start_queue_pollers=False, warm_http_environments=0, built=built
+    )
+    result: dict[str, Any] = {}
+    with LocalRuntime(options) as runtime:
+        for logical_id in runtime.template.functions:
+            invoker = runtime.function(logical_id)
+            for count in range(1, samples + 1):
+                invoker.warm(count)  # one more cold environment, started alone
+            reports = list(invoker.init_reports)
+            result[logical_id] = {
+                "ready_after_ms_p50": round(percentile([r.wall_ms for r in reports], 0.5)),
+                "init_duration_ms_p50": round(percentile([r.init_ms for r in reports], 0.5)),
+                "samples": len(reports),
+            }
+    return result
+
+
 # -- the command ----------------------------------------------------------------------------------
 
 
@@ -218,20 +373,43 @@ def bench_options(**overrides: Any) -> RuntimeOptions:
     return options
 
 
+def conditions() -> dict[str, Any]:
+    with open("/proc/loadavg") as loadavg:
+        load = loadavg.read().split()[:3]
+    return {"cpus": os.cpu_count(), "load_average_1_5_15": load, "at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("what", nargs="*", default=["load"], choices=["load"])
+    parser.add_argument(
+        "what",
+        nargs="*",
+        default=["init", "overhead", "load"],
+        choices=["init", "overhead", "load", "generate"],
+    )
     parser.add_argument("--rate", type=float, default=50.0, help="create+delete pairs per second")
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--pairs", type=int, default=150, help="sequential pairs for the overhead")
+    parser.add_argument("--url", help="generate: the API to load")
     parser.add_argument("--out", type=Path, default=Path("bench-results/local_runtime.json"))
     args = parser.parse_args()
-    results: dict[str, Any] = {}
+    if args.what == ["generate"]:
+        print(json.dumps(run_load(args.url, args.rate, args.seconds).report()))
+        return
+    results: dict[str, Any] = {"conditions_at_start": conditions()}
+    if "init" in args.what:
+        results["init_source"] = measure_init(built=False)
+        results["init_built"] = measure_init(built=True)
+    if "overhead" in args.what:
+        with LocalRuntime(bench_options()) as runtime:
+            results["overhead"] = measure_overhead(runtime, args.pairs)
     if "load" in args.what:
         with LocalRuntime(bench_options()) as runtime:
-            results["load"] = run_load(runtime, args.rate, args.seconds).report()
-            runtime.wait_until_idle(120)
+            results["load"] = load_from_another_process(runtime.api_url, args.rate, args.seconds)
+            runtime.wait_until_idle(300)
+    results["conditions_at_end"] = conditions()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
