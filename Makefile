@@ -94,5 +94,16 @@ bench: deps
 bench-local: deps
 	$(PY) -m benchmarks.local_runtime
 
+# Not part of `make test`: both need a Docker engine; each says why not and exits 2 without one.
+sam-local: deps $(TOOLS)/.installed
+	$(PY) -m tests.sam_local --check-docker
+	$(MAKE) sam-build
+	$(PY) -m tests.sam_local
+
+localstack-e2e: deps $(TOOLS)/.installed
+	$(PY) -m tests.localstack_e2e --preflight
+	$(MAKE) sam-build
+	$(PY) -m tests.localstack_e2e
+
 clean:
 	rm -rf $(VENV) $(TOOLS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -66,6 +67,13 @@ def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 
         time.sleep(interval)
 
 
+def localstack_api_url(aws_url: str, endpoint: str) -> str:
+    """https://ID.execute-api.REGION.amazonaws.com -> http://ID.execute-api.localhost.localstack.cloud:4566."""
+    api_id = (urlsplit(aws_url).hostname or "").split(".", 1)[0]
+    edge = urlsplit(endpoint)
+    return f"{edge.scheme}://{api_id}.execute-api.localhost.localstack.cloud:{edge.port or 4566}"
+
+
 @pytest.fixture(scope="session")
 def target() -> Iterator[Target]:
     kind = os.environ.get("HC_E2E_TARGET", "local")
@@ -81,7 +89,10 @@ def target() -> Iterator[Target]:
         cloudformation = boto3.client("cloudformation")
         stack = cloudformation.describe_stacks(StackName=os.environ["HC_STACK_NAME"])["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        yield Target(api_url=outputs["ApiUrl"], outputs=outputs)
+        api_url = outputs["ApiUrl"]
+        if os.environ.get("AWS_ENDPOINT_URL"):  # LocalStack serves HTTP APIs on its own host
+            api_url = localstack_api_url(api_url, os.environ["AWS_ENDPOINT_URL"])
+        yield Target(api_url=api_url, outputs=outputs)
     else:
         raise pytest.UsageError(f"HC_E2E_TARGET must be local, built, url or stack, not {kind!r}")
 
