@@ -30,6 +30,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -59,10 +60,10 @@ def percentile(values: list[float], fraction: float) -> float:
 def summary(latencies_ms: list[float]) -> dict[str, float]:
     return {
         "count": len(latencies_ms),
-        "p50_ms": round(percentile(latencies_ms, 0.50), 1),
-        "p90_ms": round(percentile(latencies_ms, 0.90), 1),
-        "p99_ms": round(percentile(latencies_ms, 0.99), 1),
-        "max_ms": round(max(latencies_ms, default=float("nan")), 1),
+        "p50_ms": round(percentile(latencies_ms, 0.50), 2),
+        "p90_ms": round(percentile(latencies_ms, 0.90), 2),
+        "p99_ms": round(percentile(latencies_ms, 0.99), 2),
+        "max_ms": round(max(latencies_ms, default=float("nan")), 2),
     }
 
 
@@ -335,6 +336,57 @@ def measure_overhead(runtime: LocalRuntime, pairs: int = 150) -> dict[str, Any]:
     return {"pairs": pairs, **{kind: values.report() for kind, values in samples.items()}}
 
 
+NOOP_TEMPLATE = """\
+Transform: AWS::Serverless-2016-10-31
+Resources:
+  Api:
+    Type: AWS::Serverless::HttpApi
+  Fn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: code/
+      Handler: noop.handler
+      Runtime: python3.12
+      Events:
+        Create: {Type: HttpApi, Properties: {ApiId: !Ref Api, Method: POST, Path: "/accounts/{account_id}/resources"}}
+"""
+
+# Answers what a create answers, without doing anything: what remains is the runtime's own time.
+NOOP_HANDLER = """\
+import json
+
+BODY = json.dumps({"account_id": "a", "resource_id": "0" * 36, "name": "o", "created_at": "2026-01-01T00:00:00.000Z"})
+
+
+def handler(event, context):
+    return {"statusCode": 201, "headers": {"Content-Type": "application/json"}, "body": BODY}
+"""
+
+
+def measure_noop_overhead(requests: int = 1000) -> dict[str, Any]:
+    """Front door and hand-off around a handler that does nothing: the runtime's own time per request."""
+    with tempfile.TemporaryDirectory() as root:
+        (Path(root) / "template.yaml").write_text(NOOP_TEMPLATE)
+        (Path(root) / "code").mkdir()
+        (Path(root) / "code" / "noop.py").write_text(NOOP_HANDLER)
+        options = bench_options(template_path=Path(root) / "template.yaml", warm_http_environments=1)
+        options.parameter_overrides = {}
+        with LocalRuntime(options) as runtime:
+            client = Connections(runtime.api_url)
+            latencies: list[float] = []
+            for index in range(requests + 100):  # the first 100 warm up
+                started = time.perf_counter()
+                status, _ = client.request("POST", "/accounts/a/resources", {"name": "o"})
+                assert status == 201
+                if index >= 100:
+                    latencies.append((time.perf_counter() - started) * 1000)
+            reports = list(getattr(runtime.function("Fn"), "reports", []))[100:]
+    result: dict[str, Any] = {"requests": requests, "http_ms": summary(latencies)}
+    if reports:
+        result["handoff_only_ms"] = summary([report.total_ms - report.duration_ms for report in reports])
+    return result
+
+
 # -- init ------------------------------------------------------------------------------------------
 
 
@@ -403,6 +455,7 @@ def main() -> None:
         results["init_source"] = measure_init(built=False)
         results["init_built"] = measure_init(built=True)
     if "overhead" in args.what:
+        results["overhead_noop_handler"] = measure_noop_overhead()
         with LocalRuntime(bench_options()) as runtime:
             results["overhead"] = measure_overhead(runtime, args.pairs)
     if "load" in args.what:
