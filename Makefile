@@ -13,11 +13,13 @@ TOOLS := .tools
 SAM := $(TOOLS)/bin/sam
 PYTEST_ARGS ?=
 # The part of the e2e suite that `make test` also runs against the `sam build` output (built
-# mode): every function with every sample event, the HTTP walkthrough, a concurrent burst, and
-# a poison record through the stream, retry-queue and operator-queue path.
+# mode): every function with every sample event, the HTTP walkthrough and contract (idempotent
+# PUT, bad input), and a poison record through the stream, retry-queue and operator-queue
+# functions. The concurrency tests stay in the source-mode run: they test scale, not packaging.
 E2E_BUILT ?= tests/e2e/test_every_function.py \
 	tests/e2e/test_http_contract.py::test_walkthrough \
-	tests/e2e/test_http_contract.py::test_40_concurrent_creates_against_limit_10_admit_exactly_10 \
+	tests/e2e/test_http_contract.py::test_put_is_idempotent \
+	tests/e2e/test_http_contract.py::test_bad_input_gets_a_4xx_with_the_error_body_and_writes_nothing \
 	tests/e2e/test_failure_paths.py
 
 

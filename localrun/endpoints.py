@@ -41,10 +41,9 @@ _PR_SET_PDEATHSIG = 1
 _PROBE_CONFIG = Config(retries={"max_attempts": 1}, connect_timeout=0.5, read_timeout=2)
 
 
-# A local stack lives for minutes: C1 compiles fast enough that C2's compile storms (and the
-# parallel GC's threads) would cost more CPU than they win back; on two cores, DynamoDB Local's
-# CPU per request roughly halved with these (benchmarks/local_runtime.py, localrun/README.md).
-_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+# A local stack lives for minutes: C1 compiles fast enough, and C2's compile storms would cost
+# more CPU than they win back; on two cores, DynamoDB Local's CPU per request roughly halved.
+_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 
 def _die_with_parent() -> None:

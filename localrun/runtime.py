@@ -76,8 +76,8 @@ class RuntimeOptions:
     stream_poll_interval_seconds: float = 0.1
     enforce_timeouts: bool = True  # a run longer than the function's Timeout is stopped and fails
     max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
-    # Environments of each HTTP API function started at start (None = max_environments), so a
-    # first burst of requests does not wait for imports.
+    # Environments of each HTTP API function started at start (None = max_environments; none
+    # without start_http), so a first burst of requests does not wait for imports.
     warm_http_environments: int | None = None
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
     built: bool = False  # run the `sam build` output on a clean python3.12 (localrun.built)
@@ -184,6 +184,8 @@ class LocalRuntime:
 
     def _warm_http_functions(self, template: Template) -> None:
         """Start the HTTP functions' environments now, in parallel; an init failure fails the start."""
+        if self._gateway is None:
+            return  # nothing can send them requests
         count = self.options.warm_http_environments
         count = self.options.max_environments if count is None else count
         routed = [
