@@ -130,6 +130,9 @@ class ExecutionEnvironment:
                 stdin=subprocess.DEVNULL,
                 env=variables,
                 cwd=launch.code_dir,
+                # Ctrl-C in the terminal is for the runtime, which stops its environments itself;
+                # an environment whose runtime died sees its request pipe close and exits.
+                start_new_session=True,
             )
         finally:
             os.close(request_read)
