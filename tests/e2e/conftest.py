@@ -1,6 +1,8 @@
 """Which running stack the end-to-end tests talk to, chosen by HC_E2E_TARGET:
 
 - ``local`` (default): the embedded runtime, started here from template.yaml.
+- ``built``: the embedded runtime running the ``sam build`` output on a clean python3.12
+  (``make sam-build`` first); ``make test`` runs a representative part of the suite so.
 - ``url``: any deployment at HC_API_URL (for example LocalStack's HTTP API URL).
 - ``stack``: a CloudFormation stack named HC_STACK_NAME; its outputs give the API URL and queue
   URLs. Works against AWS, and against LocalStack with AWS_ENDPOINT_URL=http://localhost:4566.
@@ -18,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -96,13 +99,24 @@ def eventually(check: Callable[[], Any], timeout: float = 30, interval: float = 
         time.sleep(interval)
 
 
+def localstack_api_url(aws_url: str, endpoint: str) -> str:
+    """https://ID.execute-api.REGION.amazonaws.com -> http://ID.execute-api.localhost.localstack.cloud:4566."""
+    api_id = (urlsplit(aws_url).hostname or "").split(".", 1)[0]
+    edge = urlsplit(endpoint)
+    return f"{edge.scheme}://{api_id}.execute-api.localhost.localstack.cloud:{edge.port or 4566}"
+
+
 @pytest.fixture(scope="session")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     kind = os.environ.get("HC_E2E_TARGET", "local")
-    if kind == "local":
+    if kind in {"local", "built"}:
         calls = tmp_path_factory.mktemp("aws-calls")
         options = RuntimeOptions(
-            port=0, stack_name="hybrid-counter-e2e", failure_visibility_seconds=0.5, record_calls_to=calls
+            port=0,
+            stack_name="hybrid-counter-e2e",
+            failure_visibility_seconds=0.5,
+            record_calls_to=calls,
+            built=kind == "built",
         )
         with LocalRuntime(options) as runtime:
             tokens = local_tokens(runtime.issuer)
@@ -113,9 +127,12 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         cloudformation = boto3.client("cloudformation")
         stack = cloudformation.describe_stacks(StackName=os.environ["HC_STACK_NAME"])["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-        yield Target(api_url=outputs["ApiUrl"], outputs=outputs, tokens=tokens_from_environment())
+        api_url = outputs["ApiUrl"]
+        if os.environ.get("AWS_ENDPOINT_URL"):  # LocalStack serves HTTP APIs on its own host
+            api_url = localstack_api_url(api_url, os.environ["AWS_ENDPOINT_URL"])
+        yield Target(api_url=api_url, outputs=outputs, tokens=tokens_from_environment())
     else:
-        raise pytest.UsageError(f"HC_E2E_TARGET must be local, url or stack, not {kind!r}")
+        raise pytest.UsageError(f"HC_E2E_TARGET must be local, built, url or stack, not {kind!r}")
 
 
 @pytest.fixture
