@@ -20,7 +20,7 @@ def test_every_sample_event_is_answered_by_its_function(local_runtime: LocalRunt
     for sample in SAMPLE_EVENTS:
         if sample.function != "ApiFunction":
             local_runtime.wait_until_idle(60)  # the API's own stream records first
-        response = local_runtime.function(sample.function).invoke(sample.load())
+        response = local_runtime.function(sample.function).invoke(sample.load(local_runtime.stream_arn))
         sample.check(response)
 
 

@@ -4,7 +4,8 @@ invariant checked after every step (docs/reliability.md).
 
 Profiles (HC_EXPLORER_PROFILE): ``ci`` (make test) explores every pair of API operations
 exhaustively and samples the rest; ``long`` places every background step at every point of
-every pair and runs thousands of random schedules with faults. Figures are printed (``-s``).
+every pair and runs thousands of random schedules with faults, for hours (run it with
+``--timeout 0``). Figures are printed (``-s``).
 """
 
 from __future__ import annotations
