@@ -12,12 +12,25 @@ PY := $(VENV)/bin/python
 TOOLS := .tools
 SAM := $(TOOLS)/bin/sam
 PYTEST_ARGS ?=
+# The part of the e2e suite that `make test` also runs against the `sam build` output (built
+# mode): every function with every sample event, the HTTP walkthrough and contract (idempotent
+# PUT, bad input), and a poison record through the stream, retry-queue and operator-queue
+# functions. The concurrency tests stay in the source-mode run: they test scale, not packaging.
+E2E_BUILT ?= tests/e2e/test_every_function.py \
+	tests/e2e/test_http_contract.py::test_walkthrough \
+	tests/e2e/test_http_contract.py::test_put_is_idempotent \
+	tests/e2e/test_http_contract.py::test_bad_input_gets_a_4xx_with_the_error_body_and_writes_nothing \
+	tests/e2e/test_failure_paths.py
 
 
 help:
 	@echo "make dev        start the service locally (embedded runtime, no Docker): http://127.0.0.1:$${PORT:-3000}"
-	@echo "make test       lint, typecheck, unit, integration, e2e, sam validate --lint, sam build"
+	@echo "make test       lint, typecheck, sam validate --lint, sam build, unit, integration, e2e (and part of e2e on the build)"
 	@echo "make bench      benchmarks: cost per call, growth, throughput ceiling, latency (bench-results/)"
+	@echo "make dev-built  like dev, but running the sam build output on a clean python3.12"
+	@echo "make bench-local  what the local runtime adds per request; latency at 50 create+delete pairs/s"
+	@echo "make sam-local  every function with every events/ file through sam local invoke (needs Docker)"
+	@echo "make localstack-e2e  deploy to LocalStack and run the e2e suite there (needs Docker and a token)"
 
 $(VENV)/.installed: pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (PATH or pyenv); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
@@ -41,6 +54,9 @@ deps: $(VENV)/.installed node_modules/.installed
 dev: deps
 	$(VENV)/bin/hybrid-counter-local
 
+dev-built: deps sam-build
+	$(VENV)/bin/hybrid-counter-local --built
+
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -51,11 +67,15 @@ typecheck: $(VENV)/.installed
 unit: $(VENV)/.installed
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
-integration: deps
+# test_localrun_built checks the sam build output.
+integration: deps sam-build
 	$(PY) -m pytest tests/integration $(PYTEST_ARGS)
 
 e2e: deps
 	$(PY) -m pytest tests/e2e $(PYTEST_ARGS)
+
+e2e-built: deps sam-build
+	HC_E2E_TARGET=built $(PY) -m pytest $(E2E_BUILT) $(PYTEST_ARGS)
 
 sam-validate: $(TOOLS)/.installed
 	$(SAM) validate --lint
@@ -68,9 +88,24 @@ test: deps $(TOOLS)/.installed
 	$(MAKE) lint typecheck
 	$(MAKE) sam-validate sam-build
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+	HC_E2E_TARGET=built $(PY) -m pytest $(E2E_BUILT) $(PYTEST_ARGS)
 
 bench: deps
 	$(PY) -m benchmarks
+
+bench-local: deps
+	$(PY) -m benchmarks.local_runtime
+
+# Not part of `make test`: both need a Docker engine; each says why not and exits 2 without one.
+sam-local: deps $(TOOLS)/.installed
+	$(PY) -m tests.sam_local --check-docker
+	$(MAKE) sam-build
+	$(PY) -m tests.sam_local
+
+localstack-e2e: deps $(TOOLS)/.installed
+	$(PY) -m tests.localstack_e2e --preflight
+	$(MAKE) sam-build
+	$(PY) -m tests.localstack_e2e
 
 clean:
 	rm -rf $(VENV) $(TOOLS) node_modules .aws-sam .pytest_cache .mypy_cache .ruff_cache

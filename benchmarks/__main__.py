@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,12 +32,18 @@ class Sizes:
     account_sizes: list[int]
     sweep_entries: list[int]
     accounts: list[int]
+    busy_account: int  # resources of the account recounted under traffic
 
 
 FULL = Sizes(
-    200, [0, 200, 1_000, 10_000], [1_000, 10_000, 100_000], [100, 1_000, 10_000], [100, 1_000, 10_000]
+    200,
+    [0, 200, 1_000, 10_000],
+    [1_000, 10_000, 100_000],
+    [100, 1_000, 10_000],
+    [100, 1_000, 10_000],
+    busy_account=10_000,
 )
-QUICK = Sizes(50, [0, 200, 1_000], [1_000, 5_000], [100, 500], [100, 500])
+QUICK = Sizes(50, [0, 200, 1_000], [1_000, 5_000], [100, 500], [100, 500], busy_account=2_000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,6 +53,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="bench-results")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    # The domain's info logs and metric lines (one per heal, per count) would bury the report.
+    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     sizes = QUICK if args.quick else FULL
     parts = [p for p in args.parts.split(",") if p]
     out = Path(args.out)
@@ -67,6 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 "sweep_vs_entries": growth.sweep_vs_entries(world, sizes.sweep_entries),
                 "heal_all_vs_accounts": growth.heal_all_vs_accounts(world, sizes.accounts),
                 "recount_vs_account_size": growth.recount_vs_account_size(world, sizes.account_sizes),
+                "recount_under_traffic": growth.recount_under_traffic(
+                    world, sizes.busy_account, pairs_per_second=20.0
+                ),
             }
             _progress("growth", started)
         if "ceiling" in parts:

@@ -17,22 +17,31 @@ counter-bound at x = C - 2. Counting a backlog (no creates meanwhile): per-recor
 counter item in every transaction (2 units), so C/2 counts/s; batched mode k counts per 2 counter
 units, so the resource partitions bind first: P x C / 2.
 
-**Simulator.** throttle.py, at C = `units_per_second`; the rates below are what it let through,
-with the domain's own retries, over a measured window. The model is evaluated with the k measured
-in the same run.
+**Simulator.** throttle.py, at C = `units_per_second` (10: low enough that this machine is not what
+binds, which `machine_check` shows by running the top step with no simulated capacity). Load is
+open loop: creates offered at fractions of the model's ceiling, each step for a fixed time; a step
+keeps up when at least 98 % of its creates were admitted (a throttled create is an answer the
+caller must retry) and the stream's backlog when its last create has answered is under two
+windows of records. The sustained rate is the highest step that kept up. The API path is throttled (its
+single-attempt admission answers 429); the stream consumer's writes wait for capacity instead
+(throttle.py says why), and it retries a failed batch at once, as the mapping does. A bucket holds half a second of
+capacity, which a step can spend on top of its steady share (C / 2 / step seconds: 4 % here).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
 from statistics import mean
 from typing import Any
 
 from benchmarks.reference import ReferenceDesign
 from benchmarks.throttle import CapacitySimulator
 from benchmarks.world import BenchWorld
+from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import ApplyReport
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
@@ -40,15 +49,17 @@ from hybrid_counter.errors import LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.settings import CountingMode
 
 WINDOW = 1.0  # the mapping's MaximumBatchingWindowInSeconds
+FRACTIONS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
 
 
 class StreamConsumer:
-    """The event source mapping in a thread: every window, the new records in batches of 100."""
+    """The event source mapping in a thread: every window, the new records in batches of BatchSize."""
 
     def __init__(self, world: BenchWorld, account: str, apply: Any) -> None:
         self.world, self.account, self.apply = world, account, apply
         self.backlog: list[dict[str, Any]] = []
-        self.report = ApplyReport()
+        self.produced = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -60,16 +71,31 @@ class StreamConsumer:
         self._stop.set()
         self._thread.join()
 
+    def lag(self) -> int:
+        """Records written but not yet applied."""
+        with self._lock:
+            self._pull()
+            return len(self.backlog)
+
+    def _pull(self) -> None:
+        new = self.world.stream.records_for(self.account)
+        self.produced += len(new)
+        self.backlog += new
+
     def _run(self) -> None:
-        while not self._stop.wait(WINDOW):
-            self.backlog += self.world.stream.records_for(self.account)
-            batch, self.backlog = self.backlog[:100], self.backlog[100:]
-            if batch:
-                self.backlog = self.apply(batch) + self.backlog
+        pause = WINDOW
+        while not self._stop.wait(pause):
+            with self._lock:
+                self._pull()
+                batch = self.backlog[: self.world.batch_size]
+            failed = self.apply(batch) if batch else []
+            with self._lock:
+                self.backlog = failed + self.backlog[len(batch) :]
+            pause = 0.05 if failed else WINDOW  # the mapping retries a failed batch at once
 
 
-def _ours_apply(world: BenchWorld, consumer_report: ApplyReport) -> Any:
-    counter = world.counter("batched")
+def _ours_apply(world: BenchWorld, consumer_report: ApplyReport, clients: Clients) -> Any:
+    counter = world.counter("batched", clients)
 
     def apply(batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
         outcome = process_stream_batch(batch, counter)
@@ -94,27 +120,98 @@ def _reference_apply(reference: ReferenceDesign) -> Any:
     return apply
 
 
-def _sustained(create: Any, seconds: float, workers: int, warmup: float = 2.0) -> float:
-    stop_at = time.monotonic() + warmup + seconds
-    counted_from = time.monotonic() + warmup
-    admitted: list[float] = []
-    lock = threading.Lock()
+@dataclass
+class Step:
+    offered_per_second: float
+    admitted_fraction: float
+    backlog_records: int
+    records_per_second: float
 
-    def worker(n: int) -> None:
-        i = 0
-        while time.monotonic() < stop_at:
-            try:
-                create(f"w{n}-{i}")
-            except (Throttled, StoreUnavailable):
-                pass
-            else:
-                with lock:
-                    admitted.append(time.monotonic())
-            i += 1
+    @property
+    def kept_up(self) -> bool:
+        """Admitted (nearly) all it was offered, and the counting stayed within two windows."""
+        return self.admitted_fraction >= 0.98 and self.backlog_records <= 2 * WINDOW * self.records_per_second
 
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(worker, range(workers)))
-    return sum(1 for at in admitted if at >= counted_from) / seconds
+
+def _offered(create: Any, consumer: StreamConsumer, rate: float, seconds: float) -> Step:
+    """Open loop: a create every 1/rate seconds whatever the answers. The backlog is taken when the
+    last create has answered, before the stream can use a quiet moment to catch up; then the
+    consumer gets time to drain so the next step starts clean."""
+    total = max(1, int(rate * seconds))
+    produced_before = consumer.produced
+    with ThreadPoolExecutor(32) as pool:
+        started, futures = time.monotonic(), []
+        for n in range(total):
+            time.sleep(max(0.0, started + n / rate - time.monotonic()))
+            futures.append(pool.submit(_admitted, create, n))
+        admitted = sum(f.result() for f in futures)
+    backlog = consumer.lag()
+    records = consumer.produced - produced_before
+    deadline = time.monotonic() + 10 * WINDOW
+    while consumer.lag() and time.monotonic() < deadline:
+        time.sleep(WINDOW / 2)
+    return Step(
+        offered_per_second=round(rate, 2),
+        admitted_fraction=round(admitted / total, 3),
+        backlog_records=backlog,
+        records_per_second=records / seconds,
+    )
+
+
+def _admitted(create: Any, n: int) -> int:
+    try:
+        create(f"o{n}-{uuid.uuid4().hex[:6]}")
+    except (Throttled, StoreUnavailable):
+        return 0
+    return 1
+
+
+@dataclass(frozen=True)
+class Capacity:
+    units_per_second: float
+    partitions: int
+    seconds: float
+    burst_seconds: float = 0.5
+
+    def simulator(self) -> CapacitySimulator:
+        return CapacitySimulator(self.units_per_second, self.partitions, self.burst_seconds)
+
+    def throttled(self, *clients: Any) -> CapacitySimulator:
+        return self.simulator().attach(*clients)
+
+
+def _ladder(
+    world: BenchWorld,
+    account: str,
+    apply: Any,
+    create: Any,
+    *,
+    model: float,
+    capacity: Capacity,
+    stream_clients: Clients,
+) -> dict[str, Any]:
+    """Offered load at fractions of the model's ceiling, simulated capacity on (the API path
+    throttled, the stream path held until it can pay); the highest step that kept up."""
+    steps, sustained = [], 0.0
+    simulator = capacity.throttled(world.clients.dynamodb, world.clients.dynamodb_single_attempt)
+    simulator.attach(stream_clients.dynamodb, stream_clients.dynamodb_single_attempt, wait=True)
+    try:
+        with StreamConsumer(world, account, apply) as consumer:
+            for fraction in FRACTIONS:
+                step = _offered(create, consumer, fraction * model, capacity.seconds)
+                steps.append(step)
+                if not step.kept_up:
+                    break
+                sustained = step.offered_per_second
+    finally:
+        simulator.detach()
+    return {
+        "sustained_per_second": sustained,
+        "model_per_second": round(model, 2),
+        "ratio": round(sustained / model, 3),
+        "throttled_requests": simulator.throttled,
+        "steps": [asdict(step) | {"kept_up": step.kept_up} for step in steps],
+    }
 
 
 def _effects() -> Effects:
@@ -124,57 +221,77 @@ def _effects() -> Effects:
 
 
 def run(
-    world: BenchWorld, *, quick: bool, units_per_second: float = 20.0, partitions: int = 16
+    world: BenchWorld, *, quick: bool, units_per_second: float = 10.0, partitions: int = 16
 ) -> dict[str, Any]:
-    seconds = 8.0 if quick else 20.0
-    clients = (world.clients.dynamodb, world.clients.dynamodb_single_attempt)
-    results: dict[str, Any] = {
+    capacity = Capacity(units_per_second, partitions, 6.0 if quick else 12.0)
+    ours_model = units_per_second - 2 / WINDOW  # x = C / (1 + 2 / k) with k = x * WINDOW
+    return {
         "units_per_second": units_per_second,
         "partitions": partitions,
         "window_seconds": WINDOW,
+        "ours_admissions": _ours(world, ours_model, capacity),
+        "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, capacity.seconds),
+        "reference_admissions": _reference(world, capacity),
+        "exact_limit_under_throttling": _exact_limit(world, capacity),
+        "counting": _counting_rates(world, capacity, quick),
     }
 
-    # Ours: sustained admissions of one account, the stream counting alongside.
+
+def _ours(world: BenchWorld, model: float, capacity: Capacity) -> dict[str, Any]:
+    """One account's creates at rising offered rates, the stream counting alongside."""
     service, account = world.service(_effects()), world.account("ceiling")
     service.set_limit(account, 1_000_000)
-    report = ApplyReport()
-    simulator = CapacitySimulator(units_per_second, partitions).attach(*clients)
-    try:
-        with StreamConsumer(world, account, _ours_apply(world, report)):
-            rate = _sustained(
-                lambda rid: service.create(account, "x", {}, resource_id=rid), seconds, workers=8
-            )
-    finally:
-        simulator.detach()
-    k = mean(size - 1 for size in report.transaction_sizes) if report.transaction_sizes else 1.0
-    ours_model = min(units_per_second / (1 + 2 / k), partitions * units_per_second / 4)
-    results["ours_admissions"] = {
-        "measured_per_second": round(rate, 2),
-        "model_per_second": round(ours_model, 2),
-        "counts_per_counting_transaction": round(k, 1),
-        "ratio": round(rate / ours_model, 3),
-        "throttled_requests": simulator.throttled,
-    }
+    report, stream_clients = ApplyReport(), world.fresh_clients()
 
-    # The reference: the same account-level load.
-    reference, ref_account = ReferenceDesign(world.table, world.clients), world.account("ceiling-ref")
-    reference.set_limit(ref_account, 1_000_000)
-    simulator = CapacitySimulator(units_per_second, partitions).attach(*clients)
-    try:
-        with StreamConsumer(world, ref_account, _reference_apply(reference)):
-            ref_rate = _sustained(lambda _: _reference_create(reference, ref_account), seconds, workers=8)
-    finally:
-        simulator.detach()
-    ref_model = min(units_per_second / 3, partitions * units_per_second / 3)
-    results["reference_admissions"] = {
-        "measured_per_second": round(ref_rate, 2),
-        "model_per_second": round(ref_model, 2),
-        "ratio": round(ref_rate / ref_model, 3),
-    }
+    def create(rid: str) -> None:
+        service.create(account, "x", {}, resource_id=rid)
 
-    # Exact limits under throttling: every create of a burst far past the limit retried until it is
-    # admitted or refused; exactly the limit is admitted.
-    limited, cap = world.account("ceiling-limit"), 40
+    result = _ladder(
+        world,
+        account,
+        _ours_apply(world, report, stream_clients),
+        create,
+        model=model,
+        capacity=capacity,
+        stream_clients=stream_clients,
+    )
+    sizes = report.transaction_sizes
+    result["counts_per_counting_transaction"] = round(mean(n - 1 for n in sizes), 1) if sizes else 0
+    return result
+
+
+def _machine_check(world: BenchWorld, rate: float, seconds: float) -> dict[str, Any]:
+    """The machine is not what binds: the top step with no simulated capacity at all."""
+    service, account = world.service(_effects()), world.account("ceiling-free")
+    service.set_limit(account, 1_000_000)
+    with StreamConsumer(world, account, _ours_apply(world, ApplyReport(), world.clients)) as consumer:
+        step = _offered(
+            lambda rid: service.create(account, "x", {}, resource_id=rid), consumer, rate, seconds
+        )
+    return asdict(step) | {"kept_up": step.kept_up}
+
+
+def _reference(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:
+    """The reference under the same capacity: 1 counter unit per create, 2 per counted record."""
+    reference, account = ReferenceDesign(world.table, world.clients), world.account("ceiling-ref")
+    reference.set_limit(account, 1_000_000)
+    stream_clients = world.fresh_clients()
+    model = capacity.units_per_second / 3
+    return _ladder(
+        world,
+        account,
+        _reference_apply(ReferenceDesign(world.table, stream_clients)),
+        lambda _: _reference_create(reference, account),
+        model=model,
+        capacity=capacity,
+        stream_clients=stream_clients,
+    )
+
+
+def _exact_limit(world: BenchWorld, capacity: Capacity, cap: int = 40) -> dict[str, Any]:
+    """Every create of a burst far past the limit retried until admitted or refused, under
+    throttling: exactly the limit is admitted."""
+    service, limited = world.service(_effects()), world.account("ceiling-limit")
     service.set_limit(limited, cap)
 
     def decided(n: int) -> int:
@@ -187,22 +304,20 @@ def run(
                 continue
             return 1
 
-    simulator = CapacitySimulator(units_per_second, partitions).attach(*clients)
+    simulator = capacity.throttled(world.clients.dynamodb, world.clients.dynamodb_single_attempt)
     try:
         admitted = sum(pool_map(decided, range(3 * cap)))
     finally:
         simulator.detach()
     live = len(service.list(limited, page_size=100).items)
-    results["exact_limit_under_throttling"] = {
+    return {
         "limit": cap,
         "creates": 3 * cap,
         "admitted": admitted,
         "live": live,
+        "throttled_requests": simulator.throttled,
         "exact": admitted == cap == live,
     }
-
-    results["counting"] = _counting_rates(world, units_per_second, partitions, seconds, quick)
-    return results
 
 
 def pool_map(fn: Any, items: Any) -> list[Any]:
@@ -217,15 +332,24 @@ def _reference_create(reference: ReferenceDesign, account: str) -> None:
         raise StoreUnavailable(str(error)) from error
 
 
-def _counting_rates(
-    world: BenchWorld, rate: float, partitions: int, seconds: float, quick: bool
-) -> dict[str, Any]:
-    """Counting a backlog of admissions: batched against per-record, under the same capacity."""
+def _counting_rates(world: BenchWorld, capacity: Capacity, quick: bool) -> dict[str, Any]:
+    """Counting a backlog of admissions, batched against per-record, under the same capacity.
+
+    Its own scale: C = 40 over P = 4 partitions with a one-second bucket, so that one batched
+    transaction's share of a partition (k / P counts, 2 units each) stays well under a bucket, as
+    it does on AWS (a 100-action transaction is 200 units against 1,000). At C = 10 over 16
+    partitions a transaction would wait for its busiest partition, a scale artefact. The model's
+    ratio is then min(k, P) and batched counting is partition-bound."""
+    scale = Capacity(40.0, 4, capacity.seconds, burst_seconds=1.0)
     backlog = 600 if quick else 1500
     measured: dict[str, float] = {}
     sizes: dict[str, float] = {}
-    modes: tuple[CountingMode, ...] = ("batched", "per_record")
-    for mode in modes:
+    runs: tuple[tuple[str, CountingMode, bool], ...] = (
+        ("batched", "batched", True),
+        ("per_record", "per_record", True),
+        ("batched_no_simulated_capacity", "batched", False),
+    )
+    for name, mode, simulated in runs:
         service, account = world.service(), world.account(f"count-{mode}")
         service.set_limit(account, 1_000_000)
         pool_map(
@@ -233,25 +357,29 @@ def _counting_rates(
             range(backlog),
         )
         records = world.stream.records_for(account)
-        counter = world.counter(mode)
-        simulator = CapacitySimulator(rate, partitions).attach(world.clients.dynamodb)
+        clients = world.fresh_clients()
+        counter = world.counter(mode, clients)
+        simulator = scale.simulator().attach(clients.dynamodb, wait=True) if simulated else None
         report, started, position = ApplyReport(), time.monotonic(), 0
         try:
-            while position < len(records) and time.monotonic() - started < seconds:
-                batch = records[position : position + 100]
+            while position < len(records) and time.monotonic() - started < scale.seconds:
+                batch = records[position : position + world.batch_size]
                 outcome = process_stream_batch(batch, counter)
                 report.merge(outcome.report)
                 position += len(batch) - len(outcome.failed_sequence_numbers)
         finally:
-            simulator.detach()
-        measured[mode] = report.counted / (time.monotonic() - started)
-        sizes[mode] = mean(s - 1 for s in report.transaction_sizes) if report.transaction_sizes else 1.0
-    k = sizes["batched"]
+            if simulator:
+                simulator.detach()
+        measured[name] = report.counted / (time.monotonic() - started)
+        sizes[name] = mean(s - 1 for s in report.transaction_sizes) if report.transaction_sizes else 1.0
+    k, rate, partitions = sizes["batched"], scale.units_per_second, scale.partitions
     model = {
         "batched": min(rate * k / 2, partitions * rate / 2),
         "per_record": min(rate / 2, partitions * rate / 2),
     }
     return {
+        "units_per_second": rate,
+        "partitions": partitions,
         "counts_per_second": {mode: round(value, 2) for mode, value in measured.items()},
         "model_counts_per_second": {mode: round(value, 2) for mode, value in model.items()},
         "counts_per_batched_transaction": round(k, 1),

@@ -17,10 +17,12 @@ from typing import Any
 
 import boto3
 import requests
+from botocore.config import Config
 from requests.adapters import HTTPAdapter
 
 from hybrid_counter.keys import resource_key
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.token_cli import describe
 
 CONVERGENCE_EVERY = 5
 
@@ -43,11 +45,26 @@ def _session() -> requests.Session:
     return session
 
 
+def _headers(runtime: LocalRuntime, account: str | None) -> dict[str, str]:
+    """A tenant's token for ``account``, or the operator's (None), from the local issuer."""
+    auth = describe(runtime)
+    if account is None:
+        token = runtime.issuer.mint({}, [auth["operator_scope"]])
+    else:
+        token = runtime.issuer.mint({auth["account_claim"]: account})
+    return {"Authorization": f"Bearer {token}"}
+
+
 def one_rate(runtime: LocalRuntime, rate: float, seconds: float) -> dict[str, Any]:
-    http, base = _session(), runtime.api_url
+    base = runtime.api_url
     account = f"latency-{int(rate)}-{time.time_ns() % 10**9}"
-    http.put(f"{base}/accounts/{account}/limit", json={"limit": 1_000_000}, timeout=30)
-    db = boto3.client("dynamodb", endpoint_url=runtime.dynamodb_url)
+    operator = _session()
+    operator.headers.update(_headers(runtime, None))
+    limit = operator.put(f"{base}/accounts/{account}/limit", json={"limit": 1_000_000}, timeout=30)
+    limit.raise_for_status()
+    http = _session()
+    http.headers.update(_headers(runtime, account))
+    db = boto3.client("dynamodb", endpoint_url=runtime.dynamodb_url, config=Config(max_pool_connections=64))
     latencies: dict[str, list[float]] = {"create": [], "delete": []}
     lags: list[float] = []
     errors: list[int] = []
@@ -90,7 +107,9 @@ def one_rate(runtime: LocalRuntime, rate: float, seconds: float) -> dict[str, An
     with ThreadPoolExecutor(max_workers=min(256, int(rate * 4) + 16)) as pool:
         list(pool.map(pair, range(pairs)))
     runtime.wait_until_idle(120)
-    usage = http.get(f"{base}/accounts/{account}/usage", timeout=30).json()
+    answer = http.get(f"{base}/accounts/{account}/usage", timeout=30)
+    answer.raise_for_status()
+    usage = answer.json()
     return {
         "pairs_per_second": rate,
         "pairs": pairs,
@@ -107,6 +126,7 @@ def run(*, quick: bool) -> dict[str, Any]:
     seconds = 8.0 if quick else 20.0
     options = RuntimeOptions(port=0, stack_name="hybrid-counter-bench-http", start_schedules=False)
     with LocalRuntime(options) as runtime:
+        one_rate(runtime, rates[0], 3.0)  # warm-up, not reported: environments started, imports done
         rows = [one_rate(runtime, rate, seconds) for rate in rates]
     header = "| pairs/s | create p50 / p95 / p99 ms | delete p50 / p95 / p99 ms | convergence lag p50 / p99 ms |\n|---|---|---|---|"
     lines = [

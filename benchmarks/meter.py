@@ -79,6 +79,10 @@ class Tally:
 class CapacityMeter:
     def __init__(self) -> None:
         self.tallies: dict[str, Tally] = {}
+        # The label covers every thread (heal --all and the sweep work in pools); one labelled
+        # section runs at a time. The request parameters are per thread, read back on the thread
+        # that sent them.
+        self._current: str | None = None
         self._label = threading.local()
         self._lock = threading.Lock()
 
@@ -89,12 +93,11 @@ class CapacityMeter:
 
     @contextmanager
     def labeled(self, label: str) -> Iterator[Tally]:
-        previous = getattr(self._label, "value", None)
-        self._label.value = label
+        previous, self._current = self._current, label
         try:
             yield self.tally(label)
         finally:
-            self._label.value = previous
+            self._current = previous
 
     def tally(self, label: str) -> Tally:
         with self._lock:
@@ -106,7 +109,7 @@ class CapacityMeter:
         self._label.params = params  # read back by _count, on the same thread
 
     def _count(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
-        label = getattr(self._label, "value", None)
+        label = self._current
         if label is None:
             return
         params: dict[str, Any] = getattr(self._label, "params", {})

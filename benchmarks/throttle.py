@@ -1,10 +1,19 @@
 """DynamoDB's write capacity limits, scaled down, on DynamoDB Local (which has none).
 
 Every item and every partition of a DynamoDB table takes at most 1,000 write units a second. Here
-each is a token bucket of ``units_per_second`` (refilled continuously, holding at most one
-second's worth), charged before a write leaves the client: a write unit per item written (items
-here are under 1 KB), two per item of a transaction. A write whose buckets cannot pay is answered
+each is a token bucket of ``units_per_second``, charged before a write leaves the client: a write
+unit per item written (items here are under 1 KB), two per item of a transaction. A bucket holds
+``burst_seconds`` of capacity (half a second: what a measuring window can spend on top of the
+sustained rate stays small) and may go into debt: a write is let through when every bucket it
+charges holds its charge or is full, so a transaction charging one partition more than a bucket
+holds still passes, at the long-run rate, as on AWS where no one transaction comes near a second
+of a partition's capacity. A write that cannot pay is answered
 ``ProvisionedThroughputExceededException`` without being sent, as DynamoDB answers it.
+
+A client attached with ``wait=True`` is instead held until its buckets can pay: the background
+writer (the stream consumer) as an ideal retry would behave. At this scale one counting
+transaction is a fifth of a second's capacity, so botocore's backoff (up to a second a retry,
+as at any scale) would measure the backoff, not the capacity.
 
 Where the items sit: an account's counter item is one item, so it can never be spread; DynamoDB's
 split for heat moves a hot item onto a partition of its own, which is the steady state this
@@ -30,36 +39,43 @@ WRITES = {"PutItem": 1, "UpdateItem": 1, "DeleteItem": 1}
 @dataclass
 class Bucket:
     rate: float
+    size: float
     tokens: float = 0.0
     at: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
-        self.tokens = self.rate
+        self.tokens = self.size
 
     def refill(self, now: float) -> None:
-        self.tokens = min(self.rate, self.tokens + (now - self.at) * self.rate)
+        self.tokens = min(self.size, self.tokens + (now - self.at) * self.rate)
         self.at = now
+
+    def can_pay(self, units: float) -> bool:
+        return self.tokens >= min(units, self.size)
 
 
 class CapacitySimulator:
-    def __init__(self, units_per_second: float, partitions: int = 16) -> None:
+    def __init__(self, units_per_second: float, partitions: int = 16, burst_seconds: float = 0.5) -> None:
         self.rate = units_per_second
+        self.size = units_per_second * burst_seconds
         self.partitions = partitions
         self.buckets: dict[str, Bucket] = {}
         self.throttled = 0
+        self.waits = 0
         self.admitted_units = 0.0
         self._lock = threading.Lock()
-        self._clients: list[Any] = []
+        self._clients: list[tuple[Any, Any]] = []
 
-    def attach(self, *clients: Any) -> CapacitySimulator:
+    def attach(self, *clients: Any, wait: bool = False) -> CapacitySimulator:
+        handler = self._wait_before_send if wait else self._before_send
         for client in clients:
-            client.meta.events.register_first("before-send.dynamodb.*", self._before_send)
-            self._clients.append(client)
+            client.meta.events.register_first("before-send.dynamodb.*", handler)
+            self._clients.append((client, handler))
         return self
 
     def detach(self) -> None:
-        for client in self._clients:
-            client.meta.events.unregister("before-send.dynamodb.*", self._before_send)
+        for client, handler in self._clients:
+            client.meta.events.unregister("before-send.dynamodb.*", handler)
         self._clients = []
 
     def bucket_of(self, key: dict[str, Any]) -> str:
@@ -81,19 +97,30 @@ class CapacitySimulator:
                 charges[bucket] = charges.get(bucket, 0.0) + 2
         return charges
 
-    def _before_send(self, request: Any, **_: Any) -> Any:
-        charges = self._charges(target_of(request), json.loads(request.body or b"{}"))
-        if not charges:
-            return None
+    def _pay(self, charges: dict[str, float]) -> bool:
         now = time.monotonic()
         with self._lock:
-            buckets = {name: self.buckets.setdefault(name, Bucket(self.rate)) for name in charges}
+            buckets = {name: self.buckets.setdefault(name, Bucket(self.rate, self.size)) for name in charges}
             for bucket in buckets.values():
                 bucket.refill(now)
-            if all(buckets[name].tokens >= units for name, units in charges.items()):
+            if all(buckets[name].can_pay(units) for name, units in charges.items()):
                 for name, units in charges.items():
                     buckets[name].tokens -= units
                 self.admitted_units += sum(charges.values())
-                return None
+                return True
+            return False
+
+    def _before_send(self, request: Any, **_: Any) -> Any:
+        charges = self._charges(target_of(request), json.loads(request.body or b"{}"))
+        if not charges or self._pay(charges):
+            return None
+        with self._lock:
             self.throttled += 1
         return fail(request, error="ProvisionedThroughputExceededException")
+
+    def _wait_before_send(self, request: Any, **_: Any) -> None:
+        charges = self._charges(target_of(request), json.loads(request.body or b"{}"))
+        while charges and not self._pay(charges):
+            with self._lock:
+                self.waits += 1
+            time.sleep(0.2 / self.rate)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from benchmarks.meter import CapacityMeter
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
@@ -20,6 +21,7 @@ from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.stream_reader import StreamReader
+from localrun.template import DynamoDBStreamEvent
 
 QUIET = Observability(emit_metrics=False)
 
@@ -45,15 +47,30 @@ class BenchWorld:
     def service(self, effects: Effects | None = None) -> ResourceService:
         return ResourceService(self.settings, self.clients, QUIET, effects)
 
-    def counter(self, mode: CountingMode = "batched") -> EventualCounter:
-        return EventualCounter(self.table, mode, self.clients, QUIET)
+    def counter(self, mode: CountingMode = "batched", clients: Clients | None = None) -> EventualCounter:
+        return EventualCounter(self.table, mode, clients or self.clients, QUIET)
+
+    def fresh_clients(self) -> Clients:
+        """Clients of their own (unmetered), for a writer the simulator treats apart."""
+        return _clients(self.runtime.dynamodb_url)
+
+    @property
+    def batch_size(self) -> int:
+        """The stream mapping's BatchSize in template.yaml."""
+        return next(
+            event.batch_size
+            for function in self.runtime.template.functions.values()
+            for event in function.events
+            if isinstance(event, DynamoDBStreamEvent)
+        )
 
     def deliver(self, account_id: str, counter: EventualCounter) -> ApplyReport:
-        """Everything the stream holds for the account, in batches of 100 as the mapping sends them."""
-        report = ApplyReport()
+        """Everything the stream holds for the account, in batches of BatchSize as the mapping
+        sends them when records are waiting."""
+        report, size = ApplyReport(), self.batch_size
         while records := self.stream.records_for(account_id):
-            for start in range(0, len(records), 100):
-                outcome = process_stream_batch(records[start : start + 100], counter)
+            for start in range(0, len(records), size):
+                outcome = process_stream_batch(records[start : start + size], counter)
                 if outcome.failed_sequence_numbers:
                     raise RuntimeError(f"stream batch failed: {outcome.error}")
                 report.merge(outcome.report)
@@ -74,12 +91,16 @@ def bench_world() -> Iterator[BenchWorld]:
         start_schedules=False,
     )
     with LocalRuntime(options) as runtime:
-        url = runtime.dynamodb_url
-        clients = Clients(
-            dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
-            dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
-            streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
-        )
+        clients = _clients(runtime.dynamodb_url)
         meter = CapacityMeter()
         meter.attach(clients.dynamodb, clients.dynamodb_single_attempt)
         yield BenchWorld(runtime, clients, meter, StreamReader(clients.streams, runtime.stream_arn))
+
+
+def _clients(url: str) -> Clients:
+    pool = Config(max_pool_connections=64)  # the open-loop steps run up to 32 requests at once
+    return Clients(
+        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING.merge(pool)),
+        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT.merge(pool)),
+        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
+    )

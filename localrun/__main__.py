@@ -1,8 +1,9 @@
 """`hybrid-counter-local` (`make dev`): run the whole app locally in the foreground.
 
 Options come from the command line or the environment: PORT (default 3000),
-LOCALRUN_NO_SCHEDULES=1, LOCALRUN_PARAMS="Key=Value,Key=Value". Ctrl-C (SIGINT) or
-SIGTERM stops everything cleanly and exits 0.
+LOCALRUN_NO_SCHEDULES=1, LOCALRUN_PARAMS="Key=Value,Key=Value", LOCALRUN_BUILT=1 (run the
+`sam build` output on a clean python3.12; `make dev-built`), LOCALRUN_PYTHON (that
+interpreter). Ctrl-C (SIGINT) or SIGTERM stops everything cleanly and exits 0.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from types import FrameType
 
 from localrun.errors import LocalRunError
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.token_cli import banner_lines, describe
 
 
 def _parameter(text: str) -> tuple[str, str]:
@@ -31,7 +33,7 @@ def _parameter(text: str) -> tuple[str, str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="hybrid-counter-local",
-        description="Run hybrid-counter locally: DynamoDB Local + moto SQS + the Lambda handlers in-process.",
+        description="Run hybrid-counter locally: DynamoDB Local + moto SQS + the handlers in Lambda-like execution environments.",
     )
     parser.add_argument(
         "--port", type=int, default=int(os.environ.get("PORT", "3000")), help="HTTP port (PORT)"
@@ -59,6 +61,24 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         help="seconds between scheduled runs (default: the rate)",
     )
+    parser.add_argument(
+        "--issuer-port",
+        type=int,
+        default=int(os.environ.get("ISSUER_PORT", "0")),
+        help="port of the local OIDC issuer (ISSUER_PORT; default: a free one)",
+    )
+    parser.add_argument(
+        "--built",
+        action="store_true",
+        default=os.environ.get("LOCALRUN_BUILT", "") not in {"", "0", "false"},
+        help="run the sam build output (.aws-sam/build) on a clean python3.12, as Lambda would",
+    )
+    parser.add_argument(
+        "--python",
+        type=Path,
+        default=Path(os.environ["LOCALRUN_PYTHON"]) if os.environ.get("LOCALRUN_PYTHON") else None,
+        help="the clean python3.12 for --built (env LOCALRUN_PYTHON; default: the virtualenv's base)",
+    )
     parser.add_argument("--log-level", default=os.environ.get("LOCALRUN_LOG_LEVEL", "INFO"))
     return parser.parse_args(argv)
 
@@ -73,6 +93,7 @@ def banner(runtime: LocalRuntime) -> str:
     ]
     lines += [f"  table           {name}  ({logical_id})" for logical_id, name in runtime.table_names.items()]
     lines += [f"  queue           {url}  ({logical_id})" for logical_id, url in runtime.queue_urls.items()]
+    lines += banner_lines(describe(runtime), runtime.api_url)
     lines += ["Ctrl-C to stop", ""]
     return "\n".join(lines)
 
@@ -90,6 +111,7 @@ def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
         "table_name": runtime.table_name,
         "stream_arn": runtime.stream_arn,
         "queue_urls": runtime.queue_urls,
+        "auth": describe(runtime),  # for hybrid-counter-token
     }
     path.write_text(json.dumps(state, indent=2))
 
@@ -114,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         parameter_overrides=dict(args.param),
         start_schedules=not args.no_schedules,
         schedule_interval_seconds=args.schedule_interval,
+        issuer_port=args.issuer_port,
+        built=args.built,
+        python=args.python,
     )
     runtime = LocalRuntime(options)
     try:

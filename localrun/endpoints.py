@@ -41,6 +41,11 @@ _PR_SET_PDEATHSIG = 1
 _PROBE_CONFIG = Config(retries={"max_attempts": 1}, connect_timeout=0.5, read_timeout=2)
 
 
+# A local stack lives for minutes: C1 compiles fast enough, and C2's compile storms would cost
+# more CPU than they win back; on two cores, DynamoDB Local's CPU per request roughly halved.
+_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+
+
 def _die_with_parent() -> None:
     """Linux: the child gets SIGKILL when the thread that started it ends, even if we are killed.
 
@@ -201,6 +206,7 @@ class LocalEndpoints:
             "DynamoDB Local",
             [
                 java,
+                *_JVM_OPTIONS,
                 f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
                 "-jar",
                 str(jar),

@@ -1,29 +1,46 @@
-"""The process environment the handlers see.
+"""The process environment each function's execution environments see, and nothing else.
 
-The runtime puts the union of all functions' resolved `Environment.Variables` in its
-own `os.environ` (tests and tools in this process read them), and every execution
-environment inherits it; a variable that two functions set to different values is
-therefore an error. On top come the variables Lambda and the
-local endpoints provide: region, dummy credentials, the endpoint URLs boto3 reads
-(`AWS_ENDPOINT_URL_<SERVICE>`) and Powertools' tracer switched off (no X-Ray daemon).
-Powertools metrics stay on and print their EMF lines to stdout as on Lambda; set
-`POWERTOOLS_METRICS_DISABLED=true` through `extra` to silence them.
+As on Lambda, a function sees its own `Environment.Variables` (from the template, resolved
+against the local resources) plus the variables Lambda defines for every function
+(`AWS_LAMBDA_FUNCTION_NAME`, `LAMBDA_TASK_ROOT`, `_HANDLER`, region, credentials, ...),
+never another function's variables and never this process's own environment.
+
+On top come the stand-ins for what is not AWS here (`local_variables`): the endpoint URLs
+boto3 reads (`AWS_ENDPOINT_URL_<SERVICE>`), dummy credentials, Powertools' tracer switched
+off (no X-Ray daemon), and the developer's `~/.aws` files kept out of reach. Powertools
+metrics stay on and print their EMF lines to stdout as on Lambda; set
+`POWERTOOLS_METRICS_DISABLED=true` through `RuntimeOptions.extra_environment` to silence them.
+
+Tests and tools in the runtime's own process get variables from the runtime instead:
+`LocalRuntime.function_environment(logical_id)` (what that function sees) and
+`LocalRuntime.client_environment()` (region, credentials and endpoints for boto3 and
+command-line tools); the runtime never changes `os.environ`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from pathlib import Path
 
 from localrun.aws_clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
-from localrun.errors import TemplateError
 from localrun.template import REGION
 
 log = logging.getLogger("localrun.environment")
 
+# What Lambda's python3.12 runtime sets that does not depend on the function.
+_RUNTIME_CONSTANTS = {
+    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.12",
+    "AWS_LAMBDA_INITIALIZATION_TYPE": "on-demand",
+    "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+    "LANG": "en_US.UTF-8",
+    "TZ": ":UTC",
+}
+_SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
-def runtime_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
+
+def client_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
+    """Region, dummy credentials and endpoint URLs: what a boto3 client needs to reach the local stack."""
     return {
         "AWS_REGION": REGION,
         "AWS_DEFAULT_REGION": REGION,
@@ -35,48 +52,52 @@ def runtime_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
         "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": dynamodb_url,
         "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": dynamodb_url,
         "AWS_ENDPOINT_URL_SQS": sqs_url,
-        "POWERTOOLS_TRACE_DISABLED": "true",
     }
 
 
-def merged_environment(
-    per_function: Mapping[str, Mapping[str, str]],
-    runtime: Mapping[str, str],
+def local_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
+    """What every function sees locally because this is not AWS."""
+    return {
+        **client_variables(dynamodb_url, sqs_url),
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        # A developer's ~/.aws (profiles, endpoint settings) must not configure the functions.
+        "AWS_CONFIG_FILE": "/dev/null",
+        "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
+    }
+
+
+def lambda_variables(
+    *,
+    function_name: str,
+    memory_size: int,
+    handler: str,
+    task_root: Path,
+    interpreter: Path,
+) -> dict[str, str]:
+    """The variables Lambda defines for one function (region and credentials come with the local ones)."""
+    return {
+        **_RUNTIME_CONSTANTS,
+        "AWS_LAMBDA_FUNCTION_NAME": function_name,
+        "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(memory_size),
+        "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{function_name}",
+        "_HANDLER": handler,
+        "LAMBDA_TASK_ROOT": str(task_root),
+        "LAMBDA_RUNTIME_DIR": str(interpreter.parent),
+        "PATH": f"{interpreter.parent}:{_SYSTEM_PATH}",
+    }
+
+
+def function_environment(
+    own: Mapping[str, str],
+    lambda_defined: Mapping[str, str],
+    local: Mapping[str, str],
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """One environment for every function; conflicting values are an error.
+    """One function's environment: its own variables, then what Lambda and the local stack set.
 
-    The runtime's own variables (endpoints, region, credentials) win over a function's.
+    Lambda's reserved variables cannot be overridden by a function (a template that tries is
+    rejected by AWS); locally they win with a warning rather than failing the start.
     """
-    merged: dict[str, str] = {}
-    owner: dict[str, str] = {}
-    for function, variables in per_function.items():
-        for name, value in variables.items():
-            if name in merged and merged[name] != value:
-                raise TemplateError(
-                    f"environment variable {name} is {merged[name]!r} in {owner[name]} but {value!r} in "
-                    f"{function}; locally all functions see one set of variables, so they must agree"
-                )
-            merged[name] = value
-            owner[name] = function
-    for name, value in runtime.items():
-        if name in merged and merged[name] != value:
-            log.warning(
-                "%s=%r of %s is replaced by the local runtime's %r", name, merged[name], owner[name], value
-            )
-    return {**merged, **runtime, **(extra or {})}
-
-
-def apply_environment(variables: Mapping[str, str]) -> Callable[[], None]:
-    """Set variables in os.environ; returns a function that restores the previous values."""
-    previous = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-
-    def restore() -> None:
-        for name, value in previous.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-    return restore
+    for name in own.keys() & (lambda_defined.keys() | local.keys()):
+        log.warning("%s=%r from the template is replaced by the runtime's value", name, own[name])
+    return {**own, **lambda_defined, **local, **(extra or {})}

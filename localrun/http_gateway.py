@@ -4,9 +4,11 @@ Each request is matched against the template's HttpApi routes and handed to the
 route's function as a payload format 2.0 event; the function's answer is mapped back
 to HTTP. Like API Gateway: no route -> 404 `{"message":"Not Found"}`, a body over
 10 MB -> 413, a function error or an answer that is not a valid response -> 500
-`{"message":"Internal Server Error"}`. One log line per request.
+`{"message":"Internal Server Error"}`. One log line per request. With a `GatewayAuth`
+(`localrun.http_auth`), each route's authorizer runs before the function, as on AWS.
 
-Routes of a non-`$default` stage are served under `/<stage>`, as on AWS.
+Routes of a non-`$default` stage are served under `/<stage>`, as on AWS. Throttling (429)
+and the integration timeout (503) are `localrun.http_limits`.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from localrun.errors import LocalRunError
+from localrun.http_limits import THROTTLED_BODY, TIMED_OUT_BODY, HttpLimits, IntegrationTimeoutError
 from localrun.http_payload import (
     INTERNAL_ERROR_BODY,
     MAX_REQUEST_BODY,
@@ -35,6 +38,9 @@ from localrun.http_payload import (
 )
 from localrun.http_routes import RouteMatch, RouteTable
 
+if TYPE_CHECKING:
+    from localrun.http_auth import GatewayAuth
+
 log = logging.getLogger("localrun.http")
 
 Invoke = Callable[[str, dict[str, Any]], Any]  # (function logical id, event) -> result
@@ -49,6 +55,9 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes; with Nagle's algorithm on, the body would wait
+    # for the client's delayed ACK of the headers (40 ms on Linux) on every keep-alive request.
+    disable_nagle_algorithm = True
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -70,8 +79,12 @@ class HttpGateway:
         stage: str = "$default",
         port: int = 3000,
         on_request: Callable[[], Any] | None = None,
+        auth: GatewayAuth | None = None,
+        limits: HttpLimits | None = None,
     ) -> None:
         self._routes = routes
+        self._auth = auth
+        self._limits = limits
         self._invoke = invoke
         self._api_id = api_id
         self._stage = stage
@@ -147,6 +160,9 @@ class HttpGateway:
         match = self._match(handler.command, path)
         if match is None:
             return json_error(404, NOT_FOUND_BODY, request_id), "-"
+        route_key, function = match.route.route_key, match.route.function
+        if self._limits is not None and not self._limits.admit(route_key):
+            return json_error(429, THROTTLED_BODY, request_id), "-"
         client_ip = str(handler.client_address[0])
         request = HttpRequest(
             method=handler.command,
@@ -156,22 +172,43 @@ class HttpGateway:
             source_ip=client_ip,
             protocol=handler.request_version,
         )
+        authorizer = None
+        if self._auth is not None:
+            decision = self._auth.authorize(match.route.route_key, request, request_id)
+            if decision.refusal is not None:
+                return decision.refusal, "-"
+            authorizer = decision.context
         event = build_event(
             request,
-            route_key=match.route.route_key,
+            route_key=route_key,
             path_parameters=match.path_parameters,
             api_id=self._api_id,
             stage=self._stage,
             request_id=request_id,
         )
+        if authorizer is not None:
+            event["requestContext"]["authorizer"] = authorizer
         if self._on_request is not None:
             self._on_request()
+        return self._integrate(route_key, function, event, request_id), function
+
+    def _integrate(
+        self, route_key: str, function: str, event: dict[str, Any], request_id: str
+    ) -> HttpResponse:
+        """Invoke the route's function and map its answer (or its failure) to the HTTP response."""
+        method, path = event["requestContext"]["http"]["method"], event["rawPath"]
         try:
-            result = self._invoke(match.route.function, event)
-            return map_response(result, request_id), match.route.function
+            if self._limits is None:
+                result = self._invoke(function, event)
+            else:
+                result = self._limits.call(route_key, lambda: self._invoke(function, event))
+            return map_response(result, request_id)
+        except IntegrationTimeoutError:
+            log.warning("%s did not answer %s %s in time", function, method, path)
+            return json_error(503, TIMED_OUT_BODY, request_id)
         except Exception:
-            log.exception("%s failed for %s %s", match.route.function, handler.command, handler.path)
-            return json_error(500, INTERNAL_ERROR_BODY, request_id), match.route.function
+            log.exception("%s failed for %s %s", function, method, path)
+            return json_error(500, INTERNAL_ERROR_BODY, request_id)
 
     def _match(self, method: str, path: str) -> RouteMatch | None:
         if self._stage != "$default":

@@ -11,8 +11,12 @@ concurrent invocations and neither may we.
 
 Events and answers cross the process boundary as JSON, as they cross it between Lambda
 and its callers, so a handler can neither receive nor return objects that Lambda could
-not carry. Each environment sees this process's environment variables plus the ones
-Lambda sets for its function (`AWS_LAMBDA_FUNCTION_NAME`, `LAMBDA_TASK_ROOT`, ...).
+not carry. Each environment sees exactly the variables it is given (`localrun.environment`:
+its function's own plus Lambda's), not this process's, and starts as its `Launch` says
+(`localrun.launch`: the source tree on this virtualenv, or the built artifacts on a clean
+python3.12). `warm(n)` starts environments ahead of the first invocation (their init phase
+done), as provisioned concurrency would. Each environment reports Lambda's Init Duration and
+each invocation its Duration; `reports` keeps the latest ones.
 
 A handler error is raised here as `FunctionError` (errorType and errorMessage as Lambda
 reports them; the traceback goes to the environment's stderr, as Lambda logs it). A run
@@ -33,17 +37,19 @@ import logging
 import os
 import select
 import subprocess
-import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from localrun.errors import TemplateError
 from localrun.lambda_worker import LambdaContext
+from localrun.launch import Launch
 from localrun.provision import FunctionIdentity
 from localrun.template import FunctionSpec
 
@@ -52,7 +58,6 @@ log = logging.getLogger("localrun.invoke")
 CallNext = Callable[[Any, LambdaContext], Any]
 Wrapper = Callable[[Any, LambdaContext, CallNext], Any]
 
-WORKER = Path(__file__).with_name("lambda_worker.py")
 INIT_TIMEOUT_SECONDS = 60.0  # imports only; generous because many environments may start at once
 
 
@@ -89,39 +94,45 @@ class _EnvironmentLost(Exception):
     """The environment cannot be used again (it died, timed out, or never started)."""
 
 
+@dataclass(frozen=True)
+class InitReport:
+    wall_ms: float  # from starting the process to ready: what a cold start waits
+    init_ms: float  # the handler module's import, as the environment measured it (Init Duration)
+
+
+@dataclass(frozen=True)
+class InvocationReport:
+    request_id: str
+    duration_ms: float  # the handler's run, as the environment measured it (Lambda's Duration)
+    total_ms: float  # from invoke() to its answer here, hand-off both ways included
+
+
 class ExecutionEnvironment:
     """One child process running one function's handler, one invocation at a time."""
 
-    def __init__(self, spec: FunctionSpec, identity: FunctionIdentity) -> None:
+    def __init__(
+        self, spec: FunctionSpec, identity: FunctionIdentity, launch: Launch, environment: Mapping[str, str]
+    ) -> None:
         self._function = identity.name
         self._timeout_ms = spec.timeout * 1000
+        self._started = time.perf_counter()
+        self.init_report: InitReport | None = None
         request_read, self._requests = os.pipe()
         self._responses, response_write = os.pipe()
-        environment = {
-            **os.environ,
-            "AWS_LAMBDA_FUNCTION_NAME": identity.name,
-            "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
-            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(spec.memory_size),
-            "AWS_LAMBDA_LOG_GROUP_NAME": f"/aws/lambda/{identity.name}",
-            "LAMBDA_TASK_ROOT": str(spec.code_uri),
-            "PYTHONUNBUFFERED": "1",
+        variables = {
+            **environment,
+            "AWS_LAMBDA_LOG_STREAM_NAME": f"{datetime.now(UTC):%Y/%m/%d}/[$LATEST]{uuid.uuid4().hex}",
         }
         try:
             self.process = subprocess.Popen(
-                # -P: the worker's own directory must not shadow the handler's imports.
-                [
-                    sys.executable,
-                    "-P",
-                    str(WORKER),
-                    str(spec.code_uri),
-                    spec.handler_module,
-                    spec.handler_function,
-                    str(request_read),
-                    str(response_write),
-                ],
+                launch.command(spec.handler_module, spec.handler_function, request_read, response_write),
                 pass_fds=(request_read, response_write),
                 stdin=subprocess.DEVNULL,
-                env=environment,
+                env=variables,
+                cwd=launch.code_dir,
+                # Ctrl-C in the terminal is for the runtime, which stops its environments itself;
+                # an environment whose runtime died sees its request pipe close and exits.
+                start_new_session=True,
             )
         finally:
             os.close(request_read)
@@ -143,11 +154,14 @@ class ExecutionEnvironment:
             if failure["errorType"] == "Runtime.HandlerNotFound":
                 raise TemplateError(f"{where}: {failure['errorMessage']}")
             raise FunctionError(self._function, failure["errorType"], failure["errorMessage"])
+        wall_ms = (time.perf_counter() - self._started) * 1000
+        self.init_report = InitReport(round(wall_ms, 3), float(answer.get("initMs", 0.0)))
 
-    def invoke(self, event: Any, context: LambdaContext, timeout: float | None) -> Any:
+    def invoke(self, event_json: str, context: LambdaContext, timeout: float | None) -> tuple[Any, float]:
+        """Run one invocation of an event already encoded as JSON; returns (result, Duration in ms)."""
         # The clock starts now, as Lambda's starts after the init phase.
-        fields = context.fields(remaining_ms=self._timeout_ms)
-        message = json.dumps({"event": event, "context": fields}).encode() + b"\n"
+        fields = json.dumps(context.fields(remaining_ms=self._timeout_ms))
+        message = f'{{"event": {event_json}, "context": {fields}}}\n'.encode()
         try:
             self._write_all(message)
         except OSError as error:
@@ -156,7 +170,7 @@ class ExecutionEnvironment:
         if "error" in answer:
             failure = answer["error"]
             raise FunctionError(self._function, failure["errorType"], failure["errorMessage"])
-        return answer["result"]
+        return answer["result"], float(answer.get("durationMs", 0.0))
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
@@ -206,6 +220,8 @@ class FunctionInvoker:
         self,
         spec: FunctionSpec,
         identity: FunctionIdentity,
+        launch: Launch,
+        environment: Mapping[str, str],
         *,
         enforce_timeout: bool = True,
         max_environments: int = 10,
@@ -214,6 +230,8 @@ class FunctionInvoker:
             raise ValueError("max_environments must be at least 1")
         self.spec = spec
         self.identity = identity
+        self.launch = launch
+        self.environment = dict(environment)  # what each of its environments sees
         self._enforce_timeout = enforce_timeout
         self._max_environments = max_environments
         self._idle: list[ExecutionEnvironment] = []
@@ -224,7 +242,9 @@ class FunctionInvoker:
         self._freed = threading.Condition(self._lock)
         self._closed = False
         self.invocations = 0
-        self.environments = 0  # environments started so far (cold starts)
+        self.environments = 0  # environments started so far (cold starts and warm-ups)
+        self.init_reports: deque[InitReport] = deque(maxlen=1000)
+        self.reports: deque[InvocationReport] = deque(maxlen=10_000)
 
     @property
     def logical_id(self) -> str:
@@ -266,40 +286,37 @@ class FunctionInvoker:
 
     def invoke(self, event: Any) -> Any:
         """Run the function once; returns its JSON response, raises what the handler raised."""
-        payload = json.loads(json.dumps(event))
         context = new_context(self.identity, self.spec.memory_size, self.spec.timeout)
         with self._lock:
             wrappers = list(self._wrappers)
             self.invocations += 1
+        if not wrappers:
+            # The event crosses to the environment as JSON once and the answer comes back parsed:
+            # both are already copies, as Lambda's caller and handler never share objects.
+            return self._call_handler(event, context)
         call: CallNext = self._call_handler
         for wrapper in wrappers:
             call = _bind(wrapper, call)
-        started = time.monotonic()
-        log.debug("START %s RequestId: %s", self.name, context.aws_request_id)
-        try:
-            result = call(payload, context)
-        finally:
-            elapsed = time.monotonic() - started
-            log.debug("END %s RequestId: %s (%.0f ms)", self.name, context.aws_request_id, elapsed * 1000)
+        result = call(json.loads(json.dumps(event)), context)
         try:
             return json.loads(json.dumps(result))
         except (TypeError, ValueError) as error:
             raise TypeError(f"{self.name}: the response is not JSON serialisable ({error})") from error
 
     def _call_handler(self, event: Any, context: LambdaContext) -> Any:
+        started = time.perf_counter()
+        event_json = json.dumps(event)  # before an environment is taken: a bad event is the caller's
         environment = self._checkout()
-        started = time.monotonic()
         timeout = self.spec.timeout if self._enforce_timeout else None
         keep = False
         try:
-            result = environment.invoke(event, context, timeout)
+            result, duration_ms = environment.invoke(event_json, context, timeout)
             keep = True
-            return result
         except FunctionError:
             keep = True
             raise
         except TimeoutError:
-            elapsed = time.monotonic() - started
+            elapsed = time.perf_counter() - started
             raise FunctionTimeoutError(
                 f"{self.name}: task timed out after {elapsed:.2f} seconds (Timeout {self.spec.timeout} s)"
             ) from None
@@ -307,6 +324,35 @@ class FunctionInvoker:
             raise FunctionError(self.name, "Runtime.ExitError", str(error)) from None
         finally:
             self._checkin(environment, keep)
+        total_ms = (time.perf_counter() - started) * 1000
+        self.reports.append(InvocationReport(context.aws_request_id, duration_ms, round(total_ms, 3)))
+        log.debug("REPORT %s RequestId: %s Duration: %.2f ms", self.name, context.aws_request_id, duration_ms)
+        return result
+
+    def warm(self, count: int) -> None:
+        """Start up to `count` environments (no more than the limit) at once and keep them idle.
+
+        Raises the first init failure, as the first invocation would have.
+        """
+        with self._lock:
+            if self._closed:
+                return
+            count = max(0, min(count, self._max_environments) - self._size)
+            self._size += count
+            self.environments += count
+        if count == 0:
+            return
+        with ThreadPoolExecutor(count, thread_name_prefix=f"warm-{self.logical_id}") as pool:
+            started = [pool.submit(self._start_reserved) for _ in range(count)]
+        failures: list[BaseException] = []
+        for future in started:
+            error = future.exception()
+            if error is not None:
+                failures.append(error)
+            else:
+                self._checkin(future.result(), keep=True)
+        if failures:
+            raise failures[0]
 
     def _checkout(self) -> ExecutionEnvironment:
         """An idle environment, or a new one when all are busy (waiting at the limit)."""
@@ -319,6 +365,10 @@ class FunctionInvoker:
                 return self._idle.pop()
             self._size += 1
             self.environments += 1
+        return self._start_reserved()
+
+    def _start_reserved(self) -> ExecutionEnvironment:
+        """Start an environment for a slot already counted in `_size`, through its init phase."""
         where = f"Resources.{self.logical_id} (Handler {self.spec.handler})"
         try:
             environment = self._spawn(where)
@@ -334,13 +384,23 @@ class FunctionInvoker:
         except BaseException:
             self._checkin(environment, keep=False)
             raise
-        log.info("started %s environment (pid %d)", self.spec.handler, environment.process.pid)
+        report = environment.init_report
+        if report is not None:
+            self.init_reports.append(report)
+            log.info(
+                "started %s environment (pid %d): Init Duration %.0f ms, ready after %.0f ms",
+                self.spec.handler,
+                environment.process.pid,
+                report.init_ms,
+                report.wall_ms,
+            )
         return environment
 
     def _spawn(self, where: str) -> ExecutionEnvironment:
-        if not self.spec.handler_path.is_file():
-            raise TemplateError(f"{where}: {self.spec.handler_path} does not exist")
-        return ExecutionEnvironment(self.spec, self.identity)
+        handler_path = self.launch.code_dir / (self.spec.handler_module.replace(".", "/") + ".py")
+        if not handler_path.is_file():
+            raise TemplateError(f"{where}: {handler_path} does not exist")
+        return ExecutionEnvironment(self.spec, self.identity, self.launch, self.environment)
 
     def _checkin(self, environment: ExecutionEnvironment, keep: bool) -> None:
         with self._lock:

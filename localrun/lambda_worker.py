@@ -1,26 +1,31 @@
 """One Lambda execution environment: a child process that imports a handler and runs it.
 
-Started by `localrun.invoke` as `python lambda_worker.py CODE_DIR MODULE FUNCTION REQ_FD RESP_FD`.
-Like the Lambda Python runtime, it puts the code directory first on `sys.path`, imports
-the handler module by name once (the init phase), then runs one invocation at a time for
-as long as the parent keeps it. Nothing is shared with other environments: not module
-state, not class attributes of the libraries the handler uses.
+Started by `localrun.invoke` as `python lambda_worker.py CODE_DIR MODULE FUNCTION REQ_FD RESP_FD
+[LAYER_PATH ...]`. Like the Lambda Python runtime, it puts the code directory and then the
+layers' directories first on `sys.path`, imports the handler module by name once (the init
+phase), then runs one invocation at a time for as long as the parent keeps it. Nothing is
+shared with other environments: not module state, not class attributes of the libraries
+the handler uses.
 
 Requests and answers are JSON lines on two dedicated pipes, so the handler's own stdout
 and stderr (its logs) pass straight through to the parent's, as Lambda's go to CloudWatch.
-Answers: `{"ready": true}` or `{"initError": ...}` once, then `{"result": ...}` or
-`{"error": ...}` per request, errors in Lambda's shape (errorType, errorMessage,
-stackTrace). Standard library only: it runs before anything of the project is imported.
+Answers: `{"ready": true, "initMs": ...}` or `{"initError": ...}` once, then
+`{"result": ..., "durationMs": ...}` or `{"error": ...}` per request, errors in Lambda's shape
+(errorType, errorMessage, stackTrace); the durations are what Lambda reports as Init Duration
+(the handler module's import) and Duration (the handler's run). Standard library only: it
+runs before anything of the project is imported, and on a clean interpreter in built mode.
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 import os
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any, BinaryIO
 
 _FIELDS = (
@@ -71,25 +76,49 @@ def _describe(error: BaseException) -> dict[str, Any]:
     return _error(type(error).__name__, str(error), stack)
 
 
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
 def _send(channel: BinaryIO, message: dict[str, Any]) -> None:
     channel.write(json.dumps(message).encode() + b"\n")
     channel.flush()
 
 
-def _load(code_dir: str, module_name: str, function_name: str) -> Any:
+def _record_aws_calls() -> None:
+    """With LOCALRUN_CALL_LOG set, record the handler's AWS calls (localrun/call_recorder_hook.py).
+
+    Loaded by path, not imported: this interpreter may have neither localrun nor botocore.
+    """
+    directory = os.environ.get("LOCALRUN_CALL_LOG")
+    if not directory:
+        return
+    spec = importlib.util.spec_from_file_location(
+        "localrun_call_recorder_hook", Path(__file__).with_name("call_recorder_hook.py")
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook.install(directory, os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "unknown"))
+
+
+def _load(code_dir: str, module_name: str, function_name: str, layer_paths: list[str]) -> Any:
     """The handler function, or None when the module has no such function."""
-    sys.path.insert(0, code_dir)
+    sys.path[0:0] = [code_dir, *layer_paths]
+    _record_aws_calls()  # after the code's paths are set, before anything it imports creates a client
     module = importlib.import_module(module_name)
     handler = getattr(module, function_name, None)
     return handler if callable(handler) else None
 
 
 def main(argv: list[str]) -> int:
-    code_dir, module_name, function_name, request_fd, response_fd = argv
+    code_dir, module_name, function_name, request_fd, response_fd, *layer_paths = argv
     requests = os.fdopen(int(request_fd), "rb")
     responses = os.fdopen(int(response_fd), "wb")
+    init_started = time.perf_counter()
     try:
-        handler = _load(code_dir, module_name, function_name)
+        handler = _load(code_dir, module_name, function_name, layer_paths)
     except Exception as error:
         traceback.print_exc()
         _send(responses, {"initError": _describe(error)})
@@ -98,10 +127,11 @@ def main(argv: list[str]) -> int:
         message = f"{module_name} has no function {function_name}"
         _send(responses, {"initError": _error("Runtime.HandlerNotFound", message)})
         return 1
-    _send(responses, {"ready": True})
+    _send(responses, {"ready": True, "initMs": _ms_since(init_started)})
 
     for line in requests:
         request = json.loads(line)
+        started = time.perf_counter()
         try:
             result = handler(request["event"], LambdaContext(request["context"]))
         except Exception as error:
@@ -110,8 +140,9 @@ def main(argv: list[str]) -> int:
             traceback.print_exc()
             _send(responses, {"error": _describe(error)})
             continue
+        duration = _ms_since(started)
         try:
-            answer = json.dumps({"result": result}).encode() + b"\n"
+            answer = json.dumps({"result": result, "durationMs": duration}).encode() + b"\n"
         except (TypeError, ValueError) as error:
             message = f"the response is not JSON serialisable ({error})"
             _send(responses, {"error": _error("Runtime.MarshalError", message)})

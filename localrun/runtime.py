@@ -5,13 +5,19 @@
         runtime.wait_until_idle(timeout=30)
 
 `start()` starts DynamoDB Local and moto (unless `endpoints` are given), creates the
-template's tables and queues, sets the functions' environment, and starts the HTTP
-gateway, the stream and queue pollers and the schedules. `stop()` undoes all of it.
+template's tables and queues, gives each function its own environment variables, starts
+the HTTP gateway, the stream and queue pollers and the schedules, and warms the HTTP
+functions' execution environments. `stop()` undoes all of it; `os.environ` is never touched
+(tests and tools use `function_environment()` and `client_environment()`).
+
+`RuntimeOptions(built=True)` runs the `sam build` output instead of the source tree
+(`localrun.built`).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,12 +25,19 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.built import BUILD_DIR, built_launch, built_template, clean_interpreter, layer_directories
+from localrun.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
+from localrun.call_recorder import attach as record_calls
 from localrun.endpoints import LocalEndpoints
-from localrun.environment import apply_environment, merged_environment, runtime_variables
+from localrun.environment import client_variables, function_environment, lambda_variables, local_variables
 from localrun.errors import LocalRunError, TemplateError
+from localrun.http_auth import GatewayAuth
 from localrun.http_gateway import HttpGateway
+from localrun.http_limits import HttpLimits, RouteLimit, route_limit
 from localrun.http_routes import Route, RouteTable
 from localrun.invoke import FunctionInvoker, Wrapper
+from localrun.launch import Launch, source_launch
+from localrun.oidc_issuer import LocalIssuer
 from localrun.provision import LocalResources, provision
 from localrun.scheduler import ScheduledJob, Scheduler
 from localrun.sqs_poller import QueueMapping, SqsPoller
@@ -33,6 +46,7 @@ from localrun.stream_poller import StreamMapping, StreamPoller
 from localrun.template import (
     REGION,
     DynamoDBStreamEvent,
+    FunctionSpec,
     HttpApiEvent,
     ScheduleEvent,
     SqsEvent,
@@ -66,7 +80,15 @@ class RuntimeOptions:
     stream_poll_interval_seconds: float = 0.1
     enforce_timeouts: bool = True  # a run longer than the function's Timeout is stopped and fails
     max_environments: int = 10  # per function: concurrent invocations beyond it wait for one
+    # Environments of each HTTP API function started at start (None = max_environments; none
+    # without start_http), so a first burst of requests does not wait for imports.
+    warm_http_environments: int | None = None
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
+    issuer_port: int = 0  # the local OIDC issuer (JWT authorizers without an issuer); 0 = a free port
+    record_calls_to: Path | None = None  # record each function's AWS calls here (localrun.call_recorder)
+    built: bool = False  # run the `sam build` output on a clean python3.12 (localrun.built)
+    build_dir: Path = BUILD_DIR
+    python: Path | None = None  # built mode's interpreter (default: this virtualenv's base python3.12)
 
 
 class LocalRuntime:
@@ -78,10 +100,12 @@ class LocalRuntime:
         self._owns_endpoints = False
         self._invokers: dict[str, FunctionInvoker] = {}
         self._gateway: HttpGateway | None = None
+        self._gateway_auth: GatewayAuth | None = None
+        self._issuer: LocalIssuer | None = None
+        self._http_limits: HttpLimits | None = None
         self._stream_pollers: list[StreamPoller] = []
         self._queue_pollers: list[SqsPoller] = []
         self._scheduler: Scheduler | None = None
-        self._restore_environment: Callable[[], None] | None = None
         self._started = False
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -99,8 +123,11 @@ class LocalRuntime:
 
     def _start(self) -> None:
         options = self.options
+        template_path = options.template_path
+        if options.built and template_path is None:
+            template_path = built_template(options.build_dir)
         template = load_template(
-            options.template_path,
+            template_path,
             stack_name=options.stack_name,
             parameter_overrides=options.parameter_overrides,
         )
@@ -119,25 +146,32 @@ class LocalRuntime:
         self._resources = resources
         resolver = template.resolver.with_resources(resources.values())
 
-        environment = merged_environment(
-            {
-                logical_id: spec.resolved_environment(resolver)
-                for logical_id, spec in template.functions.items()
-            },
-            runtime_variables(endpoints.dynamodb_url, endpoints.sqs_url),
-            options.extra_environment,
-        )
-        self._restore_environment = apply_environment(environment)
-
-        self._invokers = {
-            logical_id: FunctionInvoker(
+        launches = self._launches(template)
+        local = local_variables(endpoints.dynamodb_url, endpoints.sqs_url)
+        self._invokers = {}
+        for logical_id, spec in template.functions.items():
+            identity = resources.functions[logical_id]
+            launch = launches[logical_id]
+            lambda_defined = lambda_variables(
+                function_name=identity.name,
+                memory_size=spec.memory_size,
+                handler=spec.handler,
+                task_root=launch.code_dir,
+                interpreter=launch.interpreter,
+            )
+            self._invokers[logical_id] = FunctionInvoker(
                 spec,
-                resources.functions[logical_id],
+                identity,
+                launch,
+                function_environment(
+                    spec.resolved_environment(resolver),
+                    lambda_defined,
+                    local,
+                    {**options.extra_environment, **self._call_log_variable()},
+                ),
                 enforce_timeout=options.enforce_timeouts,
                 max_environments=options.max_environments,
             )
-            for logical_id, spec in template.functions.items()
-        }
         if options.start_http:
             self._start_gateway(template, resources)
         if options.start_stream_pollers:
@@ -146,10 +180,50 @@ class LocalRuntime:
             self._start_queue_pollers(template, resources)
         if options.start_schedules:
             self._start_schedules(template, resources)
-        log.info("local runtime %s started", template.stack_name)
+        self._warm_http_functions(template)
+        log.info(
+            "local runtime %s started%s", template.stack_name, " (built artifacts)" if options.built else ""
+        )
+
+    def _launches(self, template: Template) -> dict[str, Launch]:
+        specs: dict[str, FunctionSpec] = template.functions
+        if not self.options.built:
+            return {logical_id: source_launch(spec.code_uri) for logical_id, spec in specs.items()}
+        interpreter = clean_interpreter(self.options.python)
+        layers = layer_directories(template.path)
+        return {logical_id: built_launch(spec, interpreter, layers) for logical_id, spec in specs.items()}
+
+    def _warm_http_functions(self, template: Template) -> None:
+        """Start the HTTP functions' environments now, in parallel; an init failure fails the start."""
+        if self._gateway is None:
+            return  # nothing can send them requests
+        count = self.options.warm_http_environments
+        count = self.options.max_environments if count is None else count
+        routed = [
+            self._invokers[logical_id]
+            for logical_id, spec in template.functions.items()
+            if spec.events_of(HttpApiEvent)
+        ]
+        if count <= 0 or not routed:
+            return
+        failures: list[BaseException] = []
+
+        def warm(invoker: FunctionInvoker) -> None:
+            try:
+                invoker.warm(count)
+            except BaseException as error:  # reported to start()'s caller below
+                failures.append(error)
+
+        threads = [threading.Thread(target=warm, args=(invoker,), daemon=True) for invoker in routed]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
 
     def stop(self) -> None:
-        """Stop pollers, gateway and (own) endpoints; restore os.environ. Idempotent."""
+        """Stop pollers, gateway, execution environments and (own) endpoints. Idempotent."""
         if self._scheduler is not None:
             self._scheduler.stop()
         for poller in self._stream_pollers:
@@ -166,11 +240,14 @@ class LocalRuntime:
         if self._gateway is not None:
             self._gateway.stop()
             self._gateway = None
+        if self._issuer is not None:
+            self._issuer.stop()
+            self._issuer = None
+        if self._http_limits is not None:
+            self._http_limits.close()
+            self._http_limits = None
         for invoker in self._invokers.values():
             invoker.close()
-        if self._restore_environment is not None:
-            self._restore_environment()
-            self._restore_environment = None
         if self._endpoints is not None and self._owns_endpoints:
             self._endpoints.stop()
         self._owns_endpoints = False
@@ -191,11 +268,15 @@ class LocalRuntime:
 
     def _start_gateway(self, template: Template, resources: LocalResources) -> None:
         routes: list[Route] = []
+        limits: list[RouteLimit] = []
         apis: set[str | None] = set()
+        events: list[HttpApiEvent] = []
         for spec in template.functions.values():
             for event in spec.events_of(HttpApiEvent):
                 routes.append(Route(event.method, event.path, spec.logical_id))
                 apis.add(event.api)
+                events.append(event)
+                limits.append(route_limit(template, event))
         if not routes:
             return
         if len(apis) > 1:
@@ -205,14 +286,36 @@ class LocalRuntime:
         (api,) = apis
         api_id = resources.http_api_ids.get(api or "", "localapi00")
         stage = template.http_apis[api].stage_name if api is not None else "$default"
+        api_auth = template.http_apis[api].auth if api is not None else None
+        self._gateway_auth = GatewayAuth.from_template(api_auth, events, self._start_issuer)
+        self._http_limits = HttpLimits(limits)
         self._gateway = HttpGateway(
             RouteTable(routes),
             lambda logical_id, event: self._invokers[logical_id].invoke(event),
             api_id=api_id,
             stage=stage,
             port=self.options.port,
+            auth=self._gateway_auth,
+            limits=self._http_limits,
         )
         self._gateway.start()
+
+    def _call_log_variable(self) -> dict[str, str]:
+        directory = self.options.record_calls_to
+        return {} if directory is None else {CALL_LOG_VARIABLE: str(directory)}
+
+    def _recorded[C](self, client: C, logical_id: str) -> C:
+        """A mapping's client, recording its calls as the function's role's (when asked to)."""
+        directory = self.options.record_calls_to
+        if directory is not None:
+            record_calls(client, self.resources.functions[logical_id].name, directory)
+        return client
+
+    def _start_issuer(self, audiences: tuple[str, ...]) -> str:
+        if self._issuer is None:
+            self._issuer = LocalIssuer(audiences, port=self.options.issuer_port).start()
+            log.info("local OIDC issuer at %s", self._issuer.url)
+        return self._issuer.url
 
     def _start_stream_pollers(self, template: Template, resources: LocalResources) -> None:
         endpoints = self.endpoints
@@ -247,7 +350,9 @@ class LocalRuntime:
                     poll_interval_seconds=self.options.stream_poll_interval_seconds,
                 )
                 poller = StreamPoller(
-                    mapping, streams_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+                    mapping,
+                    self._recorded(streams_client(endpoints.dynamodb_url), spec.logical_id),
+                    self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id),
                 )
                 self._stream_pollers.append(poller)
                 poller.start()
@@ -270,7 +375,7 @@ class LocalRuntime:
                     failure_visibility_seconds=self.options.failure_visibility_seconds,
                     region=REGION,
                 )
-                poller = SqsPoller(mapping, sqs_client(endpoints.sqs_url))
+                poller = SqsPoller(mapping, self._recorded(sqs_client(endpoints.sqs_url), spec.logical_id))
                 self._queue_pollers.append(poller)
                 poller.start()
 
@@ -318,6 +423,19 @@ class LocalRuntime:
         return self._gateway.url
 
     @property
+    def issuer(self) -> LocalIssuer:
+        """The local OIDC issuer (running when a JWT authorizer of the template has no issuer)."""
+        if self._issuer is None:
+            raise LocalRunError(
+                "no local issuer: the template's HTTP API has no JWT authorizer without an issuer"
+            )
+        return self._issuer
+
+    @property
+    def gateway_auth(self) -> GatewayAuth | None:
+        return self._gateway_auth
+
+    @property
     def dynamodb_url(self) -> str:
         return self.endpoints.dynamodb_url
 
@@ -353,6 +471,14 @@ class LocalRuntime:
                 f"the template has {len(items)} of these ({', '.join(items)}); pick one by id"
             )
         return next(iter(items.values()))
+
+    def function_environment(self, logical_id: str) -> dict[str, str]:
+        """The environment variables that function's execution environments see."""
+        return dict(self.function(logical_id).environment)
+
+    def client_environment(self) -> dict[str, str]:
+        """Region, dummy credentials and endpoint URLs for a boto3 client or a tool in another process."""
+        return client_variables(self.dynamodb_url, self.sqs_url)
 
     def function(self, logical_id: str) -> FunctionInvoker:
         try:

@@ -137,10 +137,9 @@ _QUEUE_USED = frozenset(
         "ContentBasedDeduplication",
     }
 )
-_HTTP_API_IGNORED = frozenset(
-    {"DefaultRouteSettings", "RouteSettings", "Tags", "Description", "FailOnWarnings", "AccessLogSettings"}
-)
-_HTTP_API_USED = frozenset({"StageName"})
+_HTTP_API_IGNORED = frozenset({"Tags", "Description", "FailOnWarnings", "AccessLogSettings"})
+_HTTP_API_USED = frozenset({"StageName", "Auth", "DefaultRouteSettings", "RouteSettings"})
+INTEGRATION_TIMEOUT_MS = 30_000  # HTTP APIs: the default and the maximum, 50 ms at least
 
 _RATE = re.compile(r"^rate\(\s*(\d+)\s+(minute|minutes|hour|hours|day|days)\s*\)$")
 _RATE_UNIT_SECONDS = {"minute": 60, "hour": 3600, "day": 86400}
@@ -187,9 +186,28 @@ class QueueSpec:
 
 
 @dataclass(frozen=True)
+class Throttle:
+    """A route's throttling target; None = not set here (the next level, finally the account, applies)."""
+
+    burst_limit: int | None = None
+    rate_limit: float | None = None
+
+    def over(self, fallback: Throttle | None) -> Throttle:
+        if fallback is None:
+            return self
+        return Throttle(
+            self.burst_limit if self.burst_limit is not None else fallback.burst_limit,
+            self.rate_limit if self.rate_limit is not None else fallback.rate_limit,
+        )
+
+
+@dataclass(frozen=True)
 class HttpApiSpec:
     logical_id: str
     stage_name: str  # "$default" serves routes at the root
+    auth: dict[str, Any] | None = None  # Auth, resolved; localrun.http_auth interprets it
+    default_route_settings: Throttle | None = None
+    route_settings: dict[str, Throttle] = field(default_factory=dict)  # by route key "GET /path"
 
 
 @dataclass(frozen=True)
@@ -198,6 +216,9 @@ class HttpApiEvent:
     method: str  # upper case, or "ANY"
     path: str | None  # "/accounts/{account_id}/limit"; None = the $default route
     api: str | None  # logical id of the AWS::Serverless::HttpApi (None = the implicit API)
+    auth: dict[str, Any] | None = None  # the route's Auth (Authorizer, AuthorizationScopes), resolved
+    timeout_ms: int = INTEGRATION_TIMEOUT_MS  # the integration's TimeoutInMillis
+    route_settings: Throttle | None = None
 
     @property
     def route_key(self) -> str:
@@ -530,7 +551,39 @@ def _queue(logical_id: str, props: dict[str, Any], resolver: Resolver, where: st
 def _http_api(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> HttpApiSpec:
     _check_keys(where, props, _HTTP_API_USED, _HTTP_API_IGNORED)
     stage = resolver.resolve(props.get("StageName", "$default"), where)
-    return HttpApiSpec(logical_id=logical_id, stage_name=str(stage))
+    per_route = resolver.resolve(props.get("RouteSettings") or {}, f"{where}.RouteSettings")
+    if not isinstance(per_route, dict):
+        raise TemplateError(f"{where}.RouteSettings must map route keys to settings")
+    auth = resolver.resolve(props.get("Auth"), f"{where}.Auth")
+    return HttpApiSpec(
+        logical_id=logical_id,
+        stage_name=str(stage),
+        auth=auth or None,
+        default_route_settings=_throttle(
+            props.get("DefaultRouteSettings"), resolver, f"{where}.DefaultRouteSettings"
+        ),
+        route_settings={
+            str(key): throttle
+            for key, value in per_route.items()
+            if (throttle := _throttle(value, resolver, f"{where}.RouteSettings.{key}")) is not None
+        },
+    )
+
+
+def _throttle(value: Any, resolver: Resolver, where: str) -> Throttle | None:
+    """ThrottlingBurstLimit/ThrottlingRateLimit of a RouteSettings object (logging and metrics keys are ignored)."""
+    settings = resolver.resolve(value, where) if value is not None else None
+    if settings is None:
+        return None
+    if not isinstance(settings, dict):
+        raise TemplateError(f"{where} must be a RouteSettings object")
+    burst, rate = settings.get("ThrottlingBurstLimit"), settings.get("ThrottlingRateLimit")
+    if burst is None and rate is None:
+        return None
+    throttle = Throttle(None if burst is None else int(burst), None if rate is None else float(rate))
+    if (throttle.burst_limit or 0) < 0 or (throttle.rate_limit or 0) < 0:
+        raise TemplateError(f"{where}: throttling limits cannot be negative")
+    return throttle
 
 
 # -- functions and events ---------------------------------------------------------------------
@@ -588,8 +641,10 @@ def _http_api_event(name: str, props: dict[str, Any], resolver: Resolver, where:
     _check_keys(
         where,
         props,
-        frozenset({"ApiId", "Method", "Path", "PayloadFormatVersion"}),
-        frozenset({"TimeoutInMillis", "RouteSettings"}),
+        frozenset(
+            {"ApiId", "Method", "Path", "PayloadFormatVersion", "Auth", "TimeoutInMillis", "RouteSettings"}
+        ),
+        frozenset(),
     )
     version = str(resolver.resolve(props.get("PayloadFormatVersion", "2.0"), where))
     if version != "2.0":
@@ -606,11 +661,17 @@ def _http_api_event(name: str, props: dict[str, Any], resolver: Resolver, where:
         path = str(resolver.resolve(path, where))
         if not path.startswith("/"):
             raise TemplateError(f"{where}.Path must start with '/'")
+    timeout = resolver.resolve(
+        props.get("TimeoutInMillis", INTEGRATION_TIMEOUT_MS), f"{where}.TimeoutInMillis"
+    )
     return HttpApiEvent(
         name=name,
         method="ANY" if method in {"ANY", "X-AMAZON-APIGATEWAY-ANY-METHOD"} else method,
         path=path,
         api=api,
+        auth=resolver.resolve(props.get("Auth"), f"{where}.Auth") or None,
+        timeout_ms=_bounded_int(timeout, 50, INTEGRATION_TIMEOUT_MS, f"{where}.TimeoutInMillis"),
+        route_settings=_throttle(props.get("RouteSettings"), resolver, f"{where}.RouteSettings"),
     )
 
 

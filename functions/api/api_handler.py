@@ -8,6 +8,7 @@ from typing import Any
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from hybrid_counter.api.access import AccessPolicy
 from hybrid_counter.api.app import as_json_request, build_app
 from hybrid_counter.runtime import Components
 
@@ -19,7 +20,7 @@ def components() -> Components:
 
 @cache
 def app() -> APIGatewayHttpResolver:
-    return build_app(lambda: components().resources)
+    return build_app(lambda: components().resources, AccessPolicy.from_env())
 
 
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:

@@ -2,7 +2,10 @@
 documented body, and nothing written by a request that was rejected.
 
 Each of the 8 operations gets HC_FUZZ_EXAMPLES valid and as many invalid examples (schemathesis'
-positive and negative generation); CI uses the default below, the long run more.
+positive and negative generation), sent with the token a permitted caller would have (the path's
+account's tenant, or the operator to set a limit); CI uses the default below, the long run more.
+A second pass sends the same kinds of requests without credentials: every operation but the
+public description gets API Gateway's 401 and writes nothing.
 """
 
 from __future__ import annotations
@@ -56,8 +59,15 @@ def partition_is_empty(target: Target, account_id: str) -> bool:
     return int(found["Count"]) == 0
 
 
+def with_headers(case: Any, headers: dict[str, str]) -> Any:
+    """The case with exactly these credentials (schemathesis may generate its own for the scheme)."""
+    kept = {name: value for name, value in (case.headers or {}).items() if name.lower() != "authorization"}
+    case.headers = {**kept, **headers}
+    return case
+
+
 def check_case(case: Any, target: Target) -> None:
-    response = case.call()
+    response = with_headers(case, target.auth_headers(case.method, case.formatted_path)).call()
     TALLY["cases"] += 1
     assert response.status_code < 500, (case.method, case.formatted_path, response.text)
     account_id = (case.path_parameters or {}).get("account_id")
@@ -105,3 +115,41 @@ def test_no_5xx_documented_errors_and_rejected_requests_write_nothing(target: Ta
     assert TALLY["validation_errors"] > 0
     assert target.runtime is None or TALLY["rejected_writes_checked"] > 0
     print(f"\nfuzz cases: {TALLY}")
+
+
+UNAUTHENTICATED = {"cases": 0, "writes_checked": 0}
+
+
+def test_without_credentials_every_operation_but_the_description_gets_401_and_writes_nothing(
+    target: Target,
+) -> None:
+    schema = load_schema(target)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    for operation, mode in itertools.product(operations, schemathesis.GenerationMode):
+        if operation.path == "/openapi.json":
+            continue
+
+        @given(case=operation.as_strategy(mode))
+        @settings(
+            max_examples=max(10, EXAMPLES // 4),
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        def fuzz(case: Any) -> None:
+            response = with_headers(case, {}).call()
+            UNAUTHENTICATED["cases"] += 1
+            assert response.status_code == 401, (case.method, case.formatted_path, response.text)
+            assert response.json() == {"message": "Unauthorized"}
+            challenge = response.headers["www-authenticate"]  # schemathesis: a list per header
+            assert (challenge[0] if isinstance(challenge, list) else challenge).startswith("Bearer")
+            account_id = (case.path_parameters or {}).get("account_id")
+            fresh = isinstance(account_id, str) and account_id and account_id not in _written_accounts
+            if target.runtime is not None and fresh and "/" not in str(account_id):
+                assert partition_is_empty(target, str(account_id)), (case.method, case.formatted_path)
+                UNAUTHENTICATED["writes_checked"] += 1
+
+        fuzz()
+    assert UNAUTHENTICATED["cases"] >= 7 * 2  # every protected operation, valid and invalid inputs
+    assert target.runtime is None or UNAUTHENTICATED["writes_checked"] > 0
+    print(f"\nunauthenticated cases: {UNAUTHENTICATED}")

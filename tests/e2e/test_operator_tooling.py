@@ -32,11 +32,8 @@ def ops(runtime: Any, *args: str) -> Any:
         capture_output=True,
         text=True,
         timeout=120,
-        env={
-            **os.environ,
-            "AWS_ENDPOINT_URL_DYNAMODB": runtime.dynamodb_url,
-            "AWS_ENDPOINT_URL_SQS": runtime.sqs_url,
-        },
+        # The local endpoints (DynamoDB, its stream, SQS), region and credentials, as an operator sets them.
+        env={**os.environ, **runtime.client_environment()},
         check=False,
     )
     assert done.returncode == 0, done.stderr

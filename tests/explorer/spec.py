@@ -26,6 +26,9 @@ class Done:
     started: int
     ended: int
     created_id: str | None = None  # the id a POST got
+    # The create made its resource live without a known admission (outcome unknown and not
+    # resolved, or a stale pending item adopted): P1's one exception, it may go past the limit.
+    past_limit_allowed: bool = False
 
 
 @dataclass(frozen=True)
@@ -41,7 +44,7 @@ class Model:
             rid = str(op.arg if op.kind == "put" else op.created_id)
             if op.kind == "put" and rid in self.live:
                 return EXISTS, self
-            if len(self.live) >= self.limit:
+            if len(self.live) >= self.limit and not op.past_limit_allowed:
                 return REFUSED, self
             return CREATED, Model(self.live | {rid}, self.limit)
         rid = str(op.arg)

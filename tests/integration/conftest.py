@@ -33,6 +33,7 @@ def stack() -> Iterator[LocalRuntime]:
         start_stream_pollers=False,
         start_queue_pollers=False,
         start_schedules=False,
+        warm_http_environments=0,  # these tests call the domain, not the gateway
     )
     with LocalRuntime(options) as runtime:
         yield runtime

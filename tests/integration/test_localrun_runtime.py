@@ -89,6 +89,10 @@ Resources:
         maxReceiveCount: 2
   Api:
     Type: AWS::Serverless::HttpApi
+    Properties:
+      DefaultRouteSettings: {ThrottlingBurstLimit: 1000, ThrottlingRateLimit: 1000}
+      RouteSettings:
+        "GET /limited": {ThrottlingBurstLimit: 2, ThrottlingRateLimit: 0.01}
   ApiFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -105,6 +109,18 @@ Resources:
         Fixed:
           Type: HttpApi
           Properties: {ApiId: !Ref Api, Method: GET, Path: "/things/special"}
+        Limited:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/limited"}
+  SleepyFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: sleepy.handler
+      Events:
+        Sleepy:
+          Type: HttpApi
+          Properties: {ApiId: !Ref Api, Method: GET, Path: "/sleepy", TimeoutInMillis: 300}
   ProbeFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -120,6 +136,9 @@ Resources:
       CodeUri: stubs/
       Handler: lifecycle.handler
       Timeout: 2
+      Environment:
+        Variables:
+          LIFECYCLE_ONLY: "mine"
   BrokenFn:
     Type: AWS::Serverless::Function
     Properties:
@@ -212,7 +231,10 @@ def handler(event, context):
             "aws_request_id": context.aws_request_id,
             "log_group_name": context.log_group_name,
             "remaining_ms": context.get_remaining_time_in_millis(),
-            "env": {name: os.environ.get(name) for name in ("ITEMS_TABLE", "WORK_QUEUE", "FLAVOUR", "AWS_REGION")},
+            "env": {
+                name: os.environ.get(name)
+                for name in ("ITEMS_TABLE", "WORK_QUEUE", "FLAVOUR", "AWS_REGION", "LIFECYCLE_ONLY", "HOME")
+            },
         }),
     }
 """
@@ -260,7 +282,7 @@ def handler(event, context):
         os._exit(3)
     elif action == "unserialisable":
         return {"value": object()}
-    variables = ("AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "LAMBDA_TASK_ROOT")
+    variables = ("AWS_LAMBDA_FUNCTION_NAME", "AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "LAMBDA_TASK_ROOT", "LIFECYCLE_ONLY")
     return {
         "pid": os.getpid(),
         "remaining_ms": context.get_remaining_time_in_millis(),
@@ -270,6 +292,16 @@ def handler(event, context):
 
 BROKEN_HANDLER = """\
 raise RuntimeError("cannot initialise")
+"""
+
+SLEEPY_HANDLER = """\
+import time
+
+
+def handler(event, context):
+    time.sleep(2)
+    open(event["queryStringParameters"]["touch"], "w").close()
+    return {"statusCode": 200, "body": "finally"}
 """
 
 ISO_SECONDS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
@@ -295,6 +327,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "stubs" / "probe.py").write_text(PROBE_HANDLER)
     (root / "stubs" / "lifecycle.py").write_text(LIFECYCLE_HANDLER)
     (root / "stubs" / "broken.py").write_text(BROKEN_HANDLER)
+    (root / "stubs" / "sleepy.py").write_text(SLEEPY_HANDLER)
     return root
 
 
@@ -311,10 +344,11 @@ def runtime(endpoints: LocalEndpoints, project: Path) -> Iterator[LocalRuntime]:
         schedule_interval_seconds=0.3,
         failure_visibility_seconds=0,
         max_environments=4,
+        warm_http_environments=0,  # here concurrency starts environments; warm-up has its own test
     )
     with LocalRuntime(options) as running:
         yield running
-    assert os.environ.get("ITEMS_TABLE") is None  # environment restored
+    assert os.environ.get("ITEMS_TABLE") is None  # the runtime never sets its functions' variables here
 
 
 class Recorder:
@@ -487,12 +521,17 @@ def test_http_api_event_is_payload_format_2(runtime: LocalRuntime) -> None:
     assert answer["memory_limit_in_mb"] == 321
     assert answer["log_group_name"] == "/aws/lambda/lr-test-ApiFn"
     assert 0 < answer["remaining_ms"] <= 20_000
+    # Its own variables (from Globals here), not LifecycleFn's, nor this process's HOME.
     assert answer["env"] == {
         "ITEMS_TABLE": "lr-test-ItemsTable",
         "WORK_QUEUE": runtime.queue_urls["WorkQueue"],
         "FLAVOUR": "spicy",
         "AWS_REGION": "us-east-1",
+        "LIFECYCLE_ONLY": None,
+        "HOME": None,
     }
+    assert runtime.function_environment("ApiFn")["ITEMS_TABLE"] == "lr-test-ItemsTable"
+    assert "LIFECYCLE_ONLY" not in runtime.function_environment("ApiFn")
 
 
 def test_http_routing_and_gateway_errors(runtime: LocalRuntime, recorder: Recorder) -> None:
@@ -537,6 +576,45 @@ def test_http_routing_and_gateway_errors(runtime: LocalRuntime, recorder: Record
     connection.close()
 
 
+def test_route_throttling_answers_429_as_api_gateway_does(runtime: LocalRuntime, recorder: Recorder) -> None:
+    # Given a route whose RouteSettings allow a burst of 2 (refilled at one request per 100 s)
+    events = recorder.wrap("ApiFn", lambda event: {"ok": True})
+
+    # When three requests arrive
+    responses = [requests.get(f"{runtime.api_url}/limited", timeout=10) for _ in range(3)]
+
+    # Then the third is refused as API Gateway refuses it, and never reaches the function
+    assert [response.status_code for response in responses] == [200, 200, 429]
+    throttled = responses[2]
+    assert throttled.json() == {"message": "Too Many Requests"}
+    assert throttled.headers["content-type"] == "application/json"
+    assert throttled.headers["apigw-requestid"]
+    assert len(events) == 2
+    # And the other routes have buckets of their own (DefaultRouteSettings)
+    assert requests.get(f"{runtime.api_url}/things/abc", timeout=10).status_code == 200
+
+
+def test_the_integration_timeout_answers_503_while_the_function_runs_on(
+    runtime: LocalRuntime, tmp_path: Path
+) -> None:
+    # Given a route with TimeoutInMillis 300 and a function that takes 2 s
+    marker = tmp_path / "finished"
+
+    # When it is called
+    response = requests.get(f"{runtime.api_url}/sleepy", params={"touch": str(marker)}, timeout=30)
+
+    # Then API Gateway's answer comes before the function's
+    assert (response.status_code, response.json()) == (503, {"message": "Service Unavailable"})
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["apigw-requestid"]
+    assert not marker.exists()
+    # And the invocation is not cut short: it finishes on its own, as Lambda's would
+    deadline = time.monotonic() + 30
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the timed-out invocation never finished"
+        time.sleep(0.1)
+
+
 def test_concurrent_invocations_never_share_an_execution_environment(runtime: LocalRuntime) -> None:
     # Given a handler whose module notices a second invocation running inside it
     start = threading.Barrier(8)
@@ -564,6 +642,87 @@ def test_concurrent_invocations_never_share_an_execution_environment(runtime: Lo
     assert probe.environments == len(used)
 
 
+WARM_TEMPLATE = """\
+Transform: AWS::Serverless-2016-10-31
+Resources:
+  SlowFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: code/
+      Handler: slow.handler
+      Runtime: python3.12
+      Events:
+        Get:
+          Type: HttpApi
+          Properties: {Method: GET, Path: /slow}
+  QuietFn:
+    Type: AWS::Serverless::Function
+    Properties: {CodeUri: code/, Handler: slow.handler, Runtime: python3.12}
+"""
+
+SLOW_IMPORT_HANDLER = """\
+import os
+import time
+
+time.sleep(1)  # stands for a heavy import
+
+
+def handler(event, context):
+    return {"statusCode": 200, "body": str(os.getpid())}
+"""
+
+
+def test_http_functions_are_warmed_at_start_so_a_burst_starts_no_environment(
+    endpoints: LocalEndpoints, tmp_path: Path
+) -> None:
+    (tmp_path / "template.yaml").write_text(WARM_TEMPLATE)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "slow.py").write_text(SLOW_IMPORT_HANDLER)
+    options = RuntimeOptions(
+        port=0,
+        stack_name="lr-warm",
+        endpoints=endpoints,
+        template_path=tmp_path / "template.yaml",
+        max_environments=3,
+    )
+    with LocalRuntime(options) as runtime:
+        # Given a runtime just started: every environment of the HTTP function has done its init
+        slow = runtime.function("SlowFn")
+        warmed = set(slow.pids)
+        assert slow.environments == len(warmed) == 3
+        assert all(report.init_ms >= 1000 for report in slow.init_reports)  # the import ran at start
+        assert runtime.function("QuietFn").pids == []  # only HTTP functions are warmed
+
+        # When a burst arrives
+        barrier = threading.Barrier(3)
+
+        def call(_: int) -> str:
+            barrier.wait()
+            return requests.get(f"{runtime.api_url}/slow", timeout=30).text
+
+        with ThreadPoolExecutor(3) as pool:
+            answered = {int(pid) for pid in pool.map(call, range(3))}
+
+        # Then the warm environments answer it and none is started for it
+        assert answered <= warmed
+        assert slow.environments == 3
+
+
+def test_an_http_function_that_cannot_initialise_fails_the_start(
+    endpoints: LocalEndpoints, tmp_path: Path
+) -> None:
+    (tmp_path / "template.yaml").write_text(WARM_TEMPLATE)
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "slow.py").write_text(BROKEN_HANDLER)
+    options = RuntimeOptions(
+        port=0, stack_name="lr-broken", endpoints=endpoints, template_path=tmp_path / "template.yaml"
+    )
+    runtime = LocalRuntime(options)
+    with pytest.raises(FunctionError, match="RuntimeError: cannot initialise"):
+        runtime.start()
+    assert runtime.function("SlowFn").pids == []  # the failed start stopped what it had started
+
+
 def test_an_environment_is_kept_after_a_handler_error_and_replaced_after_a_crash(
     runtime: LocalRuntime, project: Path
 ) -> None:
@@ -574,6 +733,7 @@ def test_an_environment_is_kept_after_a_handler_error_and_replaced_after_a_crash
         "AWS_LAMBDA_FUNCTION_NAME": "lr-test-LifecycleFn",
         "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "128",
         "LAMBDA_TASK_ROOT": str(project / "stubs"),
+        "LIFECYCLE_ONLY": "mine",
     }
 
     with pytest.raises(FunctionError) as raised:
@@ -939,7 +1099,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_stop_leaves_no_processes_and_restores_the_environment(tmp_path: Path) -> None:
+def test_stop_leaves_no_processes_and_the_runtime_never_touches_os_environ(tmp_path: Path) -> None:
     (tmp_path / "template.yaml").write_text(
         "Transform: AWS::Serverless-2016-10-31\nResources:\n  Solo:\n    Type: AWS::SQS::Queue\n"
         "  Fn:\n    Type: AWS::Serverless::Function\n"
@@ -947,7 +1107,7 @@ def test_stop_leaves_no_processes_and_restores_the_environment(tmp_path: Path) -
     )
     (tmp_path / "code").mkdir()
     (tmp_path / "code" / "noop.py").write_text(NOOP_HANDLER)
-    before = os.environ.get("AWS_ENDPOINT_URL_SQS")
+    before = dict(os.environ)
     runtime = LocalRuntime(
         RuntimeOptions(port=0, stack_name="lr-stop", template_path=tmp_path / "template.yaml")
     )
@@ -956,13 +1116,18 @@ def test_stop_leaves_no_processes_and_restores_the_environment(tmp_path: Path) -
     pids = runtime.endpoints.pids + runtime.function("Fn").pids
     assert len(pids) == 3  # DynamoDB Local, moto, one execution environment
     assert all(_alive(pid) for pid in pids)
-    assert os.environ["AWS_ENDPOINT_URL_SQS"] == runtime.sqs_url
+    assert dict(os.environ) == before
+    # What a test or a tool in another process uses instead
+    client = runtime.client_environment()
+    assert client["AWS_ENDPOINT_URL_SQS"] == runtime.sqs_url
+    assert client["AWS_ENDPOINT_URL_DYNAMODB"] == runtime.dynamodb_url
+    assert runtime.function_environment("Fn")["AWS_ENDPOINT_URL_SQS"] == runtime.sqs_url
     queue_url = runtime.queue_urls["Solo"]
     assert queue_url.endswith("/lr-stop-Solo")
     runtime.stop()
     runtime.stop()  # idempotent
     assert not any(_alive(pid) for pid in pids)
-    assert os.environ.get("AWS_ENDPOINT_URL_SQS") == before
+    assert dict(os.environ) == before
 
 
 def test_missing_dynamodb_local_says_how_to_install_it(

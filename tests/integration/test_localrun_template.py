@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from localrun.cfn_yaml import load_yaml
-from localrun.environment import merged_environment
+from localrun.environment import function_environment, lambda_variables, local_variables
 from localrun.errors import TemplateError
 from localrun.intrinsics import ResourceValues
 from localrun.provision import LocalResources, QueueResource, TableResource, function_identity
@@ -297,12 +297,33 @@ def test_rate_expressions() -> None:
         rate_seconds("rate(0 minutes)")
 
 
-def test_functions_sharing_a_process_must_agree_on_variables() -> None:
-    runtime = {"AWS_REGION": "us-east-1"}
-    merged = merged_environment({"A": {"X": "1", "Y": "2"}, "B": {"X": "1"}}, runtime)
-    assert merged == {"X": "1", "Y": "2", "AWS_REGION": "us-east-1"}
-    with pytest.raises(TemplateError, match="X is '1' in A but '2' in B"):
-        merged_environment({"A": {"X": "1"}, "B": {"X": "2"}}, runtime)
+def test_each_function_sees_its_own_variables_and_lambdas_not_the_runtimes(tmp_path: Path) -> None:
+    own = {"TABLE": "t1", "AWS_REGION": "eu-west-9"}  # a reserved name: Lambda's value wins
+    defined = lambda_variables(
+        function_name="st-Worker",
+        memory_size=512,
+        handler="pkg.worker.handle",
+        task_root=tmp_path / "code",
+        interpreter=tmp_path / "bin" / "python3.12",
+    )
+    local = local_variables("http://127.0.0.1:1", "http://127.0.0.1:2")
+    environment = function_environment(own, defined, local, {"EXTRA": "x"})
+
+    assert environment["TABLE"] == "t1"
+    assert environment["AWS_REGION"] == "us-east-1"
+    assert environment["EXTRA"] == "x"
+    assert environment["AWS_LAMBDA_FUNCTION_NAME"] == "st-Worker"
+    assert environment["AWS_LAMBDA_FUNCTION_MEMORY_SIZE"] == "512"
+    assert environment["_HANDLER"] == "pkg.worker.handle"
+    assert environment["LAMBDA_TASK_ROOT"] == str(tmp_path / "code")
+    assert environment["AWS_EXECUTION_ENV"] == "AWS_Lambda_python3.12"
+    assert environment["PATH"].startswith(f"{tmp_path / 'bin'}:")
+    assert environment["AWS_ENDPOINT_URL_DYNAMODB"] == "http://127.0.0.1:1"
+    assert environment["AWS_ENDPOINT_URL_SQS"] == "http://127.0.0.1:2"
+    # Nothing of this process's own environment comes along.
+    assert "HOME" not in environment
+    assert "VIRTUAL_ENV" not in environment
+    assert "PYTHONPATH" not in environment
 
 
 def test_short_form_tags_load_as_long_form(tmp_path: Path) -> None:

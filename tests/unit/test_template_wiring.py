@@ -32,7 +32,8 @@ def test_stream_mapping_retries_are_bounded_bisected_and_end_in_the_retry_queue(
     assert 0 <= event.maximum_retry_attempts <= 10
     assert event.bisect_batch_on_function_error is True
     assert event.on_failure_queue == "RetryQueue"
-    assert event.batch_size <= 100  # one batch folds into few transactions
+    # Three records per create: a full batch fills one counting transaction (99 counts), no more.
+    assert event.batch_size == 3 * 100
     assert template.tables[event.table].stream_view_type == "NEW_AND_OLD_IMAGES"
 
 

@@ -17,7 +17,6 @@ CONTROL_PREFIX = "CONTROL#"  # the sweeper's saved progress, not an account
 RESOURCE_PREFIX = "RESOURCE#"
 COUNTER_SK = "COUNTER"
 RANGES = 16
-PENDING_SHARDS = 16
 COUNTER_SHARDS = 16
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
@@ -58,13 +57,10 @@ def resource_key(account_id: str, resource_id: str) -> dict[str, dict[str, str]]
 
 
 def pending_shard(account_id: str, resource_id: str) -> str:
-    """Bucket of the sparse PendingIndex (written only on failure paths, see design.md)."""
-    shard = zlib.crc32(f"{account_id}/{resource_id}".encode()) % PENDING_SHARDS
-    return f"PENDING#{shard:02d}"
-
-
-def all_pending_shards() -> list[str]:
-    return [f"PENDING#{n:02d}" for n in range(PENDING_SHARDS)]
+    """Partition key of the sparse PendingIndex (written only on failure paths, see design.md):
+    a hash of the resource, so the index has no fixed set of hot keys whatever writes it. The
+    sweeper scans the index instead of querying keys."""
+    return f"PENDING#{zlib.crc32(f'{account_id}/{resource_id}'.encode()):08x}"
 
 
 def counter_shard(account_id: str) -> str:

@@ -9,10 +9,14 @@ from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+    OpenAPIRequestValidationMiddleware,
+)
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.models import MAX_BODY_BYTES, LimitBody, ResourceBody
 from hybrid_counter.errors import DomainError
@@ -28,9 +32,18 @@ def _json(status: int, body: Any) -> Response[str]:
     return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
 
 
-def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
-    """``service`` is called per request, so the resolver can be built before configuration."""
-    app = APIGatewayHttpResolver(enable_validation=True)
+def build_app(
+    service: Callable[[], ResourceService], access: AccessPolicy | None = None
+) -> APIGatewayHttpResolver:
+    """``service`` is called per request, so the resolver can be built before configuration.
+
+    ``access`` decides who may act on which account; ``None`` (tests of validation and the
+    domain only) checks no caller. The handler always passes one.
+    """
+    # Validation is added as an ordinary middleware, after the access check: Powertools' own
+    # switch (enable_validation=True) puts it before every user middleware, so a request about
+    # another account with a bad body would get a 400 instead of the 403 every such request gets.
+    app = APIGatewayHttpResolver()
 
     def reject_oversize(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
         body = app.current_event.body or ""
@@ -40,7 +53,9 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
             )
         return next_middleware(app)
 
-    app.use([reject_oversize])
+    validate: Callable[..., Response[Any]] = OpenAPIRequestValidationMiddleware()  # type: ignore[no-untyped-call]
+    checks = [validate, reject_oversize]
+    app.use(checks if access is None else [access_middleware(access), *checks])
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
     def _invalid(error: RequestValidationError) -> Response[str]:
@@ -107,7 +122,7 @@ def build_app(service: Callable[[], ResourceService]) -> APIGatewayHttpResolver:
         return Response(
             status_code=200,
             content_type=content_types.APPLICATION_JSON,
-            body=app.get_openapi_json_schema(title="hybrid-counter", version="1.0.0"),
+            body=documented(access, app.get_openapi_json_schema(title="hybrid-counter", version="1.0.0")),
         )
 
     return app

@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response, content_types
 
+from hybrid_counter.api.access import Forbidden, Unauthorized
 from hybrid_counter.errors import (
     DomainError,
     LimitExceeded,
@@ -18,6 +19,8 @@ from hybrid_counter.errors import (
 
 STATUS = {
     ValidationError: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
     NotFound: 404,
     LimitExceeded: 409,
     # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.

@@ -34,7 +34,6 @@ from hybrid_counter.keys import (
     ACCOUNT_PREFIX,
     CONTROL_PREFIX,
     RESOURCE_PREFIX,
-    all_pending_shards,
     iso_utc,
     parse_account_pk,
     parse_resource_sk,
@@ -103,51 +102,47 @@ class Sweeper:
     def pending_keys(self, older_than_seconds: float | None = None) -> list[dict[str, Any]]:
         """Every PendingIndex entry older than the grace period (or ``older_than_seconds``)."""
         found: list[dict[str, Any]] = []
-        for shard in all_pending_shards():
-            start: dict[str, Any] | None = None
-            while True:
-                page, start = self._pending_page(shard, self._cutoff(older_than_seconds), start)
-                found.extend(page)
-                if start is None:
-                    break
-        return found
+        cutoff, start = self._cutoff(older_than_seconds), None
+        while True:
+            page, start = self._pending_page(cutoff, start)
+            found.extend(page)
+            if start is None:
+                return found
 
     def sweep(
         self, older_than_seconds: float | None = None, *, until: Callable[[], bool] | None = None
     ) -> SweepOutcome:
         """Sweep the PendingIndex; ``until()`` true stops it between pages. Nothing needs saving:
-        what a page finishes leaves the index, so the next run starts where the work is."""
+        what a page finishes leaves the index, so the next run starts where the work is (the
+        index is sparse: a scan of it reads only what failure paths left, not the table)."""
         outcome = SweepOutcome()
-        cutoff = self._cutoff(older_than_seconds)
-        for shard in all_pending_shards():
-            start: dict[str, Any] | None = None
-            while True:
-                if until is not None and until():
-                    outcome.finished = False
-                    return outcome
-                page, start = self._pending_page(shard, cutoff, start)
-                self._apply_page(page, outcome)
-                if start is None:
-                    break
-        return outcome
+        cutoff, start = self._cutoff(older_than_seconds), None
+        while True:
+            if until is not None and until():
+                outcome.finished = False
+                return outcome
+            page, start = self._pending_page(cutoff, start)
+            self._apply_page(page, outcome)
+            if start is None:
+                return outcome
 
     def _cutoff(self, older_than_seconds: float | None) -> str:
         grace = self._grace if older_than_seconds is None else older_than_seconds
         return iso_utc(self._clock() - grace)
 
     def _pending_page(
-        self, shard: str, cutoff: str, start: dict[str, Any] | None
+        self, cutoff: str, start: dict[str, Any] | None
     ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
-        query: dict[str, Any] = {
+        scan: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": PENDING_INDEX,
-            "KeyConditionExpression": "pending_shard = :shard AND pending_since < :cutoff",
-            "ExpressionAttributeValues": {":shard": {"S": shard}, ":cutoff": {"S": cutoff}},
+            "FilterExpression": "pending_since < :cutoff",
+            "ExpressionAttributeValues": {":cutoff": {"S": cutoff}},
             "Limit": PAGE_SIZE,
         }
         if start:
-            query["ExclusiveStartKey"] = start
-        response = self._clients.dynamodb.query(**query)
+            scan["ExclusiveStartKey"] = start
+        response = self._clients.dynamodb.scan(**scan)
         return [dict(item) for item in response.get("Items", [])], response.get("LastEvaluatedKey")
 
     def _apply_page(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:

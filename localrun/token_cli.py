@@ -1,0 +1,135 @@
+"""`hybrid-counter-token`: a token from the running `make dev`'s local issuer, for curl and scripts.
+
+    TOKEN=$(.venv/bin/hybrid-counter-token --account acme)       # a tenant of account acme
+    OP=$(.venv/bin/hybrid-counter-token --operator)              # the operator scope
+    curl -H "Authorization: Bearer $TOKEN" localhost:3000/accounts/acme/usage
+
+It reads `.local/runtime.json` (written by `make dev`) for the issuer's token endpoint and the
+template's AccountClaim and OperatorScope, and asks the issuer for a token (OAuth 2.0 client
+credentials), as a client of a real identity provider would. Also here: what `make dev`
+prints about authentication, and what it records for this command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from localrun.sigv4_authorizer import LOCAL_CALLER, SERVICE
+from localrun.template import REGION
+
+if TYPE_CHECKING:
+    from localrun.runtime import LocalRuntime
+
+STATE_FILE = Path(".local/runtime.json")
+DEFAULT_ACCOUNT_CLAIM = "account_id"
+DEFAULT_OPERATOR_SCOPE = "hybrid-counter/operator"
+
+
+def describe(runtime: LocalRuntime) -> dict[str, Any]:
+    """What a client needs to authenticate against the running gateway (for the state file)."""
+    auth = runtime.gateway_auth
+    mode = auth.mode if auth is not None else "none"
+    parameters = runtime.template.parameter_values
+    description: dict[str, Any] = {
+        "mode": mode,
+        "account_claim": parameters.get("AccountClaim", DEFAULT_ACCOUNT_CLAIM),
+        "operator_scope": parameters.get("OperatorScope", DEFAULT_OPERATOR_SCOPE),
+    }
+    if mode == "jwt" and auth is not None:
+        (authorizer, *_) = auth.jwt_authorizers
+        description["issuer"] = authorizer.issuer
+        description["audiences"] = list(authorizer.audiences)
+        try:
+            description["token_endpoint"] = runtime.issuer.token_endpoint
+        except Exception:
+            description["token_endpoint"] = None
+    if mode == "iam":
+        description["region"] = REGION
+        description["access_key_id"] = LOCAL_CALLER.access_key_id
+        description["secret_access_key"] = LOCAL_CALLER.secret_access_key
+    return description
+
+
+def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:
+    mode = description["mode"]
+    if mode == "jwt":
+        lines = [
+            f"  auth            JWT, issuer {description['issuer']}, audience {description['audiences'][0]}"
+        ]
+        if description.get("token_endpoint"):
+            lines += [
+                "  tokens          TOKEN=$(.venv/bin/hybrid-counter-token --account acme)   # tenant of acme",
+                "                  OP=$(.venv/bin/hybrid-counter-token --operator)          # operator scope",
+                f'                  curl -H "Authorization: Bearer $TOKEN" {api_url}/accounts/acme/usage',
+            ]
+        return lines
+    if mode == "iam":
+        user = f"{description['access_key_id']}:{description['secret_access_key']}"
+        return [
+            f"  auth            IAM (SigV4, service {SERVICE}, region {description['region']})",
+            f'                  curl --aws-sigv4 "aws:amz:{description["region"]}:{SERVICE}" --user {user} \\',
+            f"                       {api_url}/accounts/acme/usage",
+        ]
+    return ["  auth            none"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="hybrid-counter-token", description="Mint a token from the running `make dev`'s local issuer."
+    )
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--account", help="a tenant token for this account (the AccountClaim claim)")
+    who.add_argument("--operator", action="store_true", help="a token with the operator scope")
+    parser.add_argument("--scope", action="append", default=[], help="an extra scope (repeatable)")
+    parser.add_argument("--claim", action="append", default=[], metavar="NAME=VALUE", help="an extra claim")
+    parser.add_argument("--expires-in", type=int, default=3600, help="lifetime in seconds (default 3600)")
+    parser.add_argument(
+        "--state", type=Path, default=STATE_FILE, help=f"make dev's state file ({STATE_FILE})"
+    )
+    args = parser.parse_args(argv)
+    try:
+        auth = json.loads(args.state.read_text())["auth"]
+    except (OSError, ValueError, KeyError):
+        print(f"hybrid-counter-token: no running `make dev` found ({args.state})", file=sys.stderr)
+        return 1
+    if auth["mode"] != "jwt" or not auth.get("token_endpoint"):
+        print(
+            f"hybrid-counter-token: the running API uses {auth['mode']} authorization without the local issuer; "
+            "see its banner for how to call it",
+            file=sys.stderr,
+        )
+        return 1
+    claims: dict[str, str] = dict(item.split("=", 1) for item in args.claim if "=" in item)
+    scopes = list(args.scope)
+    if args.operator:
+        scopes.append(auth["operator_scope"])
+        claims.setdefault("sub", "local-operator")
+    else:
+        claims[auth["account_claim"]] = args.account
+        claims.setdefault("sub", f"local-tenant-{args.account}")
+    form = urllib.parse.urlencode(
+        {
+            "grant_type": "client_credentials",
+            "scope": " ".join(scopes),
+            "claims": json.dumps(claims),
+            "expires_in": str(args.expires_in),
+        }
+    ).encode()
+    try:
+        with urllib.request.urlopen(auth["token_endpoint"], data=form, timeout=10) as response:  # noqa: S310 - our own loopback issuer
+            print(json.load(response)["access_token"])
+    except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
+        print(f"hybrid-counter-token: the local issuer did not answer ({error})", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

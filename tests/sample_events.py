@@ -1,0 +1,85 @@
+"""Every file in events/, the function it is for, and what that function must answer.
+
+Used by the end-to-end suite (through the embedded runtime, source or built) and by
+`make sam-local` (through `sam local invoke`); in this order, against one table, each
+event's answer is known.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tests.conftest import EVENTS
+
+
+def _http_status(*allowed: int) -> Callable[[Any], None]:
+    def check(response: Any) -> None:
+        assert isinstance(response, dict), response
+        assert response.get("statusCode") in allowed, response
+        if response["statusCode"] != 204:
+            json.loads(response["body"])  # a JSON body, as the API promises
+
+    return check
+
+
+def _no_batch_failures(response: Any) -> None:
+    assert response == {"batchItemFailures": []}, response
+
+
+def _sweep_summary(response: Any) -> None:
+    assert isinstance(response, dict), response
+    sweep = response.get("sweep")
+    assert isinstance(sweep, dict), response
+    assert {"pending_found", "counted", "cleared_from_index", "pages", "finished"} <= set(sweep), response
+    assert sweep["finished"] is True, response  # nothing here takes the whole run
+
+
+SAMPLE_STREAM_ARN = (
+    "arn:aws:dynamodb:us-east-1:123456789012:table/hybrid-counter-ResourcesTable-1ABCDEF"
+    "/stream/2026-11-21T21:00:00.000"
+)
+
+
+@dataclass(frozen=True)
+class SampleEvent:
+    file: str
+    function: str  # logical id in template.yaml
+    check: Callable[[Any], None]
+
+    def load(self, stream_arn: str | None = None) -> dict[str, Any]:
+        """The event; with ``stream_arn``, naming that stream instead of the sample stack's.
+
+        A failure record that names another stack's stream would send the retry function to a
+        stream its role may not read (AWS denies it; the least-privilege test flags it).
+        """
+        text = (EVENTS / self.file).read_text()
+        if stream_arn is not None:
+            text = text.replace(SAMPLE_STREAM_ARN, stream_arn)
+        data: dict[str, Any] = json.loads(text)
+        return data
+
+
+SAMPLE_EVENTS = [
+    SampleEvent("api_put_limit.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_create_resource.json", "ApiFunction", _http_status(201)),
+    SampleEvent("api_put_resource.json", "ApiFunction", _http_status(200, 201)),
+    SampleEvent("api_get_resource.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_list_resources.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_get_usage.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_delete_resource.json", "ApiFunction", _http_status(204)),
+    SampleEvent("stream_insert_resource.json", "StreamCounterFunction", _no_batch_failures),
+    SampleEvent("stream_modify_admission.json", "StreamCounterFunction", _no_batch_failures),
+    SampleEvent("stream_modify_claim.json", "StreamCounterFunction", _no_batch_failures),
+    SampleEvent("stream_modify_release.json", "StreamCounterFunction", _no_batch_failures),
+    SampleEvent("stream_remove.json", "StreamCounterFunction", _no_batch_failures),
+    SampleEvent("retry_queue_on_failure_record.json", "RetryQueueFunction", _no_batch_failures),
+    SampleEvent("sweeper_schedule.json", "SweeperFunction", _sweep_summary),
+]
+
+
+def missing_events() -> set[str]:
+    """Files in events/ that no sample covers (there must be none)."""
+    return {path.name for path in EVENTS.glob("*.json")} - {sample.file for sample in SAMPLE_EVENTS}
