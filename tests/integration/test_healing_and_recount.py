@@ -290,12 +290,6 @@ def test_recount_never_fixes_the_totals_with_a_correction_computed_before_a_heal
     assert counts_of(service, account, live_count) == (3, 3, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="found by the mutation campaign: after a heal the recomputed fix of the totals is zero, "
-    "and an UpdateItem with an empty UpdateExpression is a ValidationException (Recounter._fix_totals)",
-)
 def test_recount_whose_fix_of_the_totals_a_heal_made_unnecessary_goes_on(
     service, settings, clients, healer, recounter, account, drain, live_count
 ):

@@ -260,6 +260,9 @@ class Recounter:
         for _ in range(self._attempts):
             state = self._counters.read(account_id)
             best_effort, eventual = state.totals_mismatch()
+            if best_effort == 0 and eventual == 0:
+                actions.append("totals already back to the sums of their shares (a heal fixed them)")
+                return
             args = expressions.totals_correction(-best_effort, -eventual, state.heals).update(
                 self._table, account_id
             )
