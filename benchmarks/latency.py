@@ -15,12 +15,12 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import boto3
 import requests
 from botocore.config import Config
 from requests.adapters import HTTPAdapter
 
 from hybrid_counter.keys import resource_key
+from localrun.aws_clients import dynamodb_client
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.token_cli import describe
 
@@ -64,7 +64,7 @@ def one_rate(runtime: LocalRuntime, rate: float, seconds: float) -> dict[str, An
     limit.raise_for_status()
     http = _session()
     http.headers.update(_headers(runtime, account))
-    db = boto3.client("dynamodb", endpoint_url=runtime.dynamodb_url, config=Config(max_pool_connections=64))
+    db = dynamodb_client(runtime.dynamodb_url, Config(max_pool_connections=64))
     latencies: dict[str, list[float]] = {"create": [], "delete": []}
     lags: list[float] = []
     errors: list[int] = []

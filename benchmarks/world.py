@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
 from botocore.config import Config
 
 from benchmarks.meter import CapacityMeter
@@ -19,6 +18,8 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
+from localrun.aws_clients import client as local_client
+from localrun.aws_clients import dynamodb_client, streams_client
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.stream_reader import StreamReader
 from localrun.template import DynamoDBStreamEvent
@@ -77,7 +78,7 @@ class BenchWorld:
         return report
 
     def client(self, service: str, config: Any = RETRYING) -> Any:
-        return boto3.client(service, endpoint_url=self.runtime.dynamodb_url, config=config)  # type: ignore[call-overload]
+        return local_client(service, self.runtime.dynamodb_url, config)
 
 
 @contextmanager
@@ -100,7 +101,7 @@ def bench_world() -> Iterator[BenchWorld]:
 def _clients(url: str) -> Clients:
     pool = Config(max_pool_connections=64)  # the open-loop steps run up to 32 requests at once
     return Clients(
-        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING.merge(pool)),
-        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT.merge(pool)),
-        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
+        dynamodb=dynamodb_client(url, RETRYING.merge(pool)),
+        dynamodb_single_attempt=dynamodb_client(url, SINGLE_ATTEMPT.merge(pool)),
+        streams=streams_client(url, RETRYING),
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -31,6 +31,11 @@ def _session() -> boto3.Session:
         aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
         region_name=REGION,
     )
+
+
+def client(service: str, endpoint_url: str, config: Config | None = None) -> Any:
+    """Any service's client for a local endpoint: no region or credentials needed from the machine."""
+    return _session().client(service, endpoint_url=endpoint_url, config=config or _CONFIG)  # type: ignore[call-overload]
 
 
 def dynamodb_client(endpoint_url: str, config: Config | None = None) -> DynamoDBClient:
