@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks import seed
-from benchmarks.world import BenchWorld
+from benchmarks.world import QUIET, BenchWorld
 from hybrid_counter.capacity import item_size
 from hybrid_counter.counters.state import EVENTUAL, eventual_share
 from hybrid_counter.counting.sweeper import Sweeper
@@ -59,7 +59,7 @@ def _exact_after_drain(world: BenchWorld, account: str, live: int) -> dict[str, 
         UpdateExpression="SET best_effort = :zero",
         ExpressionAttributeValues={":zero": {"N": "0"}},
     )
-    healed = Healer(world.table, world.clients).heal_account(account).healed
+    healed = Healer(world.table, world.clients, QUIET).heal_account(account).healed
     after = world.service().usage(account)
     return {"exact_after_drain": exact, "healed_after_drain": healed and after.best_effort == live}
 
@@ -150,7 +150,7 @@ def world_recounter(world: BenchWorld) -> Recounter:
         world.table,
         service.counters,
         world.counter(),
-        Healer(world.table, world.clients),
+        Healer(world.table, world.clients, QUIET),
         world.clients,
         service=service,
         grace_seconds=world.settings.pending_grace_seconds,
@@ -188,7 +188,7 @@ def sweep_vs_entries(world: BenchWorld, counts: list[int]) -> list[dict[str, Any
 def heal_all_vs_accounts(world: BenchWorld, totals: list[int]) -> list[dict[str, Any]]:
     """heal --all over every account in the table, as the number of accounts grows."""
     rows, written = [], 0
-    healer = Healer(world.table, world.clients)
+    healer = Healer(world.table, world.clients, QUIET)
     for total in totals:
         seed.accounts_with_drift(world.clients.dynamodb, world.table, f"heal{total}-", total - written)
         written = total

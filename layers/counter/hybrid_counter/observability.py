@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from functools import cached_property
 from typing import IO
 
 from aws_lambda_powertools import Logger, Tracer
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
+
+DEFAULT_NAMESPACE = "HybridCounter"  # template.yaml's POWERTOOLS_METRICS_NAMESPACE
 
 
 class Observability:
@@ -29,7 +32,10 @@ class Observability:
     def count(self, name: str, value: int = 1) -> None:
         if value <= 0 or not self.emit_metrics:
             return
-        with single_metric(name=name, unit=MetricUnit.Count, value=value) as metric:
+        # Read per call, not at import; a process with no namespace configured (a script, the
+        # benchmark) still emits instead of failing the operation that counted.
+        namespace = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or DEFAULT_NAMESPACE
+        with single_metric(name=name, unit=MetricUnit.Count, value=value, namespace=namespace) as metric:
             metric.add_dimension(name="service", value=self.logger.service)
 
 
