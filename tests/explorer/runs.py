@@ -298,11 +298,15 @@ class Run:
                 started=0,
                 ended=self.step_no,
                 created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
-                past_limit_allowed=any(made_live_unadmitted(call) for call in op.calls),
+                past_limit_allowed=made_live_without_a_known_refusal(op.calls),
             )
             self.trace.append(f"     {op.name} answered {self.done[index].answer}")
             if self.done[index].answer == 500:
                 self.violations.append(f"{op.name} failed unexpectedly: {op.error!r}")
+            if any(made_live_unadmitted(c) for c in op.calls) and not self.done[index].past_limit_allowed:
+                self.violations.append(
+                    f"{op.name} made its resource live unadmitted though DynamoDB refused every admission"
+                )
 
     # ---- background work, as one step each ------------------------------------------------------
     def background(self, name: str) -> None:
@@ -513,3 +517,17 @@ def made_live_unadmitted(call: Call) -> bool:
     it cannot know that its admission applied (create.py)."""
     expression = str(call.body.get("UpdateExpression", ""))
     return call.operation == "UpdateItem" and "pending_shard" in expression and call.applied is not False
+
+
+def made_live_without_a_known_refusal(calls: list[Call]) -> bool:
+    """P1's exception, and only it: made live unadmitted after an admission whose response was
+    lost (or by adoption, which has no admission). An admission refused for sure (throttled,
+    conditional check failed) must never end live."""
+    if not any(made_live_unadmitted(call) for call in calls):
+        return False
+    admissions = [call for call in calls if _is_admission(call)]
+    return not admissions or any(call.outcome == "fault:lost" for call in admissions)
+
+
+def _is_admission(call: Call) -> bool:
+    return call.operation == "UpdateItem" and "last_admission" in str(call.body.get("UpdateExpression", ""))

@@ -26,6 +26,7 @@ WRITE_FAULTS = (
     "TransactionConflictException",
     "crash",
 )
+THROTTLED = "ProvisionedThroughputExceededException"
 READ_FAULTS = ("unsent", "ProvisionedThroughputExceededException", "crash")
 TRANSACTION_FAULTS = (
     "lost",
@@ -120,12 +121,21 @@ def explore(world: World, scenario: Scenario, stats: Stats, *, max_schedules: in
 
 
 def random_run(world: World, scenario: Scenario, rng: random.Random, fault_rate: float) -> RunResult:
+    # A throttled call sticks half the time: every later attempt of that operation on that item is
+    # throttled too (a hot item stays hot), which one-off faults at 0.25 a call almost never give.
+    sticky: set[tuple[int, str, str]] = set()
+
     def choose(run: Run, enabled: list[Choice]) -> Choice:
         kind, what, _ = choice = rng.choice(enabled)
-        if kind != "op" or rng.random() >= fault_rate:
+        if kind != "op":
             return choice
         call = run.ops[what].pending
         if call is None or call.operation == "wait":
+            return choice
+        where = (int(what), call.operation, call.key)
+        if where in sticky:
+            return (kind, what, THROTTLED)
+        if rng.random() >= fault_rate:
             return choice
         faults = (
             TRANSACTION_FAULTS
@@ -134,7 +144,10 @@ def random_run(world: World, scenario: Scenario, rng: random.Random, fault_rate:
             if call.writes
             else READ_FAULTS
         )
-        return (kind, what, rng.choice(faults))
+        fault = rng.choice(faults)
+        if fault == THROTTLED and rng.random() < 0.5:
+            sticky.add(where)
+        return (kind, what, fault)
 
     return Run(world, scenario, choose).execute()
 
