@@ -93,6 +93,8 @@ def test_random_schedules_of_three_to_six_operations_with_faults(world):
         stats.add(random_run(world, scenario, rng, chosen.fault_rate))
         if stats.violations:
             break
+        if (index + 1) % 100 == 0:  # a long run cut off still leaves its figures so far
+            print(f"\nexplorer {chosen.name}, random progress: {json.dumps(stats.to_json())}", flush=True)
     FIGURES["random"] = {**stats.to_json(), "seconds": round(time.monotonic() - started)}
     print(f"\nexplorer {chosen.name}, random schedules with faults: {json.dumps(FIGURES['random'])}")
     if stats.violations:
