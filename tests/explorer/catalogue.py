@@ -9,6 +9,7 @@ first attempt still runs; a pair of deletes, a retried delete.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -82,7 +83,12 @@ PROFILES = {
 
 
 def profile() -> Profile:
-    return PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
+    """The chosen profile; HC_EXPLORER_SEED and HC_EXPLORER_RANDOM_RUNS override its random part
+    (to go on from where a long run was cut off with schedules it has not tried)."""
+    chosen = PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
+    seed = int(os.environ.get("HC_EXPLORER_SEED") or chosen.seed)
+    runs = int(os.environ.get("HC_EXPLORER_RANDOM_RUNS") or chosen.random_runs)
+    return dataclasses.replace(chosen, seed=seed, random_runs=runs)
 
 
 RANDOM_OPS = (POST, PUT, DELETE, OpSpec("put", "y"), OpSpec("delete", "y"), limit(1), limit(3))
