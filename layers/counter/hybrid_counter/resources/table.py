@@ -81,15 +81,8 @@ class ResourceTable:
     def make_live(self, account_id: str, resource_id: str, incarnation: str, *, index: bool) -> Written:
         """pending -> live. ``index``: also put it in the sweeper's PendingIndex (its admission
         outcome is unknown, so the stream path may never count it)."""
-        values: dict[str, Any] = {
-            ":inc": {"S": incarnation},
-            ":pending": {"S": PENDING},
-            ":live": {"S": LIVE},
-        }
-        update = "SET #state = :live"
-        if index:
-            values.update(pending_index(account_id, resource_id, self._effects.clock()))
-            update += ", pending_shard = :pending_shard, pending_since = :pending_since"
+        values: dict[str, Any] = {":inc": {"S": incarnation}, ":pending": {"S": PENDING}}
+        update = self._set_live(account_id, resource_id, values, index=index)
         return self._update(
             account_id,
             resource_id,
@@ -98,6 +91,15 @@ class ResourceTable:
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
+
+    def _set_live(self, account_id: str, resource_id: str, values: dict[str, Any], *, index: bool) -> str:
+        """The SET clause that makes an item live, its values added to ``values``; with ``index``,
+        the item also goes into the sweeper's PendingIndex."""
+        values[":live"] = {"S": LIVE}
+        if not index:
+            return "SET #state = :live"
+        values.update(pending_index(account_id, resource_id, self._effects.clock()))
+        return "SET #state = :live, pending_shard = :pending_shard, pending_since = :pending_since"
 
     def roll_back(self, account_id: str, resource_id: str, incarnation: str) -> Written:
         """Remove a pending item whose admission was refused (it never held a slot)."""
@@ -142,15 +144,8 @@ class ResourceTable:
     def revert(self, account_id: str, resource_id: str, request_id: str, *, index: bool) -> Written:
         """deleting -> live, when the claim's release was refused (nothing was released). An
         uncounted item goes to the PendingIndex: the stream path skipped it while it was claimed."""
-        values: dict[str, Any] = {
-            ":req": {"S": request_id},
-            ":deleting": {"S": DELETING},
-            ":live": {"S": LIVE},
-        }
-        update = "SET #state = :live"
-        if index:
-            values.update(pending_index(account_id, resource_id, self._effects.clock()))
-            update += ", pending_shard = :pending_shard, pending_since = :pending_since"
+        values: dict[str, Any] = {":req": {"S": request_id}, ":deleting": {"S": DELETING}}
+        update = self._set_live(account_id, resource_id, values, index=index)
         return self._update(
             account_id,
             resource_id,
