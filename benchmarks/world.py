@@ -11,7 +11,7 @@ from typing import Any
 from botocore.config import Config
 
 from benchmarks.meter import CapacityMeter
-from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
+from hybrid_counter.aws import RETRYING, Clients
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
@@ -19,7 +19,7 @@ from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
 from localrun.aws_clients import client as local_client
-from localrun.aws_clients import dynamodb_client, streams_client
+from localrun.aws_clients import domain_clients
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.stream_reader import StreamReader
 from localrun.template import DynamoDBStreamEvent
@@ -99,9 +99,4 @@ def bench_world() -> Iterator[BenchWorld]:
 
 
 def _clients(url: str) -> Clients:
-    pool = Config(max_pool_connections=64)  # the open-loop steps run up to 32 requests at once
-    return Clients(
-        dynamodb=dynamodb_client(url, RETRYING.merge(pool)),
-        dynamodb_single_attempt=dynamodb_client(url, SINGLE_ATTEMPT.merge(pool)),
-        streams=streams_client(url, RETRYING),
-    )
+    return domain_clients(url, Config(max_pool_connections=64))  # the open-loop steps run up to 32 at once

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from botocore.config import Config
 
+from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from localrun.template import REGION
 
 if TYPE_CHECKING:
@@ -39,12 +40,26 @@ def client(service: str, endpoint_url: str, config: Config | None = None) -> Any
 
 
 def dynamodb_client(endpoint_url: str, config: Config | None = None) -> DynamoDBClient:
-    return _session().client("dynamodb", endpoint_url=endpoint_url, config=config or _CONFIG)
+    return client("dynamodb", endpoint_url, config)  # type: ignore[no-any-return]
 
 
 def streams_client(endpoint_url: str, config: Config | None = None) -> DynamoDBStreamsClient:
-    return _session().client("dynamodbstreams", endpoint_url=endpoint_url, config=config or _CONFIG)
+    return client("dynamodbstreams", endpoint_url, config)  # type: ignore[no-any-return]
 
 
 def sqs_client(endpoint_url: str, config: Config | None = None) -> SQSClient:
-    return _session().client("sqs", endpoint_url=endpoint_url, config=config or _CONFIG)
+    return client("sqs", endpoint_url, config)  # type: ignore[no-any-return]
+
+
+def domain_clients(endpoint_url: str, extra: Config | None = None) -> Clients:
+    """The domain's clients for a local DynamoDB (retrying, single attempt, streams), each
+    configured as in Lambda; ``extra`` is merged into the two DynamoDB ones (a bigger pool)."""
+
+    def merged(config: Config) -> Config:
+        return config.merge(extra) if extra is not None else config
+
+    return Clients(
+        dynamodb=dynamodb_client(endpoint_url, merged(RETRYING)),
+        dynamodb_single_attempt=dynamodb_client(endpoint_url, merged(SINGLE_ATTEMPT)),
+        streams=streams_client(endpoint_url, RETRYING),
+    )

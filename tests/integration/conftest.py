@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 import boto3
 import pytest
 
-from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
+from hybrid_counter.aws import RETRYING, Clients
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
@@ -21,6 +21,7 @@ from hybrid_counter.healing import Healer
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
+from localrun.aws_clients import domain_clients
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.stream_reader import StreamReader
 
@@ -41,12 +42,7 @@ def stack() -> Iterator[LocalRuntime]:
 
 @pytest.fixture
 def clients(stack: LocalRuntime) -> Clients:
-    url = stack.dynamodb_url
-    return Clients(
-        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
-        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
-        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
-    )
+    return domain_clients(stack.dynamodb_url)
 
 
 @pytest.fixture
