@@ -32,7 +32,7 @@ class Sizes:
     account_sizes: list[int]
     sweep_entries: list[int]
     accounts: list[int]
-    busy_account: int  # resources of the account recounted under traffic
+    busy_account: int  # one of account_sizes: the size at which it is also recounted under traffic
 
 
 FULL = Sizes(
@@ -43,7 +43,7 @@ FULL = Sizes(
     [100, 1_000, 10_000],
     busy_account=10_000,
 )
-QUICK = Sizes(50, [0, 200, 1_000], [1_000, 5_000], [100, 500], [100, 500], busy_account=2_000)
+QUICK = Sizes(50, [0, 200, 1_000], [1_000, 5_000], [100, 500], [100, 500], busy_account=1_000)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,16 +70,18 @@ def main(argv: list[str] | None = None) -> int:
             results["cost"] = cost.run(world, sizes.cost_operations)
             _progress("cost", started)
         if "growth" in parts:
+            admission = growth.admission_vs_deletes_in_flight(world, sizes.backlogs)
+            sweeps = growth.sweep_vs_entries(world, sizes.sweep_entries)
+            heals = growth.heal_all_vs_accounts(world, sizes.accounts)
+            recounts, busy = growth.recount_growth(
+                world, sizes.account_sizes, sizes.busy_account, pairs_per_second=20.0
+            )
             results["growth"] = {
-                "admission_vs_deletes_in_flight": growth.admission_vs_deletes_in_flight(
-                    world, sizes.backlogs
-                ),
-                "sweep_vs_entries": growth.sweep_vs_entries(world, sizes.sweep_entries),
-                "heal_all_vs_accounts": growth.heal_all_vs_accounts(world, sizes.accounts),
-                "recount_vs_account_size": growth.recount_vs_account_size(world, sizes.account_sizes),
-                "recount_under_traffic": growth.recount_under_traffic(
-                    world, sizes.busy_account, pairs_per_second=20.0
-                ),
+                "admission_vs_deletes_in_flight": admission,
+                "sweep_vs_entries": sweeps,
+                "heal_all_vs_accounts": heals,
+                "recount_vs_account_size": recounts,
+                "recount_under_traffic": busy,
             }
             _progress("growth", started)
         if "ceiling" in parts:

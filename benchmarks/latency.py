@@ -125,7 +125,7 @@ def run(*, quick: bool) -> dict[str, Any]:
     # Rates two shared cores can serve (about 20 pairs/s); above that the open-loop queue only
     # grows and its seconds measure the machine (50 pairs/s: `make bench-local`, localrun/README.md).
     rates = [5.0, 10.0] if quick else [5.0, 10.0, 20.0]
-    seconds = 8.0 if quick else 20.0
+    seconds = 8.0 if quick else 15.0
     options = RuntimeOptions(port=0, stack_name="hybrid-counter-bench-http", start_schedules=False)
     with LocalRuntime(options) as runtime:
         one_rate(runtime, rates[0], 3.0)  # warm-up, not reported: environments started, imports done

@@ -81,9 +81,17 @@ def write(db: Any, table: str, entries: list[dict[str, Any]], *, workers: int = 
 
 def account_with(db: Any, table: str, account_id: str, count: int, *, limit: int = 1_000_000) -> list[str]:
     """An account holding ``count`` live, counted resources."""
+    return grow_account(db, table, account_id, 0, count, limit=limit)
+
+
+def grow_account(
+    db: Any, table: str, account_id: str, held: int, count: int, *, limit: int = 1_000_000
+) -> list[str]:
+    """An account of ``held`` seeded resources (and nothing in flight) grown to ``count``: the new
+    resources written, then the counter item rewritten for all of them."""
     now = time.time()
     ids = [f"r{n:07d}" for n in range(count)]
-    write(db, table, [live_item(account_id, rid, now) for rid in ids])
+    write(db, table, [live_item(account_id, rid, now) for rid in ids[held:]])
     write(db, table, [counter_item(account_id, ids, limit=limit)])
     return ids
 
