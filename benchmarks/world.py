@@ -83,14 +83,7 @@ class BenchWorld:
 
 @contextmanager
 def bench_world() -> Iterator[BenchWorld]:
-    options = RuntimeOptions(
-        port=0,
-        stack_name="hybrid-counter-bench",
-        start_http=False,
-        start_stream_pollers=False,
-        start_queue_pollers=False,
-        start_schedules=False,
-    )
+    options = RuntimeOptions.driven("hybrid-counter-bench")
     with LocalRuntime(options) as runtime:
         clients = _clients(runtime.dynamodb_url)
         meter = CapacityMeter()

@@ -90,6 +90,21 @@ class RuntimeOptions:
     build_dir: Path = BUILD_DIR
     python: Path | None = None  # built mode's interpreter (default: this virtualenv's base python3.12)
 
+    @classmethod
+    def driven(cls, stack_name: str, **overrides: Any) -> RuntimeOptions:
+        """Tables, queues and functions, and nothing that runs by itself (no gateway, pollers,
+        schedules or warm environments): the caller drives the domain and the stream."""
+        options: dict[str, Any] = {
+            "port": 0,
+            "stack_name": stack_name,
+            "start_http": False,
+            "start_stream_pollers": False,
+            "start_queue_pollers": False,
+            "start_schedules": False,
+            "warm_http_environments": 0,
+        }
+        return cls(**(options | overrides))
+
 
 class LocalRuntime:
     def __init__(self, options: RuntimeOptions | None = None) -> None:

@@ -103,16 +103,7 @@ def run(dry_run: bool = False) -> int:
     linux = platform.system() == "Linux"
     host = "127.0.0.1" if linux else "host.docker.internal"
     network = ["--docker-network", "host"] if linux else ["--add-host", "host.docker.internal:host-gateway"]
-    options = RuntimeOptions(
-        port=0,
-        stack_name="hybrid-counter-sam-local",
-        start_http=False,
-        start_stream_pollers=False,
-        start_queue_pollers=False,
-        start_schedules=False,
-        warm_http_environments=0,
-        built=True,
-    )
+    options = RuntimeOptions.driven("hybrid-counter-sam-local", built=True)
     failures = 0
     with LocalRuntime(options) as runtime:
         template = variant_template(built, WORK_DIR / "template.yaml")

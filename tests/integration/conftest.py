@@ -28,14 +28,8 @@ from localrun.stream_reader import StreamReader
 
 @pytest.fixture(scope="session")
 def stack() -> Iterator[LocalRuntime]:
-    options = RuntimeOptions(
-        port=0,
-        stack_name="hybrid-counter-it",
-        start_stream_pollers=False,
-        start_queue_pollers=False,
-        start_schedules=False,
-        warm_http_environments=0,  # these tests call the domain, not the gateway
-    )
+    # These tests call the domain; the gateway is up (cold) for the few that go through it.
+    options = RuntimeOptions.driven("hybrid-counter-it", start_http=True)
     with LocalRuntime(options) as runtime:
         yield runtime
 
