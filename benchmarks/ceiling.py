@@ -49,7 +49,7 @@ from hybrid_counter.errors import LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.settings import CountingMode
 
 WINDOW = 1.0  # the mapping's MaximumBatchingWindowInSeconds
-FRACTIONS = (0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
+FRACTIONS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
 
 
 class StreamConsumer:
@@ -64,6 +64,10 @@ class StreamConsumer:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def __enter__(self) -> StreamConsumer:
+        with self._lock:
+            # The reader catches up with what earlier parts left in the stream (the growth part
+            # seeds 10^5 items) now, not in the first step's first window.
+            self._pull()
         self._thread.start()
         return self
 
