@@ -177,7 +177,7 @@ def markdown(results: dict[str, Any]) -> str:
             f"| counting a backlog, per record (same) | {c['counting']['counts_per_second']['per_record']} | {c['counting']['model_counts_per_second']['per_record']} | {round(c['counting']['counts_per_second']['per_record'] / c['counting']['model_counts_per_second']['per_record'], 3)} |",
             "",
             "Offered-load steps (a step keeps up when >= 98 % of creates are admitted and the stream's "
-            "backlog at the step's end is under two windows of records):",
+            "backlog at the step's end is under two windows of records; a step that falls behind is run once more):",
             "",
             "| design | offered /s | admitted | stream backlog (records) | kept up |",
             "|---|---|---|---|---|",

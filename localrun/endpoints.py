@@ -43,7 +43,9 @@ _PROBE_CONFIG = Config(retries={"max_attempts": 1}, connect_timeout=0.5, read_ti
 
 # A local stack lives for minutes: C1 compiles fast enough, and C2's compile storms would cost
 # more CPU than they win back; on two cores, DynamoDB Local's CPU per request roughly halved.
-_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
+# A long, write-heavy run (the benchmark) gains from C2: `jvm_options=FULL_JIT`.
+SHORT_LIVED_JVM = ("-XX:TieredStopAtLevel=1",)
+FULL_JIT: tuple[str, ...] = ()
 
 
 def _die_with_parent() -> None:
@@ -183,7 +185,9 @@ class LocalEndpoints:
         sqs_port: int = 0,
         log_dir: Path = LOG_DIR,
         startup_timeout: float = 60.0,
+        jvm_options: tuple[str, ...] = SHORT_LIVED_JVM,
     ) -> None:
+        self._jvm_options = jvm_options
         self._dynamodb_port = dynamodb_port
         self._sqs_port = sqs_port
         self._log_dir = log_dir
@@ -206,7 +210,7 @@ class LocalEndpoints:
             "DynamoDB Local",
             [
                 java,
-                *_JVM_OPTIONS,
+                *self._jvm_options,
                 f"-Djava.library.path={jar.parent / 'DynamoDBLocal_lib'}",
                 "-jar",
                 str(jar),
