@@ -18,7 +18,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.reference import COUNTER as REFERENCE_COUNTER_SK
 from hybrid_counter.keys import COUNTER_SK
+
+# Both designs' counter items (the reference keeps its own under another sort key).
+COUNTER_SORT_KEYS = frozenset({COUNTER_SK, REFERENCE_COUNTER_SK})
 
 CAPACITY_OPS = frozenset(
     {
@@ -137,16 +141,17 @@ class CapacityMeter:
                 tally.refused_writes += 1
                 tally.write_units += actions * (2 if name == "TransactWriteItems" else 1)
             if name in WRITE_OPS and not refused:
-                counter_writes = _counter_writes(name, params)
-                tally.counter_item_writes += counter_writes
-                if counter_writes and name != "TransactWriteItems":
+                on_counter = counter_writes(name, params)
+                tally.counter_item_writes += on_counter
+                if on_counter and name != "TransactWriteItems":
                     tally.counter_item_write_units += sum(
                         float(e.get("Table", {}).get("CapacityUnits", e.get("CapacityUnits", 0.0)))
                         for e in entries
                     )
 
 
-def _counter_writes(name: str, params: dict[str, Any]) -> int:
+def counter_writes(name: str, params: dict[str, Any]) -> int:
+    """Writes (or transaction actions) on a counter item: ours, or the reference design's."""
     if name == "TransactWriteItems":
         bodies = [next(iter(action.values())) for action in params.get("TransactItems", [])]
     else:
@@ -154,5 +159,5 @@ def _counter_writes(name: str, params: dict[str, Any]) -> int:
     return sum(
         1
         for body in bodies
-        if (body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S") == COUNTER_SK
+        if (body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S") in COUNTER_SORT_KEYS
     )
