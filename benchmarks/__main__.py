@@ -1,6 +1,6 @@
 """`make bench`: cost, growth, ceilings and latency, written to bench-results/.
 
-    python -m benchmarks                 # everything (about 16 minutes here)
+    python -m benchmarks                 # everything (about 13 minutes here)
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
 
