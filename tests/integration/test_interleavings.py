@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 import random
 import time
+from types import SimpleNamespace
 
 import boto3
+import botocore.endpoint
 import pytest
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
@@ -26,6 +28,17 @@ from tests.explorer.search import Stats, explore, random_run, replay, report, sh
 pytestmark = pytest.mark.integration
 
 FIGURES: dict[str, dict[str, object]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def retries_without_backoff():
+    """Botocore still retries every call as its config says, but does not sleep between
+    attempts: the explorer orders each attempt itself and runs the domain on its own clock, so a
+    throttled call's backoff (up to 1 + 2 + 4 + 8 s in standard mode) only cost wall time; it was
+    most of the random schedules' minutes."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=lambda _seconds: None))
+        yield
 
 
 @pytest.fixture(scope="module")
