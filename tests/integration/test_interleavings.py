@@ -15,12 +15,11 @@ import random
 import time
 from types import SimpleNamespace
 
-import boto3
 import botocore.endpoint
 import pytest
 
-from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.settings import Settings
+from localrun.aws_clients import domain_clients
 from tests.explorer.catalogue import pair_scenarios, profile, random_scenario
 from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario, World
 from tests.explorer.search import Stats, explore, random_run, replay, report, shrink
@@ -43,13 +42,8 @@ def retries_without_backoff():
 
 @pytest.fixture(scope="module")
 def world(stack, stream):
-    url = stack.dynamodb_url
     # Clients of its own: the explorer's scheduling hooks must not reach other tests' clients.
-    clients = Clients(
-        dynamodb=boto3.client("dynamodb", endpoint_url=url, config=RETRYING),
-        dynamodb_single_attempt=boto3.client("dynamodb", endpoint_url=url, config=SINGLE_ATTEMPT),
-        streams=boto3.client("dynamodbstreams", endpoint_url=url, config=RETRYING),
-    )
+    clients = domain_clients(stack.dynamodb_url)
     return World(Settings(table_name=stack.table_name), clients, stream)
 
 
