@@ -72,11 +72,10 @@ def recount_growth(
     one per size writes 100,000 items instead of 121,000 (the seeding is most of this part's time)."""
     if busy not in sizes or sizes != sorted(sizes):
         raise ValueError("sizes must be ascending and include the busy size")
-    account, held, rows = world.account("recount"), 0, []
+    account, rows = world.account("recount"), []
     under_traffic: dict[str, Any] = {}
-    for size in sizes:
+    for held, size in zip([0, *sizes], sizes, strict=False):
         seed.grow_account(world.clients.dynamodb, world.table, account, held, size)
-        held = size
         started = time.monotonic()
         with world.meter.labeled(f"recount_{size}") as tally:
             report = world_recounter(world).recount(account, fix=True).to_json()
