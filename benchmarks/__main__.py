@@ -3,6 +3,7 @@
     python -m benchmarks                 # everything (about 13 minutes here)
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
+    python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
 Figures are counts (requests, read and write units, item sizes) and ratios measured in one run;
 the only times are the latency figures, reported with the machine they ran on.
@@ -23,6 +24,7 @@ from benchmarks import ceiling, cost, growth, latency, report
 from benchmarks.world import bench_world
 
 PARTS = ("cost", "growth", "ceiling", "latency")
+BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
         if "ceiling" in parts:
             results["ceiling"] = ceiling.run(world, quick=args.quick)
             _progress("ceiling", started)
+        if "bursts" in parts:
+            results["ceiling_bursts"] = ceiling.burst_check(world, quick=args.quick, bursts=BURSTS)
+            _progress("bursts", started)
     if "latency" in parts:
         results["latency"] = latency.run(quick=args.quick)
         _progress("latency", started)

@@ -1,32 +1,17 @@
-"""Per-account ceilings on AWS: a model, checked by a throttling simulator on DynamoDB Local.
-
-**Model.** Every item and every partition takes C write units per second (1,000 on AWS). One
-account's counter item is one item (on a partition of its own once DynamoDB has split for heat);
-its resource items are spread by sort-key range over P partitions (16 here: one per range). So an
-account's sustained rate is the lowest of C / (counter-item units per operation) and
-P x C / (resource units per operation). Per create:
-
-| | counter item | resource items |
-|---|---|---|
-| ours | 1 (admission) + 2/k (one counting transaction per k counts) | 1 (put) + 1 (make live) + 2 (counted in a transaction) |
-| reference | 1 (increment) + 2 (one counting transaction per record) | 1 (put) + 2 (counted) |
-
-k, the counts per counting transaction, is a property of the stream's batching: the records that
-arrive in one batching window (1 s) of a run at rate x hold about x counts, so k = x and ours is
-counter-bound at x = C - 2. Counting a backlog (no creates meanwhile): per-record mode writes the
-counter item in every transaction (2 units), so C/2 counts/s; batched mode k counts per 2 counter
-units, so the resource partitions bind first: P x C / 2.
+"""Per-account ceilings: the model (ceiling_model.py), checked by a throttling simulator on DynamoDB Local.
 
 **Simulator.** throttle.py, at C = `units_per_second` (10: low enough that this machine is not what
 binds, which `machine_check` shows by running the top step with no simulated capacity). Load is
-open loop: creates offered at fractions of the model's ceiling, each step for a fixed time; a step
-keeps up when at least 98 % of its creates were admitted (a throttled create is an answer the
-caller must retry) and the stream's backlog when its last create has answered is under two
-windows of records; a step that falls behind is run once more, and the ladder stops when it
-falls behind again. The sustained rate is the highest step that kept up. The API path is throttled (its
-single-attempt admission answers 429); the stream consumer's writes wait for capacity instead
-(throttle.py says why), and it retries a failed batch at once, as the mapping does. A bucket holds half a second of
-capacity, which a step can spend on top of its steady share (C / 2 / step seconds: 5 % here).
+open loop: creates offered at fractions of the model's two-window ceiling, each step for a fixed
+time; a step keeps up when at least 98 % of its creates were admitted (a throttled create is an
+answer the caller must retry) and the stream's backlog when its last create has answered is under
+two windows of records. Steps follow one another with no pause, so a backlog carries over; a
+step that falls behind is run once more, and the ladder stops when it falls behind again. The sustained rate is the highest step that kept up. The API path is
+throttled (its single-attempt admission answers 429); the stream consumer's writes wait for
+capacity instead (throttle.py says why), and it retries a failed batch at once, as the mapping
+does. A bucket holds `burst_seconds` of capacity (half a second by default): what the counter item
+banks while the consumer waits out a window, the model's B. `burst_check` runs the reference's
+ladder at other buckets, where the model predicts a different ceiling.
 """
 
 from __future__ import annotations
@@ -34,11 +19,13 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from statistics import mean
 from typing import Any
 
+from benchmarks.ceiling_model import ItemCapacity, ours_stream_units, reference_stream_units
 from benchmarks.reference import ReferenceDesign
 from benchmarks.throttle import CapacitySimulator
 from benchmarks.world import BenchWorld
@@ -47,6 +34,7 @@ from hybrid_counter.counting.eventual import ApplyReport
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.resources.service import ResourceService
 from hybrid_counter.settings import CountingMode
 
 WINDOW = 1.0  # the mapping's MaximumBatchingWindowInSeconds
@@ -59,7 +47,6 @@ class StreamConsumer:
     def __init__(self, world: BenchWorld, account: str, apply: Any) -> None:
         self.world, self.account, self.apply = world, account, apply
         self.backlog: list[dict[str, Any]] = []
-        self.produced = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -76,16 +63,8 @@ class StreamConsumer:
         self._stop.set()
         self._thread.join()
 
-    def lag(self) -> int:
-        """Records written but not yet applied."""
-        with self._lock:
-            self._pull()
-            return len(self.backlog)
-
     def _pull(self) -> None:
-        new = self.world.stream.records_for(self.account)
-        self.produced += len(new)
-        self.backlog += new
+        self.backlog += self.world.stream.records_for(self.account)
 
     def _run(self) -> None:
         pause = WINDOW
@@ -125,41 +104,51 @@ def _reference_apply(reference: ReferenceDesign) -> Any:
     return apply
 
 
+Uncounted = Callable[[], int]  # creates written that eventual does not count yet
+
+
 @dataclass
 class Step:
     offered_per_second: float
     admitted_fraction: float
-    backlog_records: int
-    records_per_second: float
+    uncounted_creates: int
 
     @property
     def kept_up(self) -> bool:
         """Admitted (nearly) all it was offered, and the counting stayed within two windows."""
-        return self.admitted_fraction >= 0.98 and self.backlog_records <= 2 * WINDOW * self.records_per_second
+        admitted_per_second = self.offered_per_second * self.admitted_fraction
+        return self.admitted_fraction >= 0.98 and self.uncounted_creates <= 2 * WINDOW * admitted_per_second
 
 
-def _offered(create: Any, consumer: StreamConsumer, rate: float, seconds: float) -> Step:
-    """Open loop: a create every 1/rate seconds whatever the answers. The backlog is taken when the
-    last create has answered, before the stream can use a quiet moment to catch up; then the
-    consumer gets time to drain so the next step starts clean."""
+@dataclass
+class Schedule:
+    """Where the ladder's open-loop schedule has got to: each step's creates follow the last
+    step's on the same clock, so the time taken to wait for answers and to sample the backlog
+    between steps does not lower the offered rate (it did, by about 7 %)."""
+
+    at: float = field(default_factory=time.monotonic)
+
+
+def _offered(create: Any, uncounted: Uncounted, rate: float, seconds: float, schedule: Schedule) -> Step:
+    """Open loop: a create every 1/rate seconds whatever the answers (late ones go at once). The
+    creates not yet counted are read off the table (consistently) when the last create has
+    answered. The next step follows with no pause to drain: a step above capacity leaves a backlog
+    its successor inherits, so a deficit too small to show within one step (10 % over capacity
+    for 10 s is about a window's creates) adds up over the ladder instead of being forgiven
+    between steps."""
     total = max(1, int(rate * seconds))
-    produced_before = consumer.produced
+    started = schedule.at
+    schedule.at = started + total / rate
     with ThreadPoolExecutor(32) as pool:
-        started, futures = time.monotonic(), []
+        futures = []
         for n in range(total):
             time.sleep(max(0.0, started + n / rate - time.monotonic()))
             futures.append(pool.submit(_admitted, create, n))
         admitted = sum(f.result() for f in futures)
-    backlog = consumer.lag()
-    records = consumer.produced - produced_before
-    deadline = time.monotonic() + 10 * WINDOW
-    while consumer.lag() and time.monotonic() < deadline:
-        time.sleep(WINDOW / 2)
     return Step(
         offered_per_second=round(rate, 2),
         admitted_fraction=round(admitted / total, 3),
-        backlog_records=backlog,
-        records_per_second=records / seconds,
+        uncounted_creates=uncounted(),
     )
 
 
@@ -190,6 +179,7 @@ def _ladder(
     account: str,
     apply: Any,
     create: Any,
+    uncounted: Uncounted,
     *,
     model: float,
     capacity: Capacity,
@@ -201,14 +191,16 @@ def _ladder(
     simulator = capacity.throttled(world.clients.dynamodb, world.clients.dynamodb_single_attempt)
     simulator.attach(stream_clients.dynamodb, stream_clients.dynamodb_single_attempt, wait=True)
     try:
-        with StreamConsumer(world, account, apply) as consumer:
+        with StreamConsumer(world, account, apply):
+            schedule = Schedule()
             for fraction in FRACTIONS:
-                step = _offered(create, consumer, fraction * model, capacity.seconds)
+                step = _offered(create, uncounted, fraction * model, capacity.seconds, schedule)
                 steps.append(step)
                 if not step.kept_up:
-                    # Once more: near capacity the backlog swings by a window's records, and one
-                    # sample taken at its peak failed a step at 90 % of the model's load.
-                    step = _offered(create, consumer, fraction * model, capacity.seconds)
+                    # Once more, inheriting the backlog: near the ceiling the backlog swings by a
+                    # window's creates within a cycle, and one sample can catch its peak; a backlog
+                    # that grows fails again.
+                    step = _offered(create, uncounted, fraction * model, capacity.seconds, schedule)
                     steps.append(step)
                     if not step.kept_up:
                         break
@@ -231,20 +223,42 @@ def _effects() -> Effects:
 
 
 def run(
-    world: BenchWorld, *, quick: bool, units_per_second: float = 10.0, partitions: int = 16
+    world: BenchWorld,
+    *,
+    quick: bool,
+    units_per_second: float = 10.0,
+    partitions: int = 16,
+    burst_seconds: float = 0.5,
 ) -> dict[str, Any]:
-    capacity = Capacity(units_per_second, partitions, 6.0 if quick else 10.0)
-    ours_model = units_per_second - 2 / WINDOW  # x = C / (1 + 2 / k) with k = x * WINDOW
+    capacity = Capacity(units_per_second, partitions, 6.0 if quick else 10.0, burst_seconds)
+    item = ItemCapacity(units_per_second, units_per_second * burst_seconds, WINDOW)
+    ours_model = item.within_two_windows(ours_stream_units)
     return {
         "units_per_second": units_per_second,
         "partitions": partitions,
         "window_seconds": WINDOW,
-        "ours_admissions": _ours(world, ours_model, capacity),
+        "burst_seconds": burst_seconds,
+        "ours_admissions": _ours(world, ours_model, capacity)
+        | {"capacity_model_per_second": round(item.by_capacity(ours_stream_units), 2)},
         "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, capacity.seconds),
-        "reference_admissions": _reference(world, capacity),
+        "reference_admissions": _reference(world, capacity, item.within_two_windows(reference_stream_units))
+        | {"capacity_model_per_second": round(item.by_capacity(reference_stream_units), 2)},
         "exact_limit_under_throttling": _exact_limit(world, capacity),
         "counting": _counting_rates(world, capacity, quick),
     }
+
+
+def burst_check(world: BenchWorld, *, quick: bool, bursts: tuple[float, ...]) -> dict[str, Any]:
+    """The reference's ladder at other bursts: the lag term of the model predicts how its ceiling
+    moves with B (ours does not move), which the capacity term alone does not."""
+    results = {}
+    for burst in bursts:
+        capacity = Capacity(10.0, 16, 6.0 if quick else 10.0, burst)
+        item = ItemCapacity(capacity.units_per_second, capacity.units_per_second * burst, WINDOW)
+        results[f"{burst:g}"] = _reference(
+            world, capacity, item.within_two_windows(reference_stream_units)
+        ) | {"capacity_model_per_second": round(item.by_capacity(reference_stream_units), 2)}
+    return results
 
 
 def _ours(world: BenchWorld, model: float, capacity: Capacity) -> dict[str, Any]:
@@ -261,6 +275,7 @@ def _ours(world: BenchWorld, model: float, capacity: Capacity) -> dict[str, Any]
         account,
         _ours_apply(world, report, stream_clients),
         create,
+        _uncounted_ours(service, account),
         model=model,
         capacity=capacity,
         stream_clients=stream_clients,
@@ -274,24 +289,36 @@ def _machine_check(world: BenchWorld, rate: float, seconds: float) -> dict[str, 
     """The machine is not what binds: the top step with no simulated capacity at all."""
     service, account = world.service(_effects()), world.account("ceiling-free")
     service.set_limit(account, 1_000_000)
-    with StreamConsumer(world, account, _ours_apply(world, ApplyReport(), world.clients)) as consumer:
+    with StreamConsumer(world, account, _ours_apply(world, ApplyReport(), world.clients)):
         step = _offered(
-            lambda rid: service.create(account, "x", {}, resource_id=rid), consumer, rate, seconds
+            lambda rid: service.create(account, "x", {}, resource_id=rid),
+            _uncounted_ours(service, account),
+            rate,
+            seconds,
+            Schedule(),
         )
     return asdict(step) | {"kept_up": step.kept_up}
 
 
-def _reference(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:
+def _uncounted_ours(service: ResourceService, account: str) -> Uncounted:
+    def uncounted() -> int:
+        usage = service.usage(account)
+        return max(0, usage.best_effort - usage.eventual)
+
+    return uncounted
+
+
+def _reference(world: BenchWorld, capacity: Capacity, model: float) -> dict[str, Any]:
     """The reference under the same capacity: 1 counter unit per create, 2 per counted record."""
     reference, account = ReferenceDesign(world.table, world.clients), world.account("ceiling-ref")
     reference.set_limit(account, 1_000_000)
     stream_clients = world.fresh_clients()
-    model = capacity.units_per_second / 3
     return _ladder(
         world,
         account,
         _reference_apply(ReferenceDesign(world.table, stream_clients)),
         lambda _: _reference_create(reference, account),
+        lambda: reference.uncounted(account),
         model=model,
         capacity=capacity,
         stream_clients=stream_clients,
