@@ -4,14 +4,15 @@
 binds, which `machine_check` shows by running the top step with no simulated capacity). Load is
 open loop: creates offered at fractions of the model's two-window ceiling, each step for a fixed
 time; a step keeps up when at least 98 % of its creates were admitted (a throttled create is an
-answer the caller must retry) and the stream's backlog when its last create has answered is under
-two windows of records. Steps follow one another with no pause, so a backlog carries over; a
-step that falls behind is run once more, and the ladder stops when it falls behind again. The sustained rate is the highest step that kept up. The API path is
-throttled (its single-attempt admission answers 429); the stream consumer's writes wait for
-capacity instead (throttle.py says why), and it retries a failed batch at once, as the mapping
-does. A bucket holds `burst_seconds` of capacity (half a second by default): what the counter item
-banks while the consumer waits out a window, the model's B. `burst_check` runs the reference's
-ladder at other buckets, where the model predicts a different ceiling.
+answer the caller must retry) and the creates the eventual counter has not counted yet, read off
+the table through the step's second half, average under two windows of admissions. Steps follow
+one another with no pause, so a backlog carries over; a step that falls behind is run once more,
+and the ladder stops when it falls behind again. The sustained rate is the highest step that kept
+up. The API path is throttled (its single-attempt admission answers 429); the stream consumer's
+writes wait for capacity instead (throttle.py says why), and it retries a failed batch at once,
+as the mapping does. A bucket holds `burst_seconds` of capacity (half a second by default): what
+the counter item banks while the consumer waits out a window, the model's B. `burst_check` runs
+the reference's ladder at other buckets, where the model predicts a different ceiling.
 """
 
 from __future__ import annotations
@@ -111,13 +112,47 @@ Uncounted = Callable[[], int]  # creates written that eventual does not count ye
 class Step:
     offered_per_second: float
     admitted_fraction: float
-    uncounted_creates: int
+    uncounted_creates: float  # the mean of samples over the step's second half
 
     @property
     def kept_up(self) -> bool:
         """Admitted (nearly) all it was offered, and the counting stayed within two windows."""
         admitted_per_second = self.offered_per_second * self.admitted_fraction
         return self.admitted_fraction >= 0.98 and self.uncounted_creates <= 2 * WINDOW * admitted_per_second
+
+
+class Sampler:
+    """Reads the uncounted creates every quarter second from `since` on, in a thread.
+
+    The mean, not one reading: a cycle of the mapping (a window, then processing) takes the
+    uncounted count from its low to its high, and at the model's ceiling (processing as long as a
+    window) from r W to 3 r W, a mean of 2 r W: the mean over half a step judged against two
+    windows puts a measured ceiling where the model's is. One reading lands anywhere in a cycle,
+    and is taken when the last create has answered, which a throttled create's retries move."""
+
+    def __init__(self, uncounted: Uncounted, since: float) -> None:
+        self.uncounted, self.since = uncounted, since
+        self.readings: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        if not self.readings:
+            self.readings.append(self.uncounted())
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            if time.monotonic() >= self.since:
+                self.readings.append(self.uncounted())
+
+    def mean(self) -> float:
+        return round(mean(self.readings), 1)
 
 
 @dataclass
@@ -131,15 +166,15 @@ class Schedule:
 
 def _offered(create: Any, uncounted: Uncounted, rate: float, seconds: float, schedule: Schedule) -> Step:
     """Open loop: a create every 1/rate seconds whatever the answers (late ones go at once). The
-    creates not yet counted are read off the table (consistently) when the last create has
-    answered. The next step follows with no pause to drain: a step above capacity leaves a backlog
+    creates not yet counted are read off the table (consistently) through the step's second half,
+    until the last create has answered. The next step follows with no pause to drain: a step above capacity leaves a backlog
     its successor inherits, so a deficit too small to show within one step (10 % over capacity
     for 10 s is about a window's creates) adds up over the ladder instead of being forgiven
     between steps."""
     total = max(1, int(rate * seconds))
     started = schedule.at
     schedule.at = started + total / rate
-    with ThreadPoolExecutor(32) as pool:
+    with Sampler(uncounted, since=started + seconds / 2) as sampler, ThreadPoolExecutor(32) as pool:
         futures = []
         for n in range(total):
             time.sleep(max(0.0, started + n / rate - time.monotonic()))
@@ -148,7 +183,7 @@ def _offered(create: Any, uncounted: Uncounted, rate: float, seconds: float, sch
     return Step(
         offered_per_second=round(rate, 2),
         admitted_fraction=round(admitted / total, 3),
-        uncounted_creates=uncounted(),
+        uncounted_creates=sampler.mean(),
     )
 
 

@@ -15,17 +15,16 @@ in a transaction; 3 for the reference) bind only at P C / 4, far above.
 **Lag.** The mapping's cycle is a batching window, then the batch is processed, then the next
 window. When the stream's units for a batch arrive all at once, the counter item pays them from
 what it banked while the consumer waited (at most its burst B, the capacity it can hold unused)
-and then at the rate the API path leaves. A step keeps up (benchmarks/ceiling.py) while its
-stream backlog stays within two windows of records: a cycle of at most 2 W, processing at most W,
-so n = 2 r W creates a cycle whose stream units must fit
+and then at the rate the API path leaves. A step keeps up (benchmarks/ceiling.py) while the
+creates not yet counted average within two windows of admissions. Over a cycle of a window's wait
+and T's processing they run from r T to r (W + 2 T), so the bound holds on average while T <= W:
+n = 2 r W creates a cycle whose stream units must fit
 
     units(2 r W) <= min(B, (C - r) W) + (C - r) W
 
 The reference pays 2 units per record, so a cycle's units grow with the load and the burst binds:
 r <= (C + B / W) / 5 when B < (C - r) W, else the capacity's C / 3. Ours pays 2 units a cycle, so
-r <= C - 1 / W (a longer cycle spreads its one transaction over more creates). At exactly this
-rate a backlog sampled at a random moment is within two windows about half the time (while the
-consumer waits), so a measured ceiling can land a step either side of the model's. At the simulator's
+r <= C - 1 / W (a longer cycle spreads its one transaction over more creates). At the simulator's
 C = 10, B = 5 (half a second), W = 1: the reference 3.0/s (capacity 3.33), ours 9.0/s (capacity 8.0).
 With B >= 2/3 s of capacity the reference reaches its capacity; with B = 0.25 s, 2.5/s: the
 benchmark's `--burst-seconds` checks that the measured ceiling follows B as this predicts.

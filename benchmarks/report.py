@@ -189,8 +189,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"| counting a backlog, per record (same) | {c['counting']['counts_per_second']['per_record']} | {c['counting']['model_counts_per_second']['per_record']} | {round(c['counting']['counts_per_second']['per_record'] / c['counting']['model_counts_per_second']['per_record'], 3)} | |",
             "",
             "Offered-load steps, back to back (a step keeps up when >= 98 % of creates are admitted and the "
-            "creates the eventual counter does not count yet, read off the table at the step's end, "
-            "are under two windows of admissions; a step that falls behind is run once more):",
+            "creates the eventual counter does not count yet, read off the table every quarter second through "
+            "the step's second half, average under two windows of admissions; a step that falls behind is run once more):",
             "",
             "| design | offered /s | admitted | uncounted creates | kept up |",
             "|---|---|---|---|---|",
