@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from statistics import mean
 from typing import Any
 
-from benchmarks.ceiling_model import ItemCapacity, ours_stream_units, reference_stream_units
+from benchmarks.ceiling_model import ItemCapacity, Units, ours_stream_units, reference_stream_units
 from benchmarks.reference import ReferenceDesign
 from benchmarks.throttle import CapacitySimulator
 from benchmarks.world import BenchWorld
@@ -167,10 +167,10 @@ class Schedule:
 def _offered(create: Any, uncounted: Uncounted, rate: float, seconds: float, schedule: Schedule) -> Step:
     """Open loop: a create every 1/rate seconds whatever the answers (late ones go at once). The
     creates not yet counted are read off the table (consistently) through the step's second half,
-    until the last create has answered. The next step follows with no pause to drain: a step above capacity leaves a backlog
-    its successor inherits, so a deficit too small to show within one step (10 % over capacity
-    for 10 s is about a window's creates) adds up over the ladder instead of being forgiven
-    between steps."""
+    until the last create has answered. The next step follows with no pause to drain: a step
+    above capacity leaves a backlog its successor inherits, so a deficit too small to show within
+    one step (10 % over capacity for 10 s is about a window's creates) adds up over the ladder
+    instead of being forgiven between steps."""
     total = max(1, int(rate * seconds))
     started = schedule.at
     schedule.at = started + total / rate
@@ -208,6 +208,10 @@ class Capacity:
     def throttled(self, *clients: Any) -> CapacitySimulator:
         return self.simulator().attach(*clients)
 
+    def model(self) -> ItemCapacity:
+        """The same capacity as the model sees it: C, the bucket B, the mapping's window."""
+        return ItemCapacity(self.units_per_second, self.units_per_second * self.burst_seconds, WINDOW)
+
 
 def _ladder(
     world: BenchWorld,
@@ -216,13 +220,14 @@ def _ladder(
     create: Any,
     uncounted: Uncounted,
     *,
-    model: float,
+    stream_units: Units,
     capacity: Capacity,
     stream_clients: Clients,
 ) -> dict[str, Any]:
     """Offered load at fractions of the model's ceiling, simulated capacity on (the API path
     throttled, the stream path held until it can pay); the highest step that kept up."""
     steps, sustained = [], 0.0
+    model = capacity.model().within_two_windows(stream_units)
     simulator = capacity.throttled(world.clients.dynamodb, world.clients.dynamodb_single_attempt)
     simulator.attach(stream_clients.dynamodb, stream_clients.dynamodb_single_attempt, wait=True)
     try:
@@ -245,6 +250,7 @@ def _ladder(
     return {
         "sustained_per_second": sustained,
         "model_per_second": round(model, 2),
+        "capacity_model_per_second": round(capacity.model().by_capacity(stream_units), 2),
         "ratio": round(sustained / model, 3),
         "throttled_requests": simulator.throttled,
         "steps": [asdict(step) | {"kept_up": step.kept_up} for step in steps],
@@ -266,18 +272,15 @@ def run(
     burst_seconds: float = 0.5,
 ) -> dict[str, Any]:
     capacity = Capacity(units_per_second, partitions, 6.0 if quick else 10.0, burst_seconds)
-    item = ItemCapacity(units_per_second, units_per_second * burst_seconds, WINDOW)
-    ours_model = item.within_two_windows(ours_stream_units)
+    ours_model = capacity.model().within_two_windows(ours_stream_units)
     return {
         "units_per_second": units_per_second,
         "partitions": partitions,
         "window_seconds": WINDOW,
         "burst_seconds": burst_seconds,
-        "ours_admissions": _ours(world, ours_model, capacity)
-        | {"capacity_model_per_second": round(item.by_capacity(ours_stream_units), 2)},
+        "ours_admissions": _ours(world, capacity),
         "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, capacity.seconds),
-        "reference_admissions": _reference(world, capacity, item.within_two_windows(reference_stream_units))
-        | {"capacity_model_per_second": round(item.by_capacity(reference_stream_units), 2)},
+        "reference_admissions": _reference(world, capacity),
         "exact_limit_under_throttling": _exact_limit(world, capacity),
         "counting": _counting_rates(world, capacity, quick),
     }
@@ -286,17 +289,11 @@ def run(
 def burst_check(world: BenchWorld, *, quick: bool, bursts: tuple[float, ...]) -> dict[str, Any]:
     """The reference's ladder at other bursts: the lag term of the model predicts how its ceiling
     moves with B (ours does not move), which the capacity term alone does not."""
-    results = {}
-    for burst in bursts:
-        capacity = Capacity(10.0, 16, 6.0 if quick else 10.0, burst)
-        item = ItemCapacity(capacity.units_per_second, capacity.units_per_second * burst, WINDOW)
-        results[f"{burst:g}"] = _reference(
-            world, capacity, item.within_two_windows(reference_stream_units)
-        ) | {"capacity_model_per_second": round(item.by_capacity(reference_stream_units), 2)}
-    return results
+    seconds = 6.0 if quick else 10.0
+    return {f"{burst:g}": _reference(world, Capacity(10.0, 16, seconds, burst)) for burst in bursts}
 
 
-def _ours(world: BenchWorld, model: float, capacity: Capacity) -> dict[str, Any]:
+def _ours(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:
     """One account's creates at rising offered rates, the stream counting alongside."""
     service, account = world.service(_effects()), world.account("ceiling")
     service.set_limit(account, 1_000_000)
@@ -311,7 +308,7 @@ def _ours(world: BenchWorld, model: float, capacity: Capacity) -> dict[str, Any]
         _ours_apply(world, report, stream_clients),
         create,
         _uncounted_ours(service, account),
-        model=model,
+        stream_units=ours_stream_units,
         capacity=capacity,
         stream_clients=stream_clients,
     )
@@ -343,7 +340,7 @@ def _uncounted_ours(service: ResourceService, account: str) -> Uncounted:
     return uncounted
 
 
-def _reference(world: BenchWorld, capacity: Capacity, model: float) -> dict[str, Any]:
+def _reference(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:
     """The reference under the same capacity: 1 counter unit per create, 2 per counted record."""
     reference, account = ReferenceDesign(world.table, world.clients), world.account("ceiling-ref")
     reference.set_limit(account, 1_000_000)
@@ -354,7 +351,7 @@ def _reference(world: BenchWorld, capacity: Capacity, model: float) -> dict[str,
         _reference_apply(ReferenceDesign(world.table, stream_clients)),
         lambda _: _reference_create(reference, account),
         lambda: reference.uncounted(account),
-        model=model,
+        stream_units=reference_stream_units,
         capacity=capacity,
         stream_clients=stream_clients,
     )
