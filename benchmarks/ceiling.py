@@ -2,17 +2,18 @@
 
 **Simulator.** throttle.py, at C = `units_per_second` (10: low enough that this machine is not what
 binds, which `machine_check` shows by running the top step with no simulated capacity). Load is
-open loop: creates offered at fractions of the model's two-window ceiling, each step for a fixed
-time; a step keeps up when at least 98 % of its creates were admitted (a throttled create is an
-answer the caller must retry) and the creates the eventual counter has not counted yet, read off
-the table through the step's second half, average under two windows of admissions. Steps follow
-one another with no pause, so a backlog carries over; a step that falls behind is run once more,
-and the ladder stops when it falls behind again. The sustained rate is the highest step that kept
-up. The API path is throttled (its single-attempt admission answers 429); the stream consumer's
-writes wait for capacity instead (throttle.py says why), and it retries a failed batch at once,
-as the mapping does. A bucket holds `burst_seconds` of capacity (half a second by default): what
-the counter item banks while the consumer waits out a window, the model's B. `burst_check` runs
-the reference's ladder at other buckets, where the model predicts a different ceiling.
+open loop: creates offered at fractions of the model's ceiling (a mean wait of two windows to be
+counted), each step for a fixed time; a step keeps up when at least 98 % of its creates were
+admitted (a throttled create is an answer the caller must retry) and the creates the eventual
+counter has not counted yet, read off the table through the step's second half, average under
+two windows of admissions. Steps follow one another with no pause, so a backlog carries over; a
+step that falls behind is run once more, and the ladder stops when it falls behind again. The
+sustained rate is the highest step that kept up. The API path is throttled (its single-attempt
+admission answers 429); the stream consumer's writes wait for capacity instead (throttle.py says
+why), and it retries a failed batch at once, as the mapping does. A bucket holds `burst_seconds`
+of capacity (half a second by default): what the counter item banks while the consumer waits out
+a window, the model's B. `burst_check` runs the reference's ladder at other buckets, where the
+model predicts a different ceiling.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ from hybrid_counter.resources.service import ResourceService
 from hybrid_counter.settings import CountingMode
 
 WINDOW = 1.0  # the mapping's MaximumBatchingWindowInSeconds
-FRACTIONS = (0.5, 0.8, 0.9, 0.95, 1.0, 1.05, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
+FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
+# A step's cycles settle (or fall behind) by a factor 2x / (C - x) a cycle for the reference, near 1
+# at its ceiling: 10-second steps passed it 20 % above its capacity with a one-second bucket.
+STEP_SECONDS, QUICK_STEP_SECONDS = 20.0, 10.0
+RUN_SECONDS, QUICK_RUN_SECONDS = 10.0, 6.0  # the machine check and the counting runs
 
 
 class StreamConsumer:
@@ -124,11 +129,12 @@ class Step:
 class Sampler:
     """Reads the uncounted creates every quarter second from `since` on, in a thread.
 
-    The mean, not one reading: a cycle of the mapping (a window, then processing) takes the
-    uncounted count from its low to its high, and at the model's ceiling (processing as long as a
-    window) from r W to 3 r W, a mean of 2 r W: the mean over half a step judged against two
-    windows puts a measured ceiling where the model's is. One reading lands anywhere in a cycle,
-    and is taken when the last create has answered, which a throttled create's retries move."""
+    The mean, not one reading: by Little's law the mean of the creates not yet counted is the
+    admission rate times the mean wait to be counted, the model's measure (ceiling_model.py), so
+    the mean over half a step judged against two windows of admissions puts a measured ceiling
+    where the model's is. A cycle of the mapping (a window, then processing) swings the count by a
+    batch; one reading lands anywhere in it, and is taken when the last create has answered,
+    which a throttled create's retries move."""
 
     def __init__(self, uncounted: Uncounted, since: float) -> None:
         self.uncounted, self.since = uncounted, since
@@ -252,6 +258,7 @@ def _ladder(
         "model_per_second": round(model, 2),
         "capacity_model_per_second": round(capacity.model().by_capacity(stream_units), 2),
         "ratio": round(sustained / model, 3),
+        "step_seconds": capacity.seconds,
         "throttled_requests": simulator.throttled,
         "steps": [asdict(step) | {"kept_up": step.kept_up} for step in steps],
     }
@@ -271,26 +278,31 @@ def run(
     partitions: int = 16,
     burst_seconds: float = 0.5,
 ) -> dict[str, Any]:
-    capacity = Capacity(units_per_second, partitions, 6.0 if quick else 10.0, burst_seconds)
+    capacity = Capacity(units_per_second, partitions, _step_seconds(quick), burst_seconds)
     ours_model = capacity.model().within_two_windows(ours_stream_units)
+    seconds = QUICK_RUN_SECONDS if quick else RUN_SECONDS
     return {
         "units_per_second": units_per_second,
         "partitions": partitions,
         "window_seconds": WINDOW,
         "burst_seconds": burst_seconds,
         "ours_admissions": _ours(world, capacity),
-        "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, capacity.seconds),
+        "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, seconds),
         "reference_admissions": _reference(world, capacity),
         "exact_limit_under_throttling": _exact_limit(world, capacity),
-        "counting": _counting_rates(world, capacity, quick),
+        "counting": _counting_rates(world, seconds, quick),
     }
 
 
 def burst_check(world: BenchWorld, *, quick: bool, bursts: tuple[float, ...]) -> dict[str, Any]:
     """The reference's ladder at other bursts: the lag term of the model predicts how its ceiling
     moves with B (ours does not move), which the capacity term alone does not."""
-    seconds = 6.0 if quick else 10.0
+    seconds = _step_seconds(quick)
     return {f"{burst:g}": _reference(world, Capacity(10.0, 16, seconds, burst)) for burst in bursts}
+
+
+def _step_seconds(quick: bool) -> float:
+    return QUICK_STEP_SECONDS if quick else STEP_SECONDS
 
 
 def _ours(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:
@@ -401,7 +413,7 @@ def _reference_create(reference: ReferenceDesign, account: str) -> None:
         raise StoreUnavailable(str(error)) from error
 
 
-def _counting_rates(world: BenchWorld, capacity: Capacity, quick: bool) -> dict[str, Any]:
+def _counting_rates(world: BenchWorld, seconds: float, quick: bool) -> dict[str, Any]:
     """Counting a backlog of admissions, batched against per-record, under the same capacity.
 
     Its own scale: C = 40 over P = 4 partitions with a one-second bucket, so that one batched
@@ -409,7 +421,7 @@ def _counting_rates(world: BenchWorld, capacity: Capacity, quick: bool) -> dict[
     it does on AWS (a 100-action transaction is 200 units against 1,000). At C = 10 over 16
     partitions a transaction would wait for its busiest partition, a scale artefact. The model's
     ratio is then min(k, P) and batched counting is partition-bound."""
-    scale = Capacity(40.0, 4, capacity.seconds, burst_seconds=1.0)
+    scale = Capacity(40.0, 4, seconds, burst_seconds=1.0)
     measured: dict[str, float] = {}
     sizes: dict[str, float] = {}
     # Each backlog outlasts its run at the model's rate (batched 80/s, per-record 20/s); the one

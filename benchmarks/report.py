@@ -181,14 +181,14 @@ def markdown(results: dict[str, Any]) -> str:
         lines += [
             f"## Per-account ceilings (simulator: {c['units_per_second']:g} write units/s per item and partition, {c['partitions']} partitions; AWS: 1,000)",
             "",
-            "| | sustained /s | model /s (two windows) | sustained / model | capacity alone /s |",
+            "| | sustained /s | model /s (mean wait 2 W) | sustained / model | capacity alone /s |",
             "|---|---|---|---|---|",
             f"| ours: admissions | {c['ours_admissions']['sustained_per_second']} | {c['ours_admissions']['model_per_second']} | {c['ours_admissions']['ratio']} | {c['ours_admissions']['capacity_model_per_second']} |",
             f"| reference: admissions | {c['reference_admissions']['sustained_per_second']} | {c['reference_admissions']['model_per_second']} | {c['reference_admissions']['ratio']} | {c['reference_admissions']['capacity_model_per_second']} |",
             f"| counting a backlog, batched (C = {c['counting']['units_per_second']:g}, P = {c['counting']['partitions']}) | {c['counting']['counts_per_second']['batched']} | {c['counting']['model_counts_per_second']['batched']} | {round(c['counting']['counts_per_second']['batched'] / c['counting']['model_counts_per_second']['batched'], 3)} | |",
             f"| counting a backlog, per record (same) | {c['counting']['counts_per_second']['per_record']} | {c['counting']['model_counts_per_second']['per_record']} | {round(c['counting']['counts_per_second']['per_record'] / c['counting']['model_counts_per_second']['per_record'], 3)} | |",
             "",
-            "Offered-load steps, back to back (a step keeps up when >= 98 % of creates are admitted and the "
+            f"Offered-load steps of {c['ours_admissions']['step_seconds']:g} s, back to back (a step keeps up when >= 98 % of creates are admitted and the "
             "creates the eventual counter does not count yet, read off the table every quarter second through "
             "the step's second half, average under two windows of admissions; a step that falls behind is run once more):",
             "",
@@ -210,9 +210,9 @@ def markdown(results: dict[str, Any]) -> str:
     bursts = results.get("ceiling_bursts")
     if bursts:
         lines += [
-            "## The reference's ceiling at other bursts (simulator, C = 10)",
+            f"## The reference's ceiling at other bursts (simulator, C = 10, steps of {next(iter(bursts.values()))['step_seconds']:g} s)",
             "",
-            "| bucket (s of capacity) | sustained /s | model /s (two windows) | sustained / model | capacity alone /s | steps (offered /s: uncounted creates) |",
+            "| bucket (s of capacity) | sustained /s | model /s (mean wait 2 W) | sustained / model | capacity alone /s | steps (offered /s: uncounted creates) |",
             "|---|---|---|---|---|---|",
             *[
                 f"| {burst} | {r['sustained_per_second']} | {r['model_per_second']} | {r['ratio']} | {r['capacity_model_per_second']} | "

@@ -1,4 +1,4 @@
-"""The per-account ceiling model (benchmarks/ceiling_model.py): capacity and two-window ceilings."""
+"""The per-account ceiling model (benchmarks/ceiling_model.py): capacity ceilings and the mean lag."""
 
 import pytest
 
@@ -19,22 +19,45 @@ def test_by_capacity_ours_pays_one_transaction_a_window_and_the_reference_two_un
     assert SIMULATOR.by_capacity(reference_stream_units) == pytest.approx(10 / 3)
 
 
-def test_within_two_windows_the_reference_is_bound_by_what_the_counter_item_banks_while_idle() -> None:
-    # Given buckets of a quarter, a half and a whole second of capacity
-    ceilings = [
-        ItemCapacity(10.0, 10.0 * burst, 1.0).within_two_windows(reference_stream_units)
-        for burst in (0.25, 0.5, 1.0)
-    ]
+def test_the_mean_lag_of_the_reference_at_its_ceiling_by_hand() -> None:
+    # Given C = 10, a quarter second banked (2.5 units), W = 1, creates at 2.5/s
+    model = ItemCapacity(10.0, 2.5, 1.0)
 
-    # Then the reference's ceiling is (C + B / W) / 5 until the capacity's C / 3 binds
-    assert ceilings == pytest.approx([2.5, 3.0, 10 / 3])
+    # Then T = (2 x 2.5 x 2 - 2.5) / 2.5 = 1 s to count a batch of 5 (10 units, 2.5 banked, 7.5/s
+    # after); a create waits W / 2 or T / 2 + W for its batch: 1.0 on average over the cycle; in
+    # its batch (1/5) x integral of max(0, 2 i - 2.5) / 7.5 over i in [0, 5] = 0.375
+    assert model.mean_lag(2.5, reference_stream_units) == pytest.approx(1.375, abs=1e-3)
+
+
+def test_the_reference_is_bound_by_what_the_counter_item_banks_while_idle() -> None:
+    # Given buckets of a quarter, a half and a whole second of capacity
+    models = [ItemCapacity(10.0, 10.0 * burst, 1.0) for burst in (0.25, 0.5, 1.0)]
+
+    # Then the ceiling rises with the bucket until the capacity's C / 3 binds, and at each ceiling
+    # a create waits two windows on average
+    ceilings = [model.within_two_windows(reference_stream_units) for model in models]
+    assert ceilings == pytest.approx([2.732, 3.104, 10 / 3], abs=1e-3)
+    for model, ceiling in zip(models[:2], ceilings[:2], strict=True):
+        assert model.mean_lag(ceiling, reference_stream_units) == pytest.approx(2.0, abs=1e-3)
+
+
+def test_above_the_capacity_term_the_reference_has_no_steady_state() -> None:
+    # Given a whole second banked: the bank is not what binds
+    model = ItemCapacity(10.0, 10.0, 1.0)
+
+    # Then just under C / 3 the count keeps up at once, just over it never settles
+    assert model.mean_lag(3.3, reference_stream_units) == pytest.approx(0.5)
+    assert model.mean_lag(3.35, reference_stream_units) == float("inf")
 
 
 def test_within_two_windows_ours_does_not_depend_on_the_burst() -> None:
-    # Then one transaction a cycle of two windows: x + 1 <= C, whatever the bucket holds (>= 2 units)
+    # Then one transaction a cycle: at T = W (x + 1 <= C) a create waits two windows on average,
+    # whatever the bucket holds (>= 2 units)
     for burst_units in (2.5, 5.0, 10.0):
-        ceiling = ItemCapacity(10.0, burst_units, 1.0).within_two_windows(ours_stream_units)
-        assert ceiling == pytest.approx(9.0)
+        model = ItemCapacity(10.0, burst_units, 1.0)
+        assert model.within_two_windows(ours_stream_units) == pytest.approx(9.0)
+        assert model.mean_lag(9.0, ours_stream_units) == pytest.approx(2.0)
+        assert model.mean_lag(8.5, ours_stream_units) < 2.0 < model.mean_lag(9.45, ours_stream_units)
 
 
 def test_ours_splits_counting_by_the_action_limit_and_by_the_batch() -> None:
