@@ -41,10 +41,17 @@ from hybrid_counter.settings import CountingMode
 
 WINDOW = 1.0  # the mapping's MaximumBatchingWindowInSeconds
 FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.2, 1.3)  # of the model's ceiling, in turn
+
+
+@dataclass(frozen=True)
+class Durations:
+    step: float  # a step of a ladder
+    run: float  # the machine check and each counting run
+
+
 # A step's cycles settle (or fall behind) by a factor 2x / (C - x) a cycle for the reference, near 1
 # at its ceiling: 10-second steps passed it 20 % above its capacity with a one-second bucket.
-STEP_SECONDS, QUICK_STEP_SECONDS = 20.0, 10.0
-RUN_SECONDS, QUICK_RUN_SECONDS = 10.0, 6.0  # the machine check and the counting runs
+FULL, QUICK = Durations(step=20.0, run=10.0), Durations(step=10.0, run=6.0)
 
 
 class StreamConsumer:
@@ -278,31 +285,27 @@ def run(
     partitions: int = 16,
     burst_seconds: float = 0.5,
 ) -> dict[str, Any]:
-    capacity = Capacity(units_per_second, partitions, _step_seconds(quick), burst_seconds)
+    durations = QUICK if quick else FULL
+    capacity = Capacity(units_per_second, partitions, durations.step, burst_seconds)
     ours_model = capacity.model().within_two_windows(ours_stream_units)
-    seconds = QUICK_RUN_SECONDS if quick else RUN_SECONDS
     return {
         "units_per_second": units_per_second,
         "partitions": partitions,
         "window_seconds": WINDOW,
         "burst_seconds": burst_seconds,
         "ours_admissions": _ours(world, capacity),
-        "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, seconds),
+        "machine_check": _machine_check(world, FRACTIONS[-1] * ours_model, durations.run),
         "reference_admissions": _reference(world, capacity),
         "exact_limit_under_throttling": _exact_limit(world, capacity),
-        "counting": _counting_rates(world, seconds, quick),
+        "counting": _counting_rates(world, durations.run, quick),
     }
 
 
 def burst_check(world: BenchWorld, *, quick: bool, bursts: tuple[float, ...]) -> dict[str, Any]:
     """The reference's ladder at other bursts: the lag term of the model predicts how its ceiling
     moves with B (ours does not move), which the capacity term alone does not."""
-    seconds = _step_seconds(quick)
+    seconds = (QUICK if quick else FULL).step
     return {f"{burst:g}": _reference(world, Capacity(10.0, 16, seconds, burst)) for burst in bursts}
-
-
-def _step_seconds(quick: bool) -> float:
-    return QUICK_STEP_SECONDS if quick else STEP_SECONDS
 
 
 def _ours(world: BenchWorld, capacity: Capacity) -> dict[str, Any]:

