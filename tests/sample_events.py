@@ -69,6 +69,7 @@ SAMPLE_EVENTS = [
     SampleEvent("api_get_resource.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_list_resources.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_get_usage.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_get_limits.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_delete_resource.json", "ApiFunction", _http_status(204)),
     SampleEvent("stream_insert_resource.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_admission.json", "StreamCounterFunction", _no_batch_failures),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
@@ -82,14 +83,96 @@ def test_a_token_without_the_account_claim_is_refused():
 def test_setting_a_limit_needs_the_operator_scope_even_for_the_own_account():
     status, _, calls = call("api_put_limit.json", jwt_context("acct-demo"))
     assert (status, calls) == (403, [])
-    status, _, calls = call("api_put_limit.json", jwt_context(scope="openid hc/operator"))
+    # API Gateway checked the route's scope and filled `scopes`: the function trusts that alone
+    status, _, calls = call("api_put_limit.json", jwt_context(scopes=["openid", "hc/operator"]))
     assert status == 200
     assert calls == [("set_limit", ("acct-demo", 3))]
 
 
-def test_an_operator_reads_any_usage_but_no_tenants_resources():
-    assert call("api_get_usage.json", jwt_context(scope="hc/operator"))[0] == 200
-    assert call("api_get_resource.json", jwt_context(scope="hc/operator"))[0] == 403
+def test_an_operator_reads_any_accounts_limits_but_not_its_usage_route_or_resources():
+    assert call("api_get_limits.json", jwt_context(scopes=["hc/operator"]))[0] == 200
+    # The tenant routes grant no operator powers, whatever the token holds
+    assert call("api_get_usage.json", jwt_context(scopes=["hc/operator"]))[0] == 403
+    assert call("api_get_resource.json", jwt_context(scopes=["hc/operator"]))[0] == 403
+
+
+@pytest.mark.parametrize(
+    "authorizer",
+    [
+        # What a tenant can put in its own token: only API Gateway's `scopes` grant the scope
+        jwt_context("tenant-b", scope="hc/operator"),
+        jwt_context("tenant-b", scope="[hc/operator]"),
+        {"jwt": {"claims": {"account_id": "tenant-b", "scp": "[x hc/operator]"}, "scopes": None}},
+        {"jwt": {"claims": {"account_id": "tenant-b", "scp": ["hc/operator"]}, "scopes": None}},
+        # and scopes that merely resemble it
+        jwt_context("tenant-b", scopes=["xhc/operator"]),
+        jwt_context("tenant-b", scopes=["hc/operator/x"]),
+        jwt_context("tenant-b", scopes=["HC/OPERATOR"]),
+        jwt_context("tenant-b", scopes=["hc/operator "]),
+        jwt_context("tenant-b", scopes=["x hc/operator"]),
+        {"jwt": {"claims": {"account_id": "tenant-b"}, "scopes": "hc/operator"}},
+    ],
+)
+def test_no_crafted_scope_opens_an_operator_route_or_another_tenants_usage(authorizer):
+    # Given a token of tenant-b that is not API Gateway's operator
+    # When it asks for another account's usage and limits, and to set a limit
+    usage = call("api_get_usage.json", authorizer)
+    limits = call("api_get_limits.json", authorizer)
+    put = call("api_put_limit.json", authorizer)
+    # Then every answer is 403 and nothing is read or written
+    assert [usage[0], limits[0], put[0]] == [403, 403, 403]
+    assert usage[2] == limits[2] == put[2] == []
+
+
+@pytest.mark.parametrize(
+    ("claim", "why"),
+    [
+        (None, "has no account_id claim"),
+        (123, "is not a string"),
+        (True, "is not a string"),
+        (["acct-demo"], "is not a string"),
+        ({"id": "acct-demo"}, "is not a string"),
+        ("", "is not an account id"),
+        (" acct-demo", "is not an account id"),
+        ("acct-demo/x", "is not an account id"),
+        ("[acct-demo]", "is not an account id"),
+        ("ACCT-DEMO", "may not act on that account"),
+        ("acct-demO", "may not act on that account"),
+    ],
+)
+def test_an_account_claim_that_is_not_exactly_the_accounts_id_is_refused(claim, why):
+    authorizer = {"jwt": {"claims": {"iss": "x", "account_id": claim}, "scopes": None}}
+    status, body, calls = call("api_get_usage.json", authorizer)
+    assert (status, body["error"]["code"], calls) == (403, "Forbidden", [])
+    assert why in body["error"]["message"]
+
+
+def _bearer(payload: dict[str, Any]) -> str:
+    def part(data: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(data).encode()).decode().rstrip("=")
+
+    return f"Bearer {part({'alg': 'RS256', 'kid': 'k'})}.{part(payload)}.c2lnbmF0dXJl"
+
+
+@pytest.mark.parametrize(
+    ("in_token", "status"),
+    [("acct-demo", 200), (123, 403), (True, 403), (None, 403), (["acct-demo"], 403), ("other", 403)],
+)
+def test_the_account_claim_must_be_a_json_string_in_the_token_itself(in_token, status):
+    # Given API Gateway's stringified claims naming the account (as it passes 123 as "123")
+    claims = {"iss": "x", "account_id": "acct-demo"}
+    token = {"iss": "x", "account_id": in_token}
+    headers = {**load_event("api_get_usage.json")["headers"], "authorization": _bearer(token)}
+    # When the request's own token holds the claim with another JSON type
+    result = call("api_get_usage.json", {"jwt": {"claims": claims, "scopes": None}}, headers=headers)
+    # Then only a JSON string is an account id
+    assert result[0] == status
+
+
+def test_an_unreadable_token_in_the_request_is_refused():
+    headers = {"authorization": "Bearer not-a-jwt"}
+    result = call("api_get_usage.json", jwt_context("acct-demo"), headers=headers)
+    assert result[0] == 403
 
 
 def test_no_identity_in_the_event_is_401_in_the_projects_error_body():
@@ -124,15 +207,13 @@ def test_the_description_is_public():
 @pytest.mark.parametrize(
     ("jwt", "expected"),
     [
-        ({"claims": {"scope": "a b"}, "scopes": None}, {"a", "b"}),
-        (
-            {"claims": {"scp": "[a b]"}, "scopes": None},
-            {"a", "b"},
-        ),  # Okta's list claim, as API Gateway passes it
-        ({"claims": {}, "scopes": ["c"]}, {"c"}),
+        ({"claims": {"scope": "a b"}, "scopes": None}, set()),  # claims are never parsed for scopes
+        ({"claims": {"scp": "[a b]"}, "scopes": None}, set()),
+        ({"claims": {}, "scopes": ["c", "d e"]}, {"c", "d e"}),  # exactly what API Gateway verified
+        ({"claims": {}, "scopes": "c"}, set()),
     ],
 )
-def test_token_scopes_come_from_the_scopes_field_or_the_scope_claims(jwt, expected):
+def test_token_scopes_are_only_those_api_gateway_verified(jwt, expected):
     assert token_scopes(jwt) == expected
 
 

@@ -25,6 +25,12 @@ class LimitExceeded(DomainError):
         self.used = used
 
 
+class IdempotencyConflict(DomainError):
+    """A PUT of an existing id with a body other than the one that created it."""
+
+    code = "IdempotencyConflict"
+
+
 class Throttled(DomainError):
     """DynamoDB throttled the account's writes on every attempt; nothing was written."""
 

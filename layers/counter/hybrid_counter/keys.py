@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 ACCOUNT_PREFIX = "ACCOUNT#"
 CONTROL_PREFIX = "CONTROL#"  # the sweeper's saved progress, not an account
 RESOURCE_PREFIX = "RESOURCE#"
+REPAIR_PREFIX = "REPAIR#"  # a requested census of one range (recount_requests.py)
 COUNTER_SK = "COUNTER"
 RANGES = 16
 COUNTER_SHARDS = 16
@@ -46,6 +47,10 @@ def range_prefix(range_id: str) -> str:
 
 def resource_sk(resource_id: str) -> str:
     return f"{range_prefix(range_of(resource_id))}{resource_id}"
+
+
+def repair_sk(range_id: str) -> str:
+    return f"{REPAIR_PREFIX}{range_id}"
 
 
 def counter_key(account_id: str) -> dict[str, dict[str, str]]:

@@ -7,12 +7,13 @@ from functools import cached_property
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.replay import Replayer
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects
 from hybrid_counter.healing import Healer
 from hybrid_counter.observability import Observability, default_observability
-from hybrid_counter.ops.recount import Recounter
+from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 
@@ -34,7 +35,10 @@ class Components:
 
     @cached_property
     def eventual(self) -> EventualCounter:
-        return EventualCounter(self.settings.table_name, self.settings.counting_mode, self.clients, self.obs)
+        requests = RecountRequests(self.settings.table_name, self.clients, self.effects.clock)
+        return EventualCounter(
+            self.settings.table_name, self.settings.counting_mode, self.clients, self.obs, requests=requests
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -44,7 +48,8 @@ class Components:
             self.settings.pending_grace_seconds,
             self.clients,
             clock=self.effects.clock,
-            deletes=self.resources,
+            recounter=self.recounter,
+            obs=self.obs,
         )
 
     @cached_property
@@ -63,7 +68,8 @@ class Components:
             self.eventual,
             self.healer,
             self.clients,
-            service=self.resources,
             grace_seconds=self.settings.pending_grace_seconds,
             clock=self.effects.clock,
+            repairs=self.resources.repairs,
+            obs=self.obs,
         )

@@ -8,19 +8,28 @@ from the event alone and before any validation or store access, so a request abo
 account is refused the same way whether or not its resources exist and whatever its body.
 
 JWT mode:
-- a tenant token (the `AccountClaim` claim names its account) may act on that account only;
-- a token with the operator scope may also set any account's limit and read any account's
-  usage, but not read, create or delete another account's resources (tenant data stays the
-  tenant's; operators repair accounts with `hybrid-counter-ops`, which uses IAM on the table);
-- `PUT /accounts/{account_id}/limit` needs the operator scope (API Gateway checks it through
-  the route's AuthorizationScopes; checked again here so a misconfigured route fails closed).
+- Operator powers are API Gateway's to grant, never the function's to parse: every operator route
+  has `AuthorizationScopes: [OperatorScope]` in template.yaml, so API Gateway lets through only
+  tokens that hold that scope exactly, and fills `jwt.scopes` with the token's scopes. The
+  function grants an operator route only when `jwt.scopes` holds the scope, exactly, and grants
+  operator powers nowhere else. It never reads `scope`/`scp` out of the claims: API Gateway hands
+  list claims over stringified (`[a b]`), so a crafted string claim and a list look alike.
+- A tenant token (the `AccountClaim` claim names its account) may act on that account only. The
+  claim must be a string that is an account id (the id pattern, compared exactly, case and all);
+  when the request carries the token itself, the claim must also be a JSON string in it (API
+  Gateway stringifies numbers and booleans, so 123 and "123" look alike in the claims).
+- Operators set limits and read any account's limits and usage (`GET .../limits`); they cannot
+  read, create or delete a tenant's resources (tenant data stays the tenant's; operators repair
+  accounts with `hybrid-counter-ops`, which uses IAM on the table).
 
-IAM mode: the caller is a trusted service acting for tenants; the account comes from the path
-and which routes a principal may call is its IAM policy on `execute-api:Invoke`.
+IAM mode: the caller is a trusted service acting for tenants; the account comes from the path and
+which routes a principal may call is its IAM policy on `execute-api:Invoke`.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -32,6 +41,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from hybrid_counter.errors import DomainError
+from hybrid_counter.keys import ID_PATTERN, is_valid_id
 
 AuthMode = Literal["jwt", "iam"]
 
@@ -49,15 +59,15 @@ class Forbidden(DomainError):
 class Access(Enum):
     PUBLIC = "public"  # no identity needed
     OWN_ACCOUNT = "own account"  # the account in the path must be the caller's
-    OWN_ACCOUNT_OR_OPERATOR = "own account or operator"
-    OPERATOR = "operator"  # the operator scope, any account
+    OPERATOR = "operator"  # the operator scope (granted by API Gateway on the route), any account
 
 
 # Every route of the API, by method and path as API Gateway names it. A route missing here is
 # refused (403): adding a route means deciding who may call it.
 ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("PUT", "/accounts/{account_id}/limit"): Access.OPERATOR,
-    ("GET", "/accounts/{account_id}/usage"): Access.OWN_ACCOUNT_OR_OPERATOR,
+    ("GET", "/accounts/{account_id}/limits"): Access.OPERATOR,
+    ("GET", "/accounts/{account_id}/usage"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("GET", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("PUT", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,
@@ -103,17 +113,30 @@ class AccessPolicy:
         jwt = authorizer.get("jwt")
         if not isinstance(jwt, Mapping) or not isinstance(jwt.get("claims"), Mapping):
             raise Unauthorized("no token claims in the request")
-        operator = self.operator_scope in token_scopes(jwt)
         if access is Access.OPERATOR:
-            if not operator:
+            if self.operator_scope not in token_scopes(jwt):
                 raise Forbidden(f"this request needs the {self.operator_scope} scope")
             return
-        if access is Access.OWN_ACCOUNT_OR_OPERATOR and operator:
-            return
         account = (event.get("pathParameters") or {}).get("account_id")
-        own = jwt["claims"].get(self.account_claim)
-        if not isinstance(own, str) or not own or own != account:
+        if self.claimed_account(event, jwt["claims"]) != account:
             raise Forbidden(NOT_YOUR_ACCOUNT)
+
+    def claimed_account(self, event: Mapping[str, Any], claims: Mapping[str, Any]) -> str:
+        """The account the token names; Forbidden, saying why, unless it is an account id."""
+        name = self.account_claim
+        own = claims.get(name)
+        if own is None:
+            raise Forbidden(f"the token has no {name} claim")
+        if not isinstance(own, str):
+            raise Forbidden(f"the token's {name} claim is not a string")
+        if not is_valid_id(own):
+            raise Forbidden(f"the token's {name} claim is not an account id ({ID_PATTERN})")
+        raw = raw_claims(event)
+        if raw is not None and not isinstance(raw.get(name), str):
+            raise Forbidden(f"the token's {name} claim is not a string")
+        if raw is not None and raw[name] != own:
+            raise Forbidden(f"the token's {name} claim differs from the authorizer's")
+        return own
 
     def document(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The OpenAPI description with this policy's security scheme and per-route requirements."""
@@ -124,8 +147,9 @@ class AccessPolicy:
                 "bearerFormat": "JWT",
                 "description": (
                     f"An OIDC access token from the deployment's issuer. Its {self.account_claim!r} claim "
-                    f"names the caller's account; the {self.operator_scope!r} scope is needed to set limits "
-                    "and lets the caller read any account's usage."
+                    f"names the caller's account (a string matching the account id pattern); the "
+                    f"{self.operator_scope!r} scope, checked by API Gateway on the operator routes, is "
+                    "needed to set limits and to read any account's limits and usage."
                 ),
             }
         else:
@@ -150,20 +174,31 @@ class AccessPolicy:
 
 
 def token_scopes(jwt: Mapping[str, Any]) -> set[str]:
-    """The token's scopes, from `scopes` (filled on routes with AuthorizationScopes) or the claims.
+    """The scopes API Gateway verified: `jwt.scopes`, which it fills on routes with
+    AuthorizationScopes (null elsewhere). Exact strings; the claims are never parsed for scopes."""
+    scopes = jwt.get("scopes")
+    if not isinstance(scopes, list):
+        return set()
+    return {scope for scope in scopes if isinstance(scope, str)}
 
-    API Gateway passes claims as strings: `scope` is space-separated, a list claim such as
-    Okta's `scp` arrives as `[a b]`.
-    """
-    scopes = {str(scope) for scope in jwt.get("scopes") or []}
-    claims = jwt.get("claims") or {}
-    for name in ("scope", "scp"):
-        value = claims.get(name)
-        if isinstance(value, list):
-            scopes.update(str(item) for item in value)
-        elif isinstance(value, str):
-            scopes.update(value.strip().removeprefix("[").removesuffix("]").split())
-    return scopes
+
+def raw_claims(event: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The claims of the token the request carries, with their JSON types (API Gateway validated
+    this very token, from the same header, before the function ran), or None without a token.
+    A header that is not a readable JWT reads as claims of no kind, which no check accepts."""
+    headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
+    value = str(headers.get("authorization") or "").strip()
+    if not value:
+        return None
+    token = value[7:].strip() if value[:7].lower() == "bearer " else value
+    parts = token.split(".")
+    if len(parts) != 3:
+        return {}
+    try:
+        payload = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    except (ValueError, binascii.Error):
+        return {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def access_middleware(

@@ -87,6 +87,11 @@ def build_app(
     def get_usage(account_id: AccountId) -> Response[str]:
         return _json(200, service().usage(account_id).to_json())
 
+    @app.get("/accounts/<account_id>/limits")
+    def get_limits(account_id: AccountId) -> Response[str]:
+        # The operator's view of any account (the operator scope, granted by API Gateway).
+        return _json(200, service().usage(account_id).to_json())
+
     @app.post("/accounts/<account_id>/resources")
     def create_resource(account_id: AccountId, body: Annotated[ResourceBody, Body()]) -> Response[str]:
         resource, _ = service().create(account_id, body.name, body.extra_fields())

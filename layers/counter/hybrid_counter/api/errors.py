@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from hybrid_counter.api.access import Forbidden, Unauthorized
 from hybrid_counter.errors import (
     DomainError,
+    IdempotencyConflict,
     LimitExceeded,
     NotFound,
     StoreUnavailable,
@@ -23,6 +24,7 @@ STATUS = {
     Forbidden: 403,
     NotFound: 404,
     LimitExceeded: 409,
+    IdempotencyConflict: 409,
     # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.
     Throttled: 429,
     StoreUnavailable: 503,

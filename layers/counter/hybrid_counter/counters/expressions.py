@@ -167,12 +167,13 @@ def correction(range_id: str, best_effort: int, eventual: int, version_seen: int
 
 def totals_correction(best_effort: int, eventual: int, heals_seen: int) -> UpdateExpr:
     """Make the totals the sums of their shares again (only corruption or a bug can part them:
-    every write changes a total and a share together), if no heal landed since they were read."""
+    every write changes a total and a share together), if neither a heal nor another totals fix
+    landed since they were read. ``heals`` fences both: a fix bumps it too, so two recounts that
+    computed the same correction apply it once (the second is refused and reads the totals again)."""
     expr = UpdateExpr().add(BEST_EFFORT, best_effort).add(EVENTUAL, eventual)
     heals = expr.name(HEALS)
-    return expr.when(
-        f"{heals} = {expr.number(heals_seen)}" if heals_seen else f"attribute_not_exists({heals})"
-    )
+    expr.when(f"{heals} = {expr.number(heals_seen)}" if heals_seen else f"attribute_not_exists({heals})")
+    return expr.add(HEALS, 1)
 
 
 def set_limit(account_id: str, limit: int) -> UpdateExpr:

@@ -13,8 +13,9 @@ Attributes (one item per account, ``ACCOUNT#<id>`` / ``COUNTER``):
 - per range ``r`` (one hex digit, see keys.py): ``b<r>`` and ``e<r>``, the shares of the two
   counters held by resources of that range, and ``v<r>``, a version bumped by every write that
   changes them. They always sum to the totals. The recount fences its census of a range with
-  ``v<r>``, which is what lets it converge under traffic (ops/recount.py).
-- ``heals``: how many heals there were (what the recount's fix of the totals is fenced with).
+  ``v<r>``, which is what lets it converge under traffic (counting/recount.py).
+- ``heals``: bumped by every heal and every fix of the totals: the fence of the recount's fix of
+  the totals (a heal moves a total by other than its shares' sum; two fixes must not both apply).
 - ``counter_shard``: the key of the sparse CounterIndex (written once).
 
 Nothing here grows with traffic: the item stays a few hundred bytes (one write unit per write).

@@ -27,9 +27,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import expressions
-from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp, Op
+from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, HealOp, Op
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability, default_observability
+from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
 from hybrid_counter.settings import CountingMode
 
@@ -75,6 +76,7 @@ class ApplyReport:
     transactions: int = 0
     cancelled: int = 0
     retried: int = 0
+    censuses_requested: int = 0
     transaction_sizes: list[int] = field(default_factory=list)
 
     def merge(self, other: ApplyReport) -> None:
@@ -86,6 +88,7 @@ class ApplyReport:
             "transactions",
             "cancelled",
             "retried",
+            "censuses_requested",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.transaction_sizes.extend(other.transaction_sizes)
@@ -121,6 +124,8 @@ class EventualCounter:
         clients: Clients | None = None,
         obs: Observability | None = None,
         sleep: Any = time.sleep,
+        *,
+        requests: RecountRequests | None = None,
     ) -> None:
         self._table = table_name
         self._mode = mode
@@ -128,11 +133,13 @@ class EventualCounter:
         self._obs = obs or default_observability()
         self._sleep = sleep
         self._retry = RetryPolicy(sleep=sleep)
+        self._requests = requests or RecountRequests(table_name, self._clients, time.time)
 
     def apply(self, ops: Sequence[Op]) -> ApplyReport:
         report = ApplyReport()
         counts = [(position, op) for position, op in enumerate(ops) if isinstance(op, CountOp)]
         finishes = [(position, op) for position, op in enumerate(ops) if isinstance(op, FinishDeleteOp)]
+        censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
         heals = {op.account_id for op in ops if isinstance(op, HealOp)}
         try:
             for chunk in plan_chunks([op for _, op in counts], self._mode):
@@ -140,12 +147,20 @@ class EventualCounter:
                     report.merge(self._count([counts[i][1] for i in chunk]))
                 except CountingError as error:
                     failed = [counts[i][0] for i in range(chunk[0], len(counts))]
-                    raise ChunkFailed(failed + [position for position, _ in finishes], str(error)) from error
+                    later = [position for position, _ in finishes + censuses]
+                    raise ChunkFailed(failed + later, str(error)) from error
             for done, (_, op) in enumerate(finishes):
                 try:
                     report.merge(self._finish(op))
                 except (ClientError, BotoCoreError) as error:
-                    raise ChunkFailed([p for p, _ in finishes[done:]], repr(error)) from error
+                    failed = [p for p, _ in finishes[done:] + censuses]
+                    raise ChunkFailed(failed, repr(error)) from error
+            for done, (_, census) in enumerate(censuses):
+                try:
+                    self._requests.put(census.account_id, census.range_id, census.reason)
+                except (ClientError, BotoCoreError) as error:
+                    raise ChunkFailed([p for p, _ in censuses[done:]], repr(error)) from error
+                report.censuses_requested += 1
             for account_id in sorted(heals):
                 report.merge(self._heal(account_id))
         finally:

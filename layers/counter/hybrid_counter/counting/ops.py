@@ -10,13 +10,16 @@ in any order leaves the counters right:
 - ``FinishDeleteOp``: remove a resource whose delete released it but did not get to remove it
   (conditional on that incarnation still being claimed). No counter changes: the release did them.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
+- ``CensusOp``: ask for a census of one range (an idempotent request the sweeper takes up).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from hybrid_counter.keys import range_of
+from hybrid_counter.keys import parse_account_pk, parse_resource_sk, range_of
+from hybrid_counter.resources import items
 
 
 @dataclass(frozen=True)
@@ -50,4 +53,23 @@ class HealOp:
     account_id: str
 
 
-Op = CountOp | FinishDeleteOp | HealOp
+@dataclass(frozen=True)
+class CensusOp:
+    """Ask for a census of one range (recount_requests.py): TTL removed a pending item, whose
+    slot the best-effort counter may hold; the census releases it exactly when it does."""
+
+    account_id: str
+    range_id: str
+    reason: str = ""
+
+
+Op = CountOp | FinishDeleteOp | HealOp | CensusOp
+
+
+def op_for_item(item: dict[str, Any]) -> Op | None:
+    """What a resource (or its PendingIndex entry) still needs from the stream path."""
+    if items.state_of(item) == items.LIVE and not items.is_counted(item):
+        return CountOp(
+            parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"]), items.incarnation_of(item)
+        )
+    return None

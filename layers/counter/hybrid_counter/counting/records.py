@@ -10,26 +10,37 @@ counters is a write to it:
 - ``best_effort < eventual`` in the new image: best_effort drifted low -> HealOp.
 
 Resource records carry none (a resource's INSERT is not an admission: the create may still be
-refused). A REMOVE of a resource only cancels an earlier FinishDeleteOp of that incarnation.
+refused). A REMOVE of a resource cancels an earlier FinishDeleteOp of that incarnation; a REMOVE
+of a *pending* resource by TTL (the record's userIdentity names the DynamoDB service, or the item
+was past its ``expires_at`` when it went) asks for a census of its range (CensusOp): its create
+died, and whether its admission holds a slot only the census can tell. Repair requests
+(``REPAIR#``) and the sweeper's own items carry no work.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LAST_ADMISSION, LAST_RELEASE
-from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp, Op
+from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, HealOp, Op
 from hybrid_counter.keys import (
     CONTROL_PREFIX,
     COUNTER_SK,
+    REPAIR_PREFIX,
     RESOURCE_PREFIX,
     parse_account_pk,
     parse_resource_sk,
     parse_token,
+    range_of,
 )
+from hybrid_counter.resources import items
+
+# How TTL deletions show in a stream record (DynamoDB developer guide, "TTL and streams").
+TTL_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 
 
 class PoisonRecord(ValueError):
@@ -88,11 +99,10 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], tuple[str, str, str] | None]
     if pk.startswith(CONTROL_PREFIX):
         return [], None  # the sweeper's own bookkeeping
     account_id = parse_account_pk(pk)
+    if sk.startswith(REPAIR_PREFIX):
+        return [], None  # a census request (recount_requests.py): the sweeper's to take up
     if sk.startswith(RESOURCE_PREFIX):
-        resource_id = parse_resource_sk(sk)
-        if event == "REMOVE" and stream.old_image:
-            return [], (account_id, resource_id, str(stream.old_image["incarnation"]))
-        return [], None
+        return _resource_ops(record, account_id, parse_resource_sk(sk), event)
     if sk != COUNTER_SK:
         raise PoisonRecord(f"unknown item kind {sk!r}")
     if event == "REMOVE":
@@ -112,3 +122,39 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], tuple[str, str, str] | None]
     if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
         ops.append(HealOp(account_id))
     return ops, None
+
+
+def _resource_ops(
+    record: DynamoDBRecord, account_id: str, resource_id: str, event: str
+) -> tuple[list[Op], tuple[str, str, str] | None]:
+    """A resource's REMOVE: what it cancels, and a census if TTL removed a pending one."""
+    old = record.dynamodb.old_image if record.dynamodb else None
+    if event != "REMOVE" or not old:
+        return [], None
+    removal = (account_id, resource_id, str(old["incarnation"]))
+    if old.get("state") == items.PENDING and _expired(record):
+        reason = f"TTL removed the pending {resource_id}"
+        return [CensusOp(account_id, range_of(resource_id), reason)], removal
+    return [], removal
+
+
+def _expired(record: DynamoDBRecord) -> bool:
+    """The removal was TTL's: by the record's identity, or the item was past its expiry."""
+    identity = record.raw_event.get("userIdentity") or {}
+    if all(identity.get(key) == value for key, value in TTL_IDENTITY.items()):
+        return True
+    stream = record.dynamodb
+    assert stream is not None
+    expires = stream.old_image.get("expires_at")
+    when = _epoch(record.raw_event.get("dynamodb", {}).get("ApproximateCreationDateTime"))
+    return expires is not None and when is not None and int(expires) <= when
+
+
+def _epoch(value: object) -> float | None:
+    """A record's ApproximateCreationDateTime: epoch seconds in Lambda's events, a datetime
+    when the records come straight from boto3 (the retry path reads them back so)."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float | str):
+        return float(value)
+    return None

@@ -3,17 +3,21 @@
 Two jobs, both page by page, each page's work applied before the next page is read, so a run cut
 off anywhere loses nothing and the next run goes on where the work is.
 
-- **Sweep** (every scheduled run): the sparse PendingIndex lists the resources that failure paths
-  left for the sweeper (a create whose admission outcome stayed unknown, a create adopted by a
-  retried PUT, a delete's claim reverted before the stream path counted the resource). Those older
-  than the grace period that are live and uncounted are counted (the stream path's own CountOp,
-  exactly once); counted ones just leave the index. Finished work leaves the index, so the index
-  itself is the sweep's progress.
+- **Sweep** (every scheduled run): the sparse PendingIndex lists what failure paths left for the
+  sweeper: resources (a create whose admission outcome stayed unknown, a create adopted by a
+  retried PUT, a delete's claim reverted before the stream path counted the resource) and census
+  requests (recount_requests.py: a pending item rolled back or removed by TTL, whose slot only a
+  census of its range can release exactly). Those older than the grace period are finished: live
+  uncounted resources are counted (the stream path's own CountOp, exactly once), counted ones
+  just leave the index, a requested range is recounted and its request removed once settled.
+  Finished work leaves the index, so the index itself is the sweep's progress.
 - **Audit** (when asked for: the retry path found stream records already trimmed, or an operator
-  runs it): a scan of the whole table in segments that counts every live uncounted resource older
-  than the grace period and finishes every delete claimed longer ago than that. It is how the
-  table recovers when the stream lost records; it reads the whole table once, and saves each
-  segment's position after every page in a control item (``CONTROL#sweeper``/``audit``).
+  runs it): a scan of the whole table in segments that, for everything older than the grace
+  period, counts every live uncounted resource, finishes every claimed delete, and rolls back
+  every create left pending (then settles the census of its range). Every repair acts only on
+  the incarnation and claim it read (resources/repairs.py). It is how the table recovers when
+  the stream lost records; it reads the whole table once, and saves each segment's position
+  after every page in a control item (``CONTROL#sweeper``/``audit``).
 """
 
 from __future__ import annotations
@@ -27,9 +31,13 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.counters import CounterStore
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
-from hybrid_counter.counting.ops import CountOp, Op
+from hybrid_counter.counting.ops import op_for_item
+from hybrid_counter.counting.recount import HasRepairs, Recounter
+from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
+from hybrid_counter.healing import Healer
 from hybrid_counter.keys import (
     ACCOUNT_PREFIX,
     CONTROL_PREFIX,
@@ -37,11 +45,17 @@ from hybrid_counter.keys import (
     iso_utc,
     parse_account_pk,
     parse_resource_sk,
+    range_of,
 )
+from hybrid_counter.observability import default_observability
+from hybrid_counter.recount_requests import RecountRequests, is_request, requested_range
 from hybrid_counter.resources import items
+from hybrid_counter.resources.repairs import Repairs
 
 if TYPE_CHECKING:
-    from hybrid_counter.resources import ResourceService
+    from hybrid_counter.observability import Observability
+
+__all__ = ["PENDING_INDEX", "SweepOutcome", "Sweeper", "op_for_item"]
 
 PENDING_INDEX = "PendingIndex"
 CONTROL_PK = f"{CONTROL_PREFIX}sweeper"
@@ -54,6 +68,9 @@ class SweepOutcome:
     found: int = 0
     cleared: int = 0
     deletes_finished: int = 0
+    pending_rolled_back: int = 0
+    ranges_recounted: int = 0
+    ranges_unsettled: int = 0
     pages: int = 0
     finished: bool = True  # False: cut off by the time budget; the next run goes on
     report: ApplyReport = field(default_factory=ApplyReport)
@@ -65,18 +82,12 @@ class SweepOutcome:
             "already_done": self.report.already_done,
             "cleared_from_index": self.cleared,
             "stale_deletes_finished": self.deletes_finished,
+            "stale_pending_rolled_back": self.pending_rolled_back,
+            "ranges_recounted": self.ranges_recounted,
+            "ranges_unsettled": self.ranges_unsettled,
             "pages": self.pages,
             "finished": self.finished,
         }
-
-
-def op_for_item(item: dict[str, Any]) -> Op | None:
-    """What a resource (or its PendingIndex entry) still needs from the stream path."""
-    if items.state_of(item) == items.LIVE and not items.is_counted(item):
-        return CountOp(
-            parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"]), items.incarnation_of(item)
-        )
-    return None
 
 
 class Sweeper:
@@ -88,15 +99,35 @@ class Sweeper:
         clients: Clients | None = None,
         *,
         clock: Callable[[], float] = time.time,
-        deletes: ResourceService | None = None,
+        deletes: HasRepairs | None = None,
+        recounter: Recounter | None = None,
+        obs: Observability | None = None,
     ) -> None:
         self._table = table_name
         self._counter = counter
         self._grace = grace_seconds
         self._clients = clients or Clients()
         self._clock = clock
-        self._deletes = deletes  # finishes stale deletes in the audit
         self._retry = RetryPolicy()
+        self._requests = RecountRequests(table_name, self._clients, clock)
+        # Takes the censuses that requests ask for; its repairs finish what died (the audit).
+        self._recounter = recounter or self._own_recounter(deletes.repairs if deletes else None, obs)
+
+    def _own_recounter(self, repairs: Repairs | None, obs: Observability | None) -> Recounter:
+        # A repair never admits, so the counter store's default limit plays no part here.
+        observed = obs or default_observability()
+        counters = CounterStore(self._table, 0, self._clients, observed, Effects(clock=self._clock))
+        return Recounter(
+            self._table,
+            counters,
+            self._counter,
+            Healer(self._table, self._clients, obs),
+            self._clients,
+            grace_seconds=self._grace,
+            clock=self._clock,
+            repairs=repairs,
+            obs=obs,
+        )
 
     # ---- the sweep ------------------------------------------------------------------------------
     def pending_keys(self, older_than_seconds: float | None = None) -> list[dict[str, Any]]:
@@ -147,13 +178,29 @@ class Sweeper:
 
     def _apply_page(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
         outcome.pages += 1
-        ops = [op for op in (op_for_item(item) for item in page) if op is not None]
+        resources = [entry for entry in page if not is_request(entry)]
+        ops = [op for op in (op_for_item(item) for item in resources) if op is not None]
         outcome.found += len(ops)
         if ops:
             outcome.report.merge(self._counter.apply(ops))
-        for item in page:
+        for item in resources:
             if items.is_counted(item) or items.state_of(item) != items.LIVE:
                 outcome.cleared += self._clear_index(item)
+        for entry in page:
+            if is_request(entry):
+                self._take_census(parse_account_pk(entry["pk"]["S"]), requested_range(entry), outcome)
+
+    def _take_census(self, account_id: str, range_id: str, outcome: SweepOutcome) -> None:
+        """Recount a requested range and drop the request once settled (else it stays for the
+        next run: the range was busy, or a delete in it is still running)."""
+        seen = self._requests.count(account_id, range_id)
+        if not seen:
+            return
+        result, _ = self._recounter.recount_range(account_id, range_id, fix=True)
+        if result.settled and self._requests.settle(account_id, range_id, seen):
+            outcome.ranges_recounted += 1
+        else:
+            outcome.ranges_unsettled += 1
 
     def _clear_index(self, entry: dict[str, Any]) -> int:
         """Take a resource that needs nothing more out of the index (the index entry may be stale:
@@ -250,18 +297,21 @@ class Sweeper:
         outcome.found += len(ops)
         if ops:
             outcome.report.merge(self._counter.apply(ops))
-        if self._deletes is None:
-            return
+        repairs = self._recounter.repairs
+        rolled_back: set[tuple[str, str]] = set()
         for item in resources:
-            if items.state_of(item) == items.DELETING and items.since(item, "deleting_since") < cutoff:
-                try:
-                    # The same takeover a retried DELETE does after the grace period.
-                    self._deletes.delete(
-                        parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"])
-                    )
+            account_id, rid = parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"])
+            state = items.state_of(item)
+            try:
+                if state == items.DELETING and repairs.finish_stale_delete(account_id, rid, item):
                     outcome.deletes_finished += 1
-                except DomainError:
-                    continue
+                elif state == items.PENDING and repairs.roll_back_stale_pending(account_id, rid, item):
+                    outcome.pending_rolled_back += 1
+                    rolled_back.add((account_id, range_of(rid)))
+            except DomainError:
+                continue  # the store refused: the item is still there for the next audit or recount
+        for account_id, range_id in sorted(rolled_back):
+            self._take_census(account_id, range_id, outcome)
 
     # ---- saved progress ---------------------------------------------------------------------------
     def _load(self, job: str) -> dict[str, Any] | None:

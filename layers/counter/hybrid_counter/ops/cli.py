@@ -20,11 +20,13 @@ from typing import Any
 import boto3
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
-from hybrid_counter.counting.ops import HealOp
+from hybrid_counter.counting.ops import CensusOp, HealOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record
 from hybrid_counter.counting.replay import ReplayFailed
+from hybrid_counter.effects import Effects
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability
+from hybrid_counter.ops.clock import ClockUnknown, ServerClock, calibrate
 from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
 from hybrid_counter.runtime import Components
 from hybrid_counter.settings import Settings
@@ -101,9 +103,19 @@ def _queue(target: Target, which: str) -> FailureQueue:
 QUIET = Observability(emit_metrics=False, log_stream=sys.stderr)
 
 
-def _parts(target: Target) -> Components:
+def _parts(target: Target, clock: ServerClock | None = None) -> Components:
+    """The domain's components; ``clock``: the server's, for commands that judge what is stale."""
     settings = Settings(table_name=target.table_name, pending_grace_seconds=target.grace_seconds)
-    return Components(settings, target.clients, QUIET)
+    effects = Effects() if clock is None else Effects(clock=clock)
+    return Components(settings, target.clients, QUIET, effects)
+
+
+def _server_clock(target: Target) -> ServerClock:
+    """What is stale is judged by DynamoDB's clock, not this machine's (ops/clock.py)."""
+    try:
+        return calibrate(target.clients.dynamodb, target.table_name)
+    except ClockUnknown as error:
+        raise SystemExit(f"refusing to judge what is stale: {error}") from None
 
 
 def _check_grace(target: Target, seconds: float | None, force: bool, what: str) -> None:
@@ -158,7 +170,7 @@ def _describe_record(target: Target, record: dict[str, Any]) -> dict[str, Any]:
         return {**described, "poison": str(error)}
     described["operations"] = []
     for op in ops:
-        if isinstance(op, HealOp):
+        if isinstance(op, HealOp | CensusOp):
             described["operations"].append({"operation": repr(op)})
             continue
         item = target.clients.dynamodb.get_item(
@@ -203,29 +215,38 @@ def cmd_queue_delete(target: Target, args: argparse.Namespace) -> Any:
 
 def cmd_recount(target: Target, args: argparse.Namespace) -> Any:
     _check_grace(target, args.finish_pending_older_than, args.force, "count")
-    report = _parts(target).recounter.recount(
+    clock = _server_clock(target)
+    report = _parts(target, clock).recounter.recount(
         args.account_id,
         fix=args.fix,
         finish_older_than=args.finish_pending_older_than,
         continuation=args.continuation,
     )
-    return {**report.to_json(), "dry_run": not args.fix}
+    return {**report.to_json(), "dry_run": not args.fix, "server_clock": clock.describe()}
 
 
 def cmd_pending(target: Target, args: argparse.Namespace) -> Any:
-    keys = _parts(target).sweeper.pending_keys(args.older_than)
+    keys = _parts(target, _server_clock(target)).sweeper.pending_keys(args.older_than)
     return [{"pk": k["pk"]["S"], "sk": k["sk"]["S"], "state": k.get("state", {}).get("S")} for k in keys]
 
 
 def cmd_sweep(target: Target, args: argparse.Namespace) -> Any:
     _check_grace(target, args.older_than, args.force, "sweep")
-    return _parts(target).sweeper.sweep(args.older_than).summary()
+    clock = _server_clock(target)
+    return {
+        **_parts(target, clock).sweeper.sweep(args.older_than).summary(),
+        "server_clock": clock.describe(),
+    }
 
 
 def cmd_audit(target: Target, args: argparse.Namespace) -> Any:
-    sweeper = _parts(target).sweeper
+    if args.request_only:
+        _parts(target).sweeper.request_audit("asked for by an operator")
+        return {"requested": True}
+    clock = _server_clock(target)
+    sweeper = _parts(target, clock).sweeper
     sweeper.request_audit("asked for by an operator")
-    return {"requested": True} if args.request_only else sweeper.audit().summary()
+    return {**sweeper.audit().summary(), "server_clock": clock.describe()}
 
 
 def cmd_heal(target: Target, args: argparse.Namespace) -> Any:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.counters import AdmissionOutcome
-from hybrid_counter.errors import InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
@@ -31,6 +31,18 @@ if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
+
+
+def same_request(existing: Resource, name: str, extra: dict[str, Any]) -> Resource:
+    """A PUT of an existing id is a retry only if it asks for the same resource; a different
+    body under the same id is the caller's mistake, refused as payment APIs refuse a reused
+    idempotency key with other parameters."""
+    if existing.name != name or existing.extra != extra:
+        raise IdempotencyConflict(
+            f"resource {existing.resource_id} exists with a different body; "
+            "a PUT of an existing id must repeat the request that created it"
+        )
+    return existing
 
 
 class AtLimit(Exception):
@@ -71,7 +83,7 @@ class CreateFlow:
             if resource_id is not None:
                 existing = self._existing(account_id, rid, stored)
                 if existing is not None:
-                    return existing, False
+                    return same_request(existing, name, extra), False
             try:
                 outcome = self._try_create(account_id, rid, name, extra)
             except AtLimit as refused:
@@ -79,7 +91,7 @@ class CreateFlow:
                 # the first attempt of this very request), the answer is that it exists.
                 existing = None if resource_id is None else self._existing(account_id, rid, None)
                 if existing is not None:
-                    return existing, False
+                    return same_request(existing, name, extra), False
                 raise refused.error from None
             if isinstance(outcome, items.Resource):
                 return outcome, True
@@ -126,10 +138,18 @@ class CreateFlow:
             # either way the create happened.
             self._table.make_live(account_id, rid, incarnation, index=not certain)
         except (ClientError, BotoCoreError) as error:
-            if not certain:
-                raise store_error(error, "the create may not have finished; it") from error
-            # Admitted for sure: the stream path makes it live when it counts it.
-            self._obs.logger.warning("could not make an admitted resource live", extra={"error": repr(error)})
+            # Still pending, so nobody may be told it exists: a 201 for an item that stays pending
+            # would be lost if its admission's stream record were too (the audit rolls back every
+            # create left pending, repairs.py). Admitted, the stream path usually finishes it; the
+            # 503 says exactly that: done or not, and a retried PUT gets the final answer.
+            if certain:
+                self._obs.logger.warning(
+                    "could not make an admitted resource live", extra={"error": repr(error)}
+                )
+            # Never 429 (which promises nothing was done): the admission may have applied.
+            raise StoreUnavailable(
+                "the data store is unavailable; the create may not have finished, retry the request"
+            ) from error
         self._obs.count("ResourcesCreated")
         return items.resource_from_item(item)
 
@@ -164,34 +184,50 @@ class CreateFlow:
             )
 
     def _existing(self, account_id: str, rid: str, seen: Item | None) -> Resource | None:
-        """What a PUT finds under its id: a visible resource (200), nothing (create it), or a
-        create still settling, waited for. Raises InProgress when it does not settle."""
+        """What a PUT finds under its id: a live resource (200), nothing (create it), or a create
+        or a delete still running, waited for. A resource whose delete has released its slot no
+        longer exists, even while its item is still there (its delete could not remove it):
+        the PUT creates it again, or answers InProgress (503) until it can."""
+        last: list[Item | None] = [seen]
 
         def probe(item: Item | None) -> Found | None:
             state = items.state_of(item)
             if item is None or state is None:
                 return Found(None)  # free
-            if state in items.VISIBLE:
+            if state == items.LIVE:
                 return Found(items.resource_from_item(item))
-            if self._stale(item):
+            if state == items.PENDING and self._stale(item):
                 adopted = self._table.adopt(account_id, rid, items.incarnation_of(item))
                 if adopted.applied:
                     self._obs.count("PendingAdopted")
                     return Found(items.resource_from_item(item))
-            return None  # a create in flight: wait for it
+            return None  # a create or a delete in flight: wait for it
 
         def settled() -> Found | None:
-            return probe(self._table.get(account_id, rid))
+            last[0] = self._table.get(account_id, rid)
+            return probe(last[0])
 
-        found = probe(seen) if seen is not None else None
-        if found is None:
-            try:
+        try:
+            found = probe(seen) if seen is not None else None
+            if found is None:
                 found = self._fx.waiter.until(settled)
-            except (ClientError, BotoCoreError) as error:
-                raise store_error(error, "the create") from error
+            if found is None and items.state_of(last[0]) == items.DELETING:
+                found = self._after_release(account_id, rid, last[0])
+        except (ClientError, BotoCoreError) as error:
+            raise store_error(error, "the create") from error
         if found is None:
-            raise InProgress("this resource id is being created by another request; retry shortly")
+            raise InProgress("this resource id is being created or deleted by another request; retry shortly")
         return found.resource
+
+    def _after_release(self, account_id: str, rid: str, item: Item | None) -> Found | None:
+        """A delete that outlasted the wait: if its release applied (``last_release`` names it),
+        it has happened, so its item is removed here, as the stream path would, and the id is
+        free; otherwise it may still be running, and nothing can be said yet."""
+        assert item is not None
+        if self._counters.read(account_id).last_release != token(rid, items.incarnation_of(item)):
+            return None
+        self._table.remove(account_id, rid, items.since(item, "delete_request"))
+        return Found(None)
 
     def _stale(self, item: Item) -> bool:
         return epoch_of(items.since(item, "created_at")) < self._fx.clock() - self._grace

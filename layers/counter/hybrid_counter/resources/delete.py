@@ -40,13 +40,14 @@ LIVE_AGAIN = "live"
 
 @dataclass(frozen=True)
 class Claim:
+    request_id: str  # the delete request that owns the claim now
     incarnation: str
     counted: bool  # as of the claim; the stream path does not count a claimed resource
     taken_over: bool = False
 
     @classmethod
-    def of(cls, item: Item, *, taken_over: bool = False) -> Claim:
-        return cls(items.incarnation_of(item), items.is_counted(item), taken_over)
+    def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
+        return cls(request_id, items.incarnation_of(item), items.is_counted(item), taken_over)
 
 
 class DeleteFlow:
@@ -65,8 +66,29 @@ class DeleteFlow:
         self._obs = obs
 
     def delete(self, account_id: str, rid: str) -> None:
+        claim = self._claim(account_id, rid, self._fx.new_id())
+        self.finish(account_id, rid, claim)
+
+    def take_over(self, account_id: str, rid: str, seen: Item) -> Claim | None:
+        """Take over the claim of ``seen`` (the item as a repair read it), on that incarnation and
+        that claim only; None if anything changed since (the delete went on, the id was created
+        again): then there is nothing for the repair to do."""
         request_id = self._fx.new_id()
-        claim = self._claim(account_id, rid, request_id)
+        taken = self._table.claim(
+            account_id,
+            rid,
+            request_id,
+            taking_over=items.since(seen, "delete_request"),
+            incarnation=items.incarnation_of(seen),
+        )
+        if not taken.applied or taken.item is None:
+            return None
+        self._obs.count("DeleteTakenOver")
+        return Claim.of(request_id, taken.item, taken_over=True)
+
+    def finish(self, account_id: str, rid: str, claim: Claim) -> None:
+        """Release the claimed incarnation's slot (at most once) and remove the item."""
+        request_id = claim.request_id
         release_token = token(rid, claim.incarnation)
         if claim.taken_over and self._last_release(account_id) == release_token:
             self._remove(account_id, rid, request_id)  # the earlier delete's release did apply
@@ -93,7 +115,7 @@ class DeleteFlow:
         for _ in range(3):
             claimed = guarded(lambda: self._table.claim(account_id, rid, request_id), "the delete")
             if claimed.applied and claimed.item is not None:
-                return Claim.of(claimed.item)
+                return Claim.of(request_id, claimed.item)
             item = claimed.item
             state = items.state_of(item)
             if item is None or state == items.PENDING:
@@ -102,14 +124,22 @@ class DeleteFlow:
                 continue  # it became live again between the claim and its refusal
             owner = items.since(item, "delete_request")
             if owner == request_id:
-                return Claim.of(item)  # our own claim, retried by botocore after a lost response
+                return Claim.of(request_id, item)  # our own claim, retried by botocore after a lost response
             if self._stale(item):
                 taken = guarded(
-                    partial(self._table.claim, account_id, rid, request_id, taking_over=owner), "the delete"
+                    partial(
+                        self._table.claim,
+                        account_id,
+                        rid,
+                        request_id,
+                        taking_over=owner,
+                        incarnation=items.incarnation_of(item),
+                    ),
+                    "the delete",
                 )
                 if taken.applied and taken.item is not None:
                     self._obs.count("DeleteTakenOver")
-                    return Claim.of(taken.item, taken_over=True)
+                    return Claim.of(request_id, taken.item, taken_over=True)
                 continue
             settled = guarded(
                 partial(self._fx.waiter.until, partial(self._settled, account_id, rid, owner)), "the delete"

@@ -116,10 +116,18 @@ class ResourceTable:
 
     # ---- delete -----------------------------------------------------------------------------
     def claim(
-        self, account_id: str, resource_id: str, request_id: str, *, taking_over: str | None = None
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        taking_over: str | None = None,
+        incarnation: str | None = None,
     ) -> Written:
         """live -> deleting, owned by ``request_id``. With ``taking_over``: take a stale claim
-        of that request over instead. Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        of that request over instead, only on the incarnation it was judged on (``incarnation``):
+        a repair must never act on a resource created again under the same id since it read it.
+        Applied: ``item`` is the item as claimed (ALL_NEW)."""
         values: dict[str, Any] = {
             ":req": {"S": request_id},
             ":now": {"S": iso_utc(self._effects.clock())},
@@ -129,8 +137,11 @@ class ResourceTable:
             condition = "#state = :live"
             values[":live"] = {"S": LIVE}
         else:
-            condition = "#state = :deleting AND delete_request = :old"
+            if incarnation is None:
+                raise ValueError("a takeover names the incarnation whose claim it takes over")
+            condition = "#state = :deleting AND delete_request = :old AND incarnation = :inc"
             values[":old"] = {"S": taking_over}
+            values[":inc"] = {"S": incarnation}
         return self._update(
             account_id,
             resource_id,

@@ -1,0 +1,334 @@
+"""Recount an account from its resource items and fix its counters, under any traffic.
+
+The truth is in the table: ``eventual`` must equal the resources the stream path counted that
+no delete has released (with no delete in flight: the counted live ones), and ``best_effort``
+must not exceed the resources holding a slot (pending, live or claimed). A census of 10^5 items
+takes seconds, during which traffic moves both, so the account is recounted one *range* at a
+time (keys.py: 16 ranges, each contiguous in the partition): the counter item keeps each range's
+share of both counters and a version that every write changing them bumps. A range's census is
+taken between two reads of its version; if the version did not move and no delete of the range
+was in flight, the census and the shares are of the same instant, and the difference is that
+range's drift. Normal traffic leaves a drift unchanged (every write changes the share and the
+census alike), so the fix is a conditional delta on that range alone, applied only if the
+version is still the one seen. A busy range is simply tried again; the chance that a range of
+n/16 resources sees no write during its census is what makes this converge where a census of the
+whole account fenced by one version could not. Progress is per range: a run cut off is resumed
+from its continuation.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from botocore.exceptions import ClientError
+
+from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code
+from hybrid_counter.counters import CounterStore, expressions
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.ops import op_for_item
+from hybrid_counter.effects import Effects
+from hybrid_counter.errors import DomainError
+from hybrid_counter.healing import Healer
+from hybrid_counter.keys import account_pk, all_ranges, epoch_of, range_prefix
+from hybrid_counter.resources import items
+from hybrid_counter.resources.repairs import Repairs
+
+if TYPE_CHECKING:
+    from hybrid_counter.observability import Observability
+
+
+class HasRepairs(Protocol):
+    """What the recount and the audit need of the API path's service: its repairs."""
+
+    @property
+    def repairs(self) -> Repairs: ...
+
+
+MAX_ATTEMPTS = 20
+
+
+@dataclass
+class RangeCensus:
+    pending: int = 0
+    live: int = 0
+    deleting: int = 0
+    counted_live: int = 0
+    deleting_items: list[dict[str, Any]] = field(default_factory=list)
+    uncounted_items: list[dict[str, Any]] = field(default_factory=list)
+    pending_items: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def slot_bound(self) -> int:
+        return self.pending + self.live + self.deleting
+
+
+@dataclass
+class RangeResult:
+    range_id: str
+    best_effort: int = 0
+    eventual: int = 0
+    census: RangeCensus = field(default_factory=RangeCensus)
+    settled: bool = False  # a census of one instant was taken
+    attempts: int = 0
+
+    @property
+    def eventual_drift(self) -> int:
+        return self.eventual - self.census.counted_live
+
+    @property
+    def best_effort_excess(self) -> int:
+        return max(0, self.best_effort - self.census.slot_bound)
+
+
+@dataclass
+class RecountReport:
+    account_id: str
+    best_effort: int = 0
+    eventual: int = 0
+    best_effort_before: int = 0
+    totals_mismatch: tuple[int, int] = (0, 0)  # each total minus the sum of its range shares
+    ranges: list[RangeResult] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    continuation: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        settled = [r for r in self.ranges if r.settled]
+        live = sum(r.census.live for r in self.ranges)
+        return {
+            "account_id": self.account_id,
+            "best_effort": self.best_effort,
+            "eventual": self.eventual,
+            "live_resources": live,
+            "counted_live_resources": sum(r.census.counted_live for r in self.ranges),
+            "pending_resources": sum(r.census.pending for r in self.ranges),
+            "deleting_resources": sum(r.census.deleting for r in self.ranges),
+            "eventual_drift": sum(r.eventual_drift for r in settled) + self.totals_mismatch[1],
+            "best_effort_excess": sum(r.best_effort_excess for r in settled)
+            + max(0, self.totals_mismatch[0]),
+            "best_effort_deficit": max(0, live - self.best_effort_before),
+            "totals_mismatch": {"best_effort": self.totals_mismatch[0], "eventual": self.totals_mismatch[1]},
+            "ranges_unsettled": [r.range_id for r in self.ranges if not r.settled],
+            "census_attempts": sum(r.attempts for r in self.ranges),
+            "actions": self.actions,
+            "continuation": self.continuation,
+        }
+
+
+class Recounter:
+    def __init__(
+        self,
+        table_name: str,
+        counters: CounterStore,
+        counter: EventualCounter,
+        healer: Healer,
+        clients: Clients,
+        *,
+        service: HasRepairs | None = None,
+        grace_seconds: float = 300,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        attempts: int = MAX_ATTEMPTS,
+        repairs: Repairs | None = None,
+        obs: Observability | None = None,
+    ) -> None:
+        self._table = table_name
+        self._counters = counters
+        self._counter = counter
+        self._healer = healer
+        self._clients = clients
+        self._grace = grace_seconds
+        self._clock = clock
+        self._sleep = sleep
+        self._attempts = attempts
+        # Finishes deletes and rolls back creates stuck past the grace period, each on the
+        # incarnation the census read (resources/repairs.py).
+        self._repairs = repairs or (
+            service.repairs
+            if service is not None
+            else Repairs.on(table_name, clients, counters, grace_seconds, Effects(clock=clock), obs=obs)
+        )
+
+    def recount(
+        self,
+        account_id: str,
+        *,
+        fix: bool,
+        finish_older_than: float | None = None,
+        continuation: str | None = None,
+        until: Callable[[], bool] | None = None,
+    ) -> RecountReport:
+        report = RecountReport(account_id)
+        first_read = self._counters.read(account_id)
+        report.best_effort_before = first_read.best_effort
+        report.totals_mismatch = first_read.totals_mismatch()
+        if fix and report.totals_mismatch != (0, 0):
+            self._fix_totals(account_id, report.actions)
+        ranges = all_ranges()
+        first = int(json.loads(continuation)["range"]) if continuation else 0
+        for index in range(first, len(ranges)):
+            if until is not None and until():
+                report.continuation = json.dumps({"range": index})
+                break
+            result = self._recount_range(account_id, ranges[index], fix, finish_older_than, report.actions)
+            report.ranges.append(result)
+        if fix and report.continuation is None:
+            healed = self._healer.heal_account(account_id)
+            if healed.healed:
+                report.actions.append(
+                    f"best_effort {healed.best_effort_before} -> {healed.eventual} (healed)"
+                )
+        state = self._counters.read(account_id)
+        report.best_effort, report.eventual = state.best_effort, state.eventual
+        return report
+
+    @property
+    def repairs(self) -> Repairs:
+        return self._repairs
+
+    def recount_range(self, account_id: str, range_id: str, *, fix: bool) -> tuple[RangeResult, list[str]]:
+        """One range on its own (what a recount request asks for): its census, and with ``fix``
+        its correction and the repairs of what died in it. Returns the result and the actions."""
+        actions: list[str] = []
+        return self._recount_range(account_id, range_id, fix, None, actions), actions
+
+    def _recount_range(
+        self, account_id: str, range_id: str, fix: bool, finish_older_than: float | None, actions: list[str]
+    ) -> RangeResult:
+        result = RangeResult(range_id)
+        for attempt in range(1, self._attempts + 1):
+            result.attempts = attempt
+            before = self._counters.read(account_id).share(range_id)
+            census = self.census(account_id, range_id)
+            if fix and self._finish(census, finish_older_than, actions):
+                continue  # the range changed: take its census again
+            after = self._counters.read(account_id).share(range_id)
+            result.best_effort, result.eventual, result.census = before.best_effort, before.eventual, census
+            stuck = [d for d in census.deleting_items if self._stale(d, "deleting_since", self._grace)]
+            left = [p for p in census.pending_items if self._stale(p, "created_at", self._grace)]
+            if left and not fix and attempt == 1:
+                actions.append(
+                    f"range {range_id}: {len(left)} create(s) left pending longer than the grace period "
+                    "(--fix rolls them back; a census then releases the slot if they held one)"
+                )
+            if stuck and not fix:
+                actions.append(
+                    f"range {range_id}: {len(stuck)} delete(s) stuck for longer than the grace period"
+                )
+                return result  # whether their releases applied is unknown: --fix finishes them
+            if after.version != before.version or census.deleting_items:
+                self._sleep(min(0.02 * attempt, 0.2))  # a write landed, or a delete is in flight
+                continue
+            result.settled = True
+            if fix and (result.eventual_drift or result.best_effort_excess):
+                if not self._correct(account_id, range_id, result, after.version):
+                    result.settled = False
+                    continue
+                actions.append(
+                    f"range {range_id}: eventual {-result.eventual_drift:+d}, best_effort {-result.best_effort_excess:+d}"
+                )
+            return result
+        return result
+
+    def _stale(self, item: dict[str, Any], attribute: str, older_than: float) -> bool:
+        return epoch_of(items.since(item, attribute)) < self._clock() - older_than
+
+    def census(self, account_id: str, range_id: str) -> RangeCensus:
+        census = RangeCensus()
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": {"S": account_pk(account_id)},
+                ":prefix": {"S": range_prefix(range_id)},
+            },
+            ConsistentRead=True,
+        ):
+            for raw in page.get("Items", []):
+                item = dict(raw)
+                state = items.state_of(item)
+                if state == items.PENDING:
+                    census.pending += 1
+                    census.pending_items.append(item)
+                elif state == items.LIVE:
+                    census.live += 1
+                    census.counted_live += items.is_counted(item)
+                    if not items.is_counted(item):
+                        census.uncounted_items.append(item)
+                elif state == items.DELETING:
+                    census.deleting += 1
+                    census.deleting_items.append(item)
+        return census
+
+    def _finish(self, census: RangeCensus, count_older_than: float | None, actions: list[str]) -> bool:
+        """Finish the deletes claimed longer ago than the grace period (the takeover a retried
+        DELETE does), roll back the creates left pending longer than that, and, with
+        ``count_older_than``, count the live uncounted resources created before then (what the
+        stream path would have done). Each repair acts only on the incarnation the census read.
+        True when something changed."""
+        changed = False
+        if count_older_than is not None:
+            ops = [
+                op
+                for item in census.uncounted_items
+                if self._stale(item, "created_at", count_older_than) and (op := op_for_item(item)) is not None
+            ]
+            if ops:
+                applied = self._counter.apply(ops)
+                actions.append(f"counted {applied.counted} resources the stream path had not")
+                changed = applied.counted > 0
+        for item in census.deleting_items:
+            account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
+            try:
+                finished = self._repairs.finish_stale_delete(account_id, resource_id, item)
+            except DomainError as error:
+                actions.append(f"could not finish the delete of {resource_id}: {error}")
+                continue
+            if finished:
+                actions.append(f"finished the delete of {resource_id}")
+                changed = True
+        for item in census.pending_items:
+            account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
+            # This census is the one the rollback needs: no request for another.
+            if self._repairs.roll_back_stale_pending(account_id, resource_id, item, request_census=False):
+                actions.append(f"rolled back the create of {resource_id} left pending")
+                changed = True
+        return changed
+
+    def _fix_totals(self, account_id: str, actions: list[str]) -> None:
+        for _ in range(self._attempts):
+            state = self._counters.read(account_id)
+            best_effort, eventual = state.totals_mismatch()
+            if best_effort == 0 and eventual == 0:
+                actions.append("totals already back to the sums of their shares (a heal fixed them)")
+                return
+            args = expressions.totals_correction(-best_effort, -eventual, state.heals).update(
+                self._table, account_id
+            )
+            try:
+                self._clients.dynamodb.update_item(**args)
+            except ClientError as error:
+                if error_code(error) != CONDITION_FAILED:
+                    raise
+                continue  # a heal landed in between: the mismatch moved, read it again
+            actions.append(
+                f"totals back to the sums of their shares: best_effort {-best_effort:+d}, eventual {-eventual:+d}"
+            )
+            return
+        actions.append("could not fix the totals: heals kept landing; run again")
+
+    def _correct(self, account_id: str, range_id: str, result: RangeResult, version: int) -> bool:
+        args = expressions.correction(
+            range_id, -result.best_effort_excess, -result.eventual_drift, version
+        ).update(self._table, account_id)
+        try:
+            self._clients.dynamodb.update_item(**args)
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+            return False
+        return True

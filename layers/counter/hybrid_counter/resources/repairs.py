@@ -1,0 +1,97 @@
+"""Repairs: finishing what a request that died left behind, on exactly the item a repair judged.
+
+The audit and the recount find work by reading items; between their read and their write the
+client may retry, finish, and create the same id again. So a repair never acts on an id: every
+write it makes is conditional on the incarnation (and, for a delete, the claim) it read, and a
+refusal means someone else already acted, which is the end of the repair.
+
+- A delete claimed longer ago than the grace period: take that claim over (conditional on its
+  incarnation and its delete request), then finish it as the delete would have: release the
+  slot unless ``last_release`` shows it was released, and remove the item (delete.py).
+- A pending item older than the grace period: its create is over (the grace period exceeds the
+  API function's timeout) and no caller was told it exists (a create answers 201 only once its
+  item is live). Whether its admission applied cannot be read off the item, so it is removed
+  (conditional on its incarnation and on still being pending) after a census of its range has
+  been asked for (recount_requests.py): the census lowers the range's best-effort share to the
+  resources that can still hold a slot, which releases the slot exactly when it was held.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybrid_counter.keys import epoch_of, range_of
+from hybrid_counter.observability import default_observability
+from hybrid_counter.recount_requests import RecountRequests
+from hybrid_counter.resources import items
+from hybrid_counter.resources.delete import DeleteFlow
+from hybrid_counter.resources.table import Item, ResourceTable
+
+if TYPE_CHECKING:
+    from hybrid_counter.aws import Clients
+    from hybrid_counter.counters import CounterStore
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+
+class Repairs:
+    def __init__(
+        self,
+        table: ResourceTable,
+        deletes: DeleteFlow,
+        requests: RecountRequests,
+        grace_seconds: float,
+        effects: Effects,
+    ) -> None:
+        self._table = table
+        self._deletes = deletes
+        self._requests = requests
+        self._grace = grace_seconds
+        self._fx = effects
+
+    @classmethod
+    def on(
+        cls,
+        table_name: str,
+        clients: Clients,
+        counters: CounterStore,
+        grace_seconds: float,
+        effects: Effects,
+        *,
+        obs: Observability | None = None,
+    ) -> Repairs:
+        """Repairs of one table, for tools that are not given the API path's (its clock decides
+        what is stale)."""
+        table = ResourceTable(table_name, clients, effects)
+        deletes = DeleteFlow(table, counters, grace_seconds, effects, obs or default_observability())
+        return cls(
+            table, deletes, RecountRequests(table_name, clients, effects.clock), grace_seconds, effects
+        )
+
+    def stale(self, item: Item, attribute: str) -> bool:
+        """Older than the grace period by this repair's clock (ops tools: the server's, clock.py)."""
+        since = items.since(item, attribute)
+        return bool(since) and epoch_of(since) < self._fx.clock() - self._grace
+
+    def finish_stale_delete(self, account_id: str, rid: str, seen: Item) -> bool:
+        """Finish the delete of ``seen`` if its claim is stale and still the same; True if this
+        repair finished it. Raises the domain's retryable errors when the store refuses."""
+        if items.state_of(seen) != items.DELETING or not self.stale(seen, "deleting_since"):
+            return False
+        claim = self._deletes.take_over(account_id, rid, seen)
+        if claim is None:
+            return False  # the claim or the incarnation changed since the read: not ours to touch
+        self._deletes.finish(account_id, rid, claim)
+        return True
+
+    def roll_back_stale_pending(
+        self, account_id: str, rid: str, seen: Item, *, request_census: bool = True
+    ) -> bool:
+        """Remove the pending item of a create that is over; True if this repair removed it.
+        ``request_census``: ask for the census of its range first (the caller may be taking that
+        census itself)."""
+        if items.state_of(seen) != items.PENDING or not self.stale(seen, "created_at"):
+            return False
+        if request_census:
+            self._requests.put(account_id, range_of(rid), f"rolled back the stale pending {rid}")
+        return self._table.roll_back(account_id, rid, items.incarnation_of(seen)).applied
