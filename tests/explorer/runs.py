@@ -31,7 +31,14 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
-from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, StoreUnavailable, Throttled
+from hybrid_counter.errors import (
+    IdempotencyConflict,
+    InProgress,
+    LimitExceeded,
+    NotFound,
+    StoreUnavailable,
+    Throttled,
+)
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import COUNTER_SK, account_pk, all_ranges, token
 from hybrid_counter.ops.recount import Recounter
@@ -242,7 +249,7 @@ class Run:
         if spec.kind == "post":
             return lambda: service.create(account, "posted", {})
         if spec.kind == "put":
-            return lambda: service.create(account, "put", {}, resource_id=str(spec.arg))
+            return lambda: service.create(account, f"name-{spec.arg}", {}, resource_id=str(spec.arg))
         if spec.kind == "delete":
             return lambda: service.delete(account, str(spec.arg))
         if spec.kind == "limit":
@@ -498,6 +505,7 @@ def answer_of(op: Operation) -> int | str:
         return "crash"
     for kind, status in (
         (LimitExceeded, 409),
+        (IdempotencyConflict, "conflict"),  # a PUT of the same id always repeats its body here
         (NotFound, 404),
         (Throttled, 429),
         (InProgress, 503),

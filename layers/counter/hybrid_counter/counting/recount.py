@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code
 from hybrid_counter.counters import CounterStore, expressions
@@ -59,11 +59,15 @@ class RangeCensus:
     counted_live: int = 0
     deleting_items: list[dict[str, Any]] = field(default_factory=list)
     uncounted_items: list[dict[str, Any]] = field(default_factory=list)
-    pending_items: list[dict[str, Any]] = field(default_factory=list)
+    # Pending longer than the grace period: their creates are over and no caller was told they
+    # exist, so they hold no slot a caller could see; --fix releases what the counter still
+    # holds for them and then removes them (never the other way round: no overcount between).
+    stale_pending_items: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def slot_bound(self) -> int:
-        return self.pending + self.live + self.deleting
+        """The resources that can hold a slot: live, claimed, and pending creates still running."""
+        return self.pending - len(self.stale_pending_items) + self.live + self.deleting
 
 
 @dataclass
@@ -208,12 +212,6 @@ class Recounter:
             after = self._counters.read(account_id).share(range_id)
             result.best_effort, result.eventual, result.census = before.best_effort, before.eventual, census
             stuck = [d for d in census.deleting_items if self._stale(d, "deleting_since", self._grace)]
-            left = [p for p in census.pending_items if self._stale(p, "created_at", self._grace)]
-            if left and not fix and attempt == 1:
-                actions.append(
-                    f"range {range_id}: {len(left)} create(s) left pending longer than the grace period "
-                    "(--fix rolls them back; a census then releases the slot if they held one)"
-                )
             if stuck and not fix:
                 actions.append(
                     f"range {range_id}: {len(stuck)} delete(s) stuck for longer than the grace period"
@@ -229,6 +227,14 @@ class Recounter:
                     continue
                 actions.append(
                     f"range {range_id}: eventual {-result.eventual_drift:+d}, best_effort {-result.best_effort_excess:+d}"
+                )
+            left = census.stale_pending_items
+            if fix:
+                self._roll_back(account_id, left, actions)  # their slots are released: now remove them
+            elif left:
+                actions.append(
+                    f"range {range_id}: {len(left)} create(s) left pending longer than the grace period "
+                    "(--fix releases what the counter holds for them, then removes them)"
                 )
             return result
         return result
@@ -253,7 +259,8 @@ class Recounter:
                 state = items.state_of(item)
                 if state == items.PENDING:
                     census.pending += 1
-                    census.pending_items.append(item)
+                    if self._stale(item, "created_at", self._grace):
+                        census.stale_pending_items.append(item)
                 elif state == items.LIVE:
                     census.live += 1
                     census.counted_live += items.is_counted(item)
@@ -291,13 +298,18 @@ class Recounter:
             if finished:
                 actions.append(f"finished the delete of {resource_id}")
                 changed = True
-        for item in census.pending_items:
-            account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
-            # This census is the one the rollback needs: no request for another.
-            if self._repairs.roll_back_stale_pending(account_id, resource_id, item, request_census=False):
-                actions.append(f"rolled back the create of {resource_id} left pending")
-                changed = True
         return changed
+
+    def _roll_back(self, account_id: str, stale: list[dict[str, Any]], actions: list[str]) -> None:
+        """Remove creates left pending, once the range's best-effort share no longer counts them."""
+        for item in stale:
+            resource_id = str(item["resource_id"]["S"])
+            try:
+                if self._repairs.roll_back_stale_pending(account_id, resource_id, item):
+                    actions.append(f"rolled back the create of {resource_id} left pending")
+            except (ClientError, BotoCoreError) as error:
+                # Still pending, no longer counted: a PUT may adopt it, TTL removes it.
+                actions.append(f"could not roll back {resource_id}: {error!r}")
 
     def _fix_totals(self, account_id: str, actions: list[str]) -> None:
         for _ in range(self._attempts):

@@ -10,19 +10,18 @@ refusal means someone else already acted, which is the end of the repair.
   slot unless ``last_release`` shows it was released, and remove the item (delete.py).
 - A pending item older than the grace period: its create is over (the grace period exceeds the
   API function's timeout) and no caller was told it exists (a create answers 201 only once its
-  item is live). Whether its admission applied cannot be read off the item, so it is removed
-  (conditional on its incarnation and on still being pending) after a census of its range has
-  been asked for (recount_requests.py): the census lowers the range's best-effort share to the
-  resources that can still hold a slot, which releases the slot exactly when it was held.
+  item is live). Whether its admission applied cannot be read off the item; a census of its
+  range can tell what the counter holds for it (counting/recount.py). The recount first lowers
+  the range's best-effort share to the resources that can still hold a slot, then removes the
+  item here, conditional on its incarnation and on its still being pending.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hybrid_counter.keys import epoch_of, range_of
+from hybrid_counter.keys import epoch_of
 from hybrid_counter.observability import default_observability
-from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import DeleteFlow
 from hybrid_counter.resources.table import Item, ResourceTable
@@ -36,16 +35,10 @@ if TYPE_CHECKING:
 
 class Repairs:
     def __init__(
-        self,
-        table: ResourceTable,
-        deletes: DeleteFlow,
-        requests: RecountRequests,
-        grace_seconds: float,
-        effects: Effects,
+        self, table: ResourceTable, deletes: DeleteFlow, grace_seconds: float, effects: Effects
     ) -> None:
         self._table = table
         self._deletes = deletes
-        self._requests = requests
         self._grace = grace_seconds
         self._fx = effects
 
@@ -64,9 +57,7 @@ class Repairs:
         what is stale)."""
         table = ResourceTable(table_name, clients, effects)
         deletes = DeleteFlow(table, counters, grace_seconds, effects, obs or default_observability())
-        return cls(
-            table, deletes, RecountRequests(table_name, clients, effects.clock), grace_seconds, effects
-        )
+        return cls(table, deletes, grace_seconds, effects)
 
     def stale(self, item: Item, attribute: str) -> bool:
         """Older than the grace period by this repair's clock (ops tools: the server's, clock.py)."""
@@ -84,14 +75,9 @@ class Repairs:
         self._deletes.finish(account_id, rid, claim)
         return True
 
-    def roll_back_stale_pending(
-        self, account_id: str, rid: str, seen: Item, *, request_census: bool = True
-    ) -> bool:
-        """Remove the pending item of a create that is over; True if this repair removed it.
-        ``request_census``: ask for the census of its range first (the caller may be taking that
-        census itself)."""
+    def roll_back_stale_pending(self, account_id: str, rid: str, seen: Item) -> bool:
+        """Remove the pending item of a create that is over (its slot, if it held one, already
+        released by the census that found it); True if this repair removed it."""
         if items.state_of(seen) != items.PENDING or not self.stale(seen, "created_at"):
             return False
-        if request_census:
-            self._requests.put(account_id, range_of(rid), f"rolled back the stale pending {rid}")
         return self._table.roll_back(account_id, rid, items.incarnation_of(seen)).applied

@@ -14,7 +14,6 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.errors import NotFound, ValidationError
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, is_valid_id, parse_resource_sk, resource_sk
 from hybrid_counter.observability import Observability, default_observability
-from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
 from hybrid_counter.resources.create import CreateFlow
 from hybrid_counter.resources.delete import DeleteFlow
@@ -76,8 +75,7 @@ class ResourceService:
         grace = settings.pending_grace_seconds
         self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
-        requests = RecountRequests(settings.table_name, self._clients, self._fx.clock)
-        self.repairs = Repairs(self._table, self._delete, requests, grace, self._fx)
+        self.repairs = Repairs(self._table, self._delete, grace, self._fx)
 
     # ---- limits and usage -----------------------------------------------------------------------
     def set_limit(self, account_id: str, limit: int) -> dict[str, Any]:
