@@ -67,14 +67,15 @@ class Target:
     calls_recorded_to: Path | None = None
 
     def call(
-        self, method: str, path: str, body: Any = None, raw: str | None = None, auth: Any = AUTO
+        self, method: str, path: str, body: Any = None, raw: str | bytes | None = None, auth: Any = AUTO
     ) -> requests.Response:
         """`auth`: AUTO (a permitted caller's token), None (no credentials), or headers to send."""
         url = self.api_url.rstrip("/") + path
         headers = dict(self.auth_headers(method, path) if auth is AUTO else auth or {})
         if raw is not None:
             headers["content-type"] = "application/json"
-            return self.http.request(method, url, data=raw.encode(), headers=headers, timeout=30)
+            data = raw.encode() if isinstance(raw, str) else raw
+            return self.http.request(method, url, data=data, headers=headers, timeout=30)
         return self.http.request(method, url, json=body, headers=headers, timeout=30)
 
     def auth_headers(self, method: str, path: str) -> dict[str, str]:

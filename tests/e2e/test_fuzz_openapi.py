@@ -5,7 +5,10 @@ Each of the 8 operations gets HC_FUZZ_EXAMPLES valid and as many invalid example
 positive and negative generation), sent with the token a permitted caller would have (the path's
 account's tenant, or the operator to set a limit); CI uses the default below, the long run more.
 A second pass sends the same kinds of requests without credentials: every operation but the
-public description gets API Gateway's 401 and writes nothing.
+public description gets API Gateway's 401 and writes nothing. A third sends valid requests to the
+operations that take a body with the body replaced by one JSON parsers choke on (deep nesting, huge
+integers, NaN and the infinities, repeated names: tests/hostile_json.py), which schemathesis, always
+sending json.dumps of a Python value, never generates: each is a 400 ValidationError.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from hypothesis.errors import Unsatisfiable
 
 from hybrid_counter.keys import account_pk
 from tests.e2e.conftest import Target
+from tests.hostile_json import hostile_body
 
 pytestmark = pytest.mark.e2e
 
@@ -66,7 +70,7 @@ def with_headers(case: Any, headers: dict[str, str]) -> Any:
     return case
 
 
-def check_case(case: Any, target: Target) -> None:
+def check_case(case: Any, target: Target) -> Any:
     response = with_headers(case, target.auth_headers(case.method, case.formatted_path)).call()
     TALLY["cases"] += 1
     assert response.status_code < 500, (case.method, case.formatted_path, response.text)
@@ -76,7 +80,7 @@ def check_case(case: Any, target: Target) -> None:
         TALLY["accepted"] += 1
         if isinstance(account_id, str) and writes:
             _written_accounts.add(account_id)
-        return
+        return response
     TALLY["rejected"] += 1
     body = response.json()
     TALLY["validation_errors"] += body.get("error", {}).get("code") == "ValidationError"
@@ -88,6 +92,7 @@ def check_case(case: Any, target: Target) -> None:
     if target.runtime is not None and writes and untouched and "/" not in str(account_id):
         assert partition_is_empty(target, str(account_id)), (case.method, case.formatted_path)
         TALLY["rejected_writes_checked"] += 1
+    return response
 
 
 def test_no_5xx_documented_errors_and_rejected_requests_write_nothing(target: Target) -> None:
@@ -115,6 +120,34 @@ def test_no_5xx_documented_errors_and_rejected_requests_write_nothing(target: Ta
     assert TALLY["validation_errors"] > 0
     assert target.runtime is None or TALLY["rejected_writes_checked"] > 0
     print(f"\nfuzz cases: {TALLY}")
+
+
+def test_hostile_json_bodies_are_400_and_write_nothing(target: Target) -> None:
+    schema = load_schema(target)
+    operations = [result.ok() for result in schema.get_all_operations()]
+    with_body = [operation for operation in operations if len(operation.body) > 0]
+    assert len(with_body) == 3
+    cases = 0
+    for operation in with_body:
+
+        @given(case=operation.as_strategy(schemathesis.GenerationMode.POSITIVE), raw=hostile_body())
+        @settings(
+            max_examples=max(10, EXAMPLES // 4),
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            database=None,
+        )
+        def fuzz(case: Any, raw: str) -> None:
+            nonlocal cases
+            case.body = raw.encode()  # bytes: sent as they are (schemathesis would json.dumps a value)
+            response = check_case(case, target)
+            assert response.status_code == 400, (case.method, case.formatted_path, raw[:200])
+            assert response.json()["error"]["code"] == "ValidationError"
+            cases += 1
+
+        fuzz()
+    assert cases >= 3 * 10
+    print(f"\nhostile body cases: {cases}")
 
 
 UNAUTHENTICATED = {"cases": 0, "writes_checked": 0}

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
     OpenAPIRequestValidationMiddleware,
 )
@@ -17,8 +16,9 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
+from hybrid_counter.api.body import reject_oversize, strict_json
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
-from hybrid_counter.api.models import MAX_BODY_BYTES, LimitBody, ResourceBody
+from hybrid_counter.api.models import LimitBody, ResourceBody
 from hybrid_counter.errors import DomainError
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
@@ -29,7 +29,11 @@ ResourceId = Annotated[str, Path(pattern=ID_PATTERN, description="Resource id: 1
 
 
 def _json(status: int, body: Any) -> Response[str]:
-    return Response(status_code=status, content_type=content_types.APPLICATION_JSON, body=json.dumps(body))
+    return Response(
+        status_code=status,
+        content_type=content_types.APPLICATION_JSON,
+        body=json.dumps(body, allow_nan=False),
+    )
 
 
 def build_app(
@@ -43,18 +47,11 @@ def build_app(
     # Validation is added as an ordinary middleware, after the access check: Powertools' own
     # switch (enable_validation=True) puts it before every user middleware, so a request about
     # another account with a bad body would get a 400 instead of the 403 every such request gets.
-    app = APIGatewayHttpResolver()
-
-    def reject_oversize(app: APIGatewayHttpResolver, next_middleware: NextMiddleware) -> Response[Any]:
-        body = app.current_event.body or ""
-        if len(body.encode()) > MAX_BODY_BYTES:
-            return error_response(
-                400, "ValidationError", f"request body is larger than {MAX_BODY_BYTES} bytes"
-            )
-        return next_middleware(app)
+    # Bodies are measured before anything parses them, and parsed once, strictly (api/body.py).
+    app = APIGatewayHttpResolver(json_body_deserializer=strict_json)
 
     validate: Callable[..., Response[Any]] = OpenAPIRequestValidationMiddleware()  # type: ignore[no-untyped-call]
-    checks = [validate, reject_oversize]
+    checks = [reject_oversize, validate]
     app.use(checks if access is None else [access_middleware(access), *checks])
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]

@@ -38,7 +38,7 @@ def error_response(
     return Response(
         status_code=status,
         content_type=content_types.APPLICATION_JSON,
-        body=json.dumps(body),
+        body=json.dumps(body, allow_nan=False),
         headers=headers,
     )
 

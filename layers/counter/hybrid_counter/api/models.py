@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
 RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at"})
-MAX_BODY_BYTES = 16 * 1024
 
 
 class LimitBody(BaseModel):

@@ -72,8 +72,13 @@ def resource_from_item(item: dict[str, Any]) -> Resource:
         resource_id=item["resource_id"]["S"],
         name=item["name"]["S"],
         created_at=item["created_at"]["S"],
-        extra=json.loads(item.get("extra_json", {"S": "{}"})["S"]),
+        extra=json.loads(item.get("extra_json", {"S": "{}"})["S"], parse_constant=_non_finite_as_null),
     )
+
+
+def _non_finite_as_null(_: str) -> None:
+    """Items written before bodies were parsed strictly may hold NaN or +-Infinity in their extra
+    fields; they are read as null (as JSON.stringify writes them), so a response is valid JSON."""
 
 
 def pending_item(
@@ -86,7 +91,7 @@ def pending_item(
         "account_id": {"S": account_id},
         "resource_id": {"S": resource_id},
         "name": {"S": name},
-        "extra_json": {"S": json.dumps(extra, separators=(",", ":"), sort_keys=True)},
+        "extra_json": {"S": json.dumps(extra, separators=(",", ":"), sort_keys=True, allow_nan=False)},
         "created_at": {"S": created},
         "incarnation": {"S": incarnation},
         "state": {"S": PENDING},
