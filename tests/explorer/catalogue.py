@@ -42,6 +42,63 @@ PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[tuple[str, int, tuple[str, ...], 
 ]
 
 
+# Repairs and TTL meeting API operations, from what requests that died long ago left behind:
+# (name, limit, counted before, stuck (id, how), stream records lost)
+AUDIT, RECOUNT, TTL = OpSpec("audit", "x"), OpSpec("recount", "x"), OpSpec("ttl", "x")
+X_CLAIMED = ("x claimed by a delete that died long ago, y live", 2, ("y",), (("x", "claimed"),), False)
+X_RELEASED = ("x deleted (204) but its item left behind, y live", 2, ("y",), (("x", "released"),), False)
+X_ADMITTED = (
+    "x admitted and left pending by a create that died, its records lost, at the limit",
+    1,
+    (),
+    (("x", "admitted"),),
+    True,
+)
+X_UNADMITTED = (
+    "x left pending by a create that died before its admission",
+    1,
+    (),
+    (("x", "unadmitted"),),
+    True,
+)
+
+REPAIR_SCENARIOS: list[
+    tuple[tuple[OpSpec, ...], tuple[tuple[str, int, tuple[str, ...], tuple[tuple[str, str], ...], bool], ...]]
+] = [
+    # A repair acts on the incarnation it read, never on the id (the client retries and re-creates)
+    ((AUDIT, DELETE, PUT), (X_CLAIMED,)),
+    ((RECOUNT, DELETE, PUT), (X_CLAIMED,)),
+    # A PUT after a delete that released its slot creates, or answers 503; never "exists"
+    ((PUT, PUT), (X_RELEASED,)),
+    ((PUT, DELETE), (X_RELEASED,)),
+    # An admitted create left pending is finished or rolled back with its slot, whatever was lost
+    ((AUDIT, PUT), (X_ADMITTED, X_UNADMITTED)),
+    ((RECOUNT, PUT), (X_ADMITTED,)),
+    ((AUDIT, POST), (X_ADMITTED,)),
+    ((TTL, AUDIT), (X_ADMITTED, X_UNADMITTED)),
+    ((TTL, RECOUNT), (X_ADMITTED,)),
+]
+
+
+def repair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    scenarios = []
+    for ops, starts in REPAIR_SCENARIOS:
+        for name, cap, counted, stuck, lost in starts:
+            label = " + ".join(str(op) for op in ops)
+            scenarios.append(
+                Scenario(
+                    f"{label}, {name}",
+                    cap,
+                    ops,
+                    counted,
+                    backgrounds=backgrounds,
+                    stuck=stuck,
+                    records_lost=lost,
+                )
+            )
+    return scenarios
+
+
 def pair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
     scenarios = []
     for (first, second), starts in PAIRS:
@@ -64,11 +121,21 @@ class Profile:
     random_runs: int
     fault_rate: float
     seed: int
+    # Schedules explored per repair scenario (three operations can have many).
+    repair_schedules: int = 100_000
 
 
 PROFILES = {
     # make test: every pair exhaustively; background steps and faults sampled.
-    "ci": Profile("ci", ((),), background_samples=3, random_runs=60, fault_rate=0.25, seed=20261122),
+    "ci": Profile(
+        "ci",
+        ((),),
+        background_samples=3,
+        random_runs=60,
+        fault_rate=0.25,
+        seed=20261122,
+        repair_schedules=150,
+    ),
     # The long run (docs/reliability.md): each background step at every point of every
     # interleaving of every pair, and thousands of random schedules with faults.
     "long": Profile(

@@ -9,6 +9,7 @@ order of independent calls collapse, which is what keeps every pair of operation
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import random
@@ -53,6 +54,11 @@ class Stats:
         self.faults += sum(1 for _, _, fault in result.choices if fault)
         if result.violations:
             self.violations.append((result.scenario, result))
+
+    def merge(self, other: Stats) -> None:
+        for name in ("scenarios", "schedules", "complete_schedules", "states", "steps", "faults"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.violations.extend(other.violations)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -218,15 +224,16 @@ def _simpler(scenario: Scenario, choices: list[Choice]) -> Iterator[tuple[Scenar
 
 
 def _with_ops(scenario: Scenario, ops: tuple[Any, ...]) -> Scenario:
-    return Scenario(
-        scenario.name, scenario.limit, ops, scenario.counted, scenario.uncounted, scenario.backgrounds
-    )
+    return dataclasses.replace(scenario, ops=ops)
 
 
 def report(scenario: Scenario, result: RunResult) -> str:
     setup = f"limit {scenario.limit}"
     if scenario.counted or scenario.uncounted:
         setup += f", counted {list(scenario.counted)}, uncounted {list(scenario.uncounted)}"
+    if scenario.stuck:
+        setup += f", left by dead requests {list(scenario.stuck)}"
+        setup += ", stream records lost" if scenario.records_lost else ""
     lines = [
         f"scenario {scenario.name}: {setup}; operations {', '.join(str(op) for op in scenario.ops)}",
         *result.trace,

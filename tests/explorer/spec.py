@@ -4,6 +4,13 @@ A run's operations are linearizable if some order of them, consistent with real 
 operation that finished before another started comes first), applied one at a time to this
 model, gives every answer they got and the resources visible at the end. An operation that
 failed without a definite answer (429, 503, or killed) may or may not have taken effect.
+
+Requests that died before the run (a delete stuck with its claim, a create left pending) are
+operations that never ended: they may take effect at any point, but only on the incarnation they
+were made on (``delete0``, ``create0``): once the id has been created again by an operation of
+the run (``fresh``), they can no longer touch it. Repairs (the audit, the recount, TTL) are not
+API operations and change nothing in the model: whatever they do must be what one of the dead
+requests could have done.
 """
 
 from __future__ import annotations
@@ -14,6 +21,8 @@ from dataclasses import dataclass
 
 CREATED, EXISTS, REFUSED, DELETED, ABSENT, LIMIT_SET = 201, 200, 409, 204, 404, 2000
 MAYBE = frozenset({429, 503, "crash"})
+NEVER_ENDED = 10**9  # the end step of a request that died before the run
+REPAIR = "repair"
 
 
 @dataclass(frozen=True)
@@ -35,22 +44,39 @@ class Done:
 class Model:
     live: frozenset[str]
     limit: int
+    fresh: frozenset[str] = frozenset()  # ids created (again) by an operation of the run
 
     def apply(self, op: Done) -> tuple[int | str, Model]:
         if op.kind == "limit":
             assert isinstance(op.arg, int)
-            return LIMIT_SET, Model(self.live, op.arg)
+            return LIMIT_SET, Model(self.live, op.arg, self.fresh)
+        if op.kind == REPAIR:
+            return op.answer, self
+        rid = str(op.arg if op.kind != "post" else op.created_id)
+        if op.kind in ("create0", "delete0"):
+            return self._dead(op, rid)
         if op.kind in ("post", "put"):
-            rid = str(op.arg if op.kind == "put" else op.created_id)
-            if op.kind == "put" and rid in self.live:
-                return EXISTS, self
-            if len(self.live) >= self.limit and not op.past_limit_allowed:
-                return REFUSED, self
-            return CREATED, Model(self.live | {rid}, self.limit)
-        rid = str(op.arg)
+            return self._create(op, rid)
         if rid in self.live:
-            return DELETED, Model(self.live - {rid}, self.limit)
+            return DELETED, Model(self.live - {rid}, self.limit, self.fresh)
         return ABSENT, self
+
+    def _create(self, op: Done, rid: str) -> tuple[int | str, Model]:
+        if op.kind == "put" and rid in self.live:
+            return EXISTS, self
+        if len(self.live) >= self.limit and not op.past_limit_allowed:
+            return REFUSED, self
+        return CREATED, Model(self.live | {rid}, self.limit, self.fresh | {rid})
+
+    def _dead(self, op: Done, rid: str) -> tuple[int | str, Model]:
+        """A request that died before the run, on the incarnation it was made on only."""
+        if rid in self.fresh:
+            return op.answer, self
+        if op.kind == "create0" and rid not in self.live:
+            return CREATED, Model(self.live | {rid}, self.limit, self.fresh)
+        if op.kind == "delete0" and rid in self.live:
+            return DELETED, Model(self.live - {rid}, self.limit, self.fresh)
+        return op.answer, self
 
 
 def _orders(ops: list[Done]) -> Iterable[tuple[Done, ...]]:
@@ -77,6 +103,6 @@ def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[str]) -> 
         _, after = model.apply(op)
         return _fits(model, rest, final_live) or _fits(after, rest, final_live)
     expected, after = model.apply(op)
-    if op.kind == "limit":
+    if op.kind in ("limit", REPAIR):
         return _fits(after, rest, final_live)
     return expected == op.answer and _fits(after, rest, final_live)

@@ -20,7 +20,7 @@ import pytest
 
 from hybrid_counter.settings import Settings
 from localrun.aws_clients import domain_clients
-from tests.explorer.catalogue import pair_scenarios, profile, random_scenario
+from tests.explorer.catalogue import pair_scenarios, profile, random_scenario, repair_scenarios
 from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario, World
 from tests.explorer.search import Stats, explore, random_run, replay, report, shrink
 
@@ -70,6 +70,24 @@ def test_every_pair_of_api_operations_in_every_order(world):
     if stats.violations:
         fail_with(world, stats)
     assert stats.complete_schedules > 0
+
+
+def test_repairs_and_ttl_meeting_api_operations_in_every_order(world):
+    """The audit, the recount and TTL interleaved with deletes and creates of the ids that
+    requests which died long ago left behind (a stuck claim, a released delete's item, a create
+    left pending with its records lost): every order of their calls (capped per scenario in ci)."""
+    chosen = profile()
+    total, started = Stats(), time.monotonic()
+    for backgrounds in chosen.background_sets:
+        for scenario in repair_scenarios(backgrounds):
+            stats = Stats()
+            explore(world, scenario, stats, max_schedules=chosen.repair_schedules)
+            total.merge(stats)
+    FIGURES["repairs"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
+    print(f"\nexplorer {chosen.name}, repairs: {json.dumps(FIGURES['repairs'])}")
+    if total.violations:
+        fail_with(world, total)
+    assert total.complete_schedules > 0
 
 
 def test_pairs_with_background_work_at_sampled_points(world):

@@ -132,6 +132,9 @@ class CountingSystem(RuleBasedStateMachine):
         self.operator_queue: list[dict[str, Any]] = []
         self.known: dict[str, list[str]] = {account: [] for account in self.accounts}
         self.unadmitted = 0  # creates whose admission outcome stayed unknown (left to the sweeper)
+        # Deletes answered 503 ("retry the request"): their callers retry them, at the latest
+        # after the grace period, when a claim left behind is taken over (design.md §4).
+        self.to_retry: list[tuple[str, str]] = []
         self.limit = 0
         self.overshoot_allowance: Counter[str] = Counter()  # per account: failures that may let one more in
 
@@ -282,6 +285,8 @@ class CountingSystem(RuleBasedStateMachine):
                 self.known[acct].remove(rid)
         except (NotFound, StoreUnavailable, Throttled) as refused:
             STATS[f"delete:{type(refused).__name__}"] += 1
+            if isinstance(refused, StoreUnavailable):
+                self.to_retry.append((acct, rid))
 
     @precondition(lambda self: any(self.known.values()))
     @rule(account=st.integers(0, 1), pick=st.integers(0, 2**16))
@@ -432,7 +437,15 @@ class CountingSystem(RuleBasedStateMachine):
         waiting = [self._census(account) for account in self.accounts]
         assert sum(c.uncounted_live for c in waiting) <= self.unadmitted, (waiting, self.unadmitted)
         self.clock += self.world.settings.pending_grace_seconds + 1
+        for acct, rid in self.to_retry:
+            try:
+                self.service.delete(acct, rid)
+            except NotFound:
+                STATS["retried_delete:NotFound"] += 1
         self.sweeper.sweep()
+        self._pull()
+        batch, self.undelivered = self.undelivered, []
+        assert process_stream_batch(batch, self.counter).failed_sequence_numbers == []
         for account in self.accounts:
             self.healer.heal_account(account)
             best_effort, eventual, item = self._counters(account)
