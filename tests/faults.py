@@ -2,8 +2,14 @@
 
 ``inject(client, "UpdateItem", when="after")`` lets the request reach DynamoDB and then makes the
 client see a read timeout, as when a response is lost: the write took effect, the caller cannot
-know. ``when="before"`` fails before anything is sent. ``error`` may also be a DynamoDB error
-code ("ThrottlingException", "TransactionConflictException", ...), answered without sending.
+know. ``when="before"`` fails before anything is sent. ``lost`` says what the client sees instead of
+the response: "timeout" (a read timeout; before sending, a connect timeout), "ssl" (TLS failed while
+the response was read: botocore's SSLError), "closed" (the connection dropped: ConnectionClosedError)
+or "proxy" (the proxy's connection dropped after it forwarded the request: botocore then raises
+ProxyConnectionError). Each is what botocore raises for that failure (tests/integration/
+test_lost_responses.py shows the ssl and proxy ones against real sockets). ``error`` may also be a
+DynamoDB error code ("ThrottlingException", "TransactionConflictException", ...), answered without
+sending.
 ``fail(request, ...)`` is the same fault applied to one request (the interleaving scheduler's).
 """
 
@@ -11,16 +17,25 @@ from __future__ import annotations
 
 import io
 import json
+import ssl
 import threading
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from http.client import RemoteDisconnected
 from typing import Any
 
 import urllib3
 from botocore.awsrequest import AWSResponse, HTTPHeaders
-from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+from botocore.exceptions import (
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    ProxyConnectionError,
+    ReadTimeoutError,
+    SSLError,
+)
+from urllib3.exceptions import ProtocolError, ProxyError
 
 _http = urllib3.PoolManager(maxsize=16)
 # Every fault that fired in this process, by (operation, kind): reported by the reliability runs.
@@ -41,8 +56,35 @@ def forward(request: Any) -> int:
     return int(_http.request("POST", request.url, body=request.body, headers=headers).status)
 
 
-def fail(request: Any, when: str = "after", error: str | None = None) -> AWSResponse:
-    """Answer ``request`` with a fault (or raise the timeout that stands for one)."""
+LOST = ("timeout", "ssl", "closed", "proxy")
+
+
+def lost_as(request: Any, lost: str, *, sent: bool) -> Exception:
+    """The exception botocore raises when ``request``'s response is lost so (``sent``: after the
+    request went out), built the way botocore/httpsession.py wraps urllib3's."""
+    url = request.url
+    if lost == "timeout":
+        return ReadTimeoutError(endpoint_url=url) if sent else ConnectTimeoutError(endpoint_url=url)
+    if lost == "ssl":
+        reason = "DECRYPTION_FAILED_OR_BAD_RECORD_MAC] decryption failed or bad record mac"
+        if not sent:
+            reason = "WRONG_VERSION_NUMBER] wrong version number"  # the handshake itself failed
+        tls = urllib3.exceptions.SSLError(ssl.SSLError(1, f"[SSL: {reason}"))
+        return SSLError(endpoint_url=url, error=tls)
+    dropped = RemoteDisconnected("Remote end closed connection without response")
+    if lost == "closed":
+        return ConnectionClosedError(
+            endpoint_url=url, request=request, error=ProtocolError("Connection aborted.", dropped)
+        )
+    if lost == "proxy":
+        return ProxyConnectionError(
+            proxy_url="http://proxy.invalid:3128", error=ProxyError("Unable to connect to proxy", dropped)
+        )
+    raise ValueError(f"lost must be one of {LOST}, not {lost!r}")
+
+
+def fail(request: Any, when: str = "after", error: str | None = None, lost: str = "timeout") -> AWSResponse:
+    """Answer ``request`` with a fault (or raise the exception that stands for a lost response)."""
     if error == "TransactionCanceledException":
         actions = len(json.loads(request.body or b"{}").get("TransactItems", []))
         reasons = [{"Code": "None"}] * actions
@@ -57,9 +99,9 @@ def fail(request: Any, when: str = "after", error: str | None = None) -> AWSResp
         body = {"__type": f"com.amazonaws.dynamodb.v20120810#{error}", "message": "injected"}
         return _response(request.url, json.dumps(body).encode())
     if when == "before":
-        raise ConnectTimeoutError(endpoint_url=request.url)
+        raise lost_as(request, lost, sent=False)
     forward(request)
-    raise ReadTimeoutError(endpoint_url=request.url)
+    raise lost_as(request, lost, sent=True)
 
 
 @dataclass
@@ -67,11 +109,16 @@ class Fault:
     operation: str
     when: str = "after"  # "after": applied then lost; "before": never sent
     error: str | None = None  # DynamoDB error code answered instead of sending
+    lost: str = "timeout"  # what the client sees instead of the response: one of LOST
     times: int = 1
     skip: int = 0  # matching calls let through before the first fault
     fired: int = 0
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        if self.lost not in LOST:
+            raise ValueError(f"lost must be one of {LOST}, not {self.lost!r}")
 
     def _take(self) -> bool:
         with self.lock:
@@ -85,12 +132,15 @@ class Fault:
 
     @property
     def kind(self) -> str:
-        return self.error or f"lost-{'request' if self.when == 'before' else 'response'}"
+        if self.error:
+            return self.error
+        kind = f"lost-{'request' if self.when == 'before' else 'response'}"
+        return kind if self.lost == "timeout" else f"{kind}-{self.lost}"
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
         if target_of(request) != self.operation or not self._take():
             return None
-        return fail(request, self.when, self.error)
+        return fail(request, self.when, self.error, self.lost)
 
 
 # Errors DynamoDB answers with a 5xx: the request may have taken effect.
