@@ -9,7 +9,9 @@ batch call the action of its entries; a stream read the stream's ARN) and checks
 the function's policies (`localrun.iam_policies`).
 
 Not counted: calls the local emulation makes that Lambda does not (the SQS mapping's
-ChangeMessageVisibilityBatch, which stands in for waiting out the visibility timeout).
+ChangeMessageVisibilityBatch, which stands in for waiting out the visibility timeout). Not
+reported as unused: the permissions Lambda itself uses with the role to deliver logs and
+traces (`PLATFORM_ACTIONS`), which a local run does not make.
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ __all__ = ["ENVIRONMENT_VARIABLE", "IamRequest", "LeastPrivilegeReport", "attach
 
 # Calls of the local mappings that stand in for something Lambda does without an API call.
 LOCAL_ONLY = frozenset({("mapping", "sqs", "ChangeMessageVisibilityBatch")})
+# Lambda's log delivery and X-Ray upload, made with the function's role but not locally.
+PLATFORM_ACTIONS = frozenset(
+    {"logs:createlogstream", "logs:putlogevents", "xray:puttracesegments", "xray:puttelemetryrecords"}
+)
 _TRANSACT_ACTIONS = {
     "Put": "PutItem",
     "Update": "UpdateItem",
@@ -159,6 +165,8 @@ def _unused(statements: list[Statement], used: set[tuple[str, str]]) -> list[str
         if not statement.own:
             continue
         for action in statement.actions:
+            if action.lower() in PLATFORM_ACTIONS:
+                continue
             for resource in statement.resources:
                 if (action.lower(), resource) not in used:
                     unused.append(f"{action} on {resource}")

@@ -1,9 +1,12 @@
 """Each function's IAM permissions as SAM deploys them, and whether a request is allowed.
 
-`function_policies()` reads a function's `Policies` from the template (inline statements,
-resolved against the local resources, and AWS managed policies by name or ARN) and adds what
-the SAM transform adds to the role it generates (checked against the real transform by
-tests/unit/test_sam_implicit_policies.py):
+A function with `Role: !GetAtt <role>.Arn` (an `AWS::IAM::Role` of the template) has exactly
+that role's permissions: its inline `Policies`, its `ManagedPolicyArns`, and any
+`AWS::IAM::Policy` / `AWS::IAM::ManagedPolicy` of the template that names it in `Roles`. SAM
+adds nothing to a role it did not generate. Without `Role`, `function_policies()` reads the
+function's `Policies` (inline statements, resolved against the local resources, and AWS
+managed policies by name or ARN) and adds what the SAM transform adds to the role it
+generates (both checked against the real transform by tests/unit/test_template_security.py):
 
 - always `AWSLambdaBasicExecutionRole`;
 - `Tracing: Active` (the function's or Globals'): `AWSXrayWriteOnlyAccess`;
@@ -21,13 +24,14 @@ both with IAM's `*` and `?` wildcards.
 from __future__ import annotations
 
 import fnmatch
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from localrun.cfn_yaml import load_yaml
 from localrun.errors import TemplateError
-from localrun.intrinsics import Resolver
+from localrun.intrinsics import Resolver, intrinsic_name
 from localrun.template import Template
 
 _LOGS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
@@ -93,6 +97,9 @@ def function_policies(template: Template, resolver: Resolver, logical_id: str) -
     props: dict[str, Any] = resource.get("Properties") or {}
     globals_function = (document.get("Globals") or {}).get("Function") or {}
     where = f"Resources.{logical_id}"
+    role = props.get("Role", globals_function.get("Role"))
+    if role is not None:
+        return _role_policies(document, role_logical_id(document, role, f"{where}.Role"), resolver)
     statements = [*_managed("AWSLambdaBasicExecutionRole", "sam:basic execution")]
     tracing = resolver.resolve(props.get("Tracing", globals_function.get("Tracing")), f"{where}.Tracing")
     if tracing == "Active":
@@ -112,6 +119,43 @@ def function_policies(template: Template, resolver: Resolver, logical_id: str) -
     return statements
 
 
+def role_logical_id(document: dict[str, Any], role: Any, where: str) -> str:
+    """The template's AWS::IAM::Role that `Role: !GetAtt <id>.Arn` names (other forms are not modelled)."""
+    target = role.get("Fn::GetAtt") if intrinsic_name(role) == "Fn::GetAtt" else None
+    if isinstance(target, str):
+        target = target.split(".", 1)
+    if isinstance(target, list) and len(target) == 2 and target[1] == "Arn":
+        kind = ((document.get("Resources") or {}).get(str(target[0])) or {}).get("Type")
+        if kind == "AWS::IAM::Role":
+            return str(target[0])
+    raise TemplateError(
+        f"{where}: only !GetAtt <AWS::IAM::Role of this template>.Arn is modelled, not {role!r}"
+    )
+
+
+def _role_policies(document: dict[str, Any], role_id: str, resolver: Resolver) -> list[Statement]:
+    resources: dict[str, Any] = document["Resources"]
+    props: dict[str, Any] = resources[role_id].get("Properties") or {}
+    where = f"Resources.{role_id}"
+    statements: list[Statement] = []
+    for index, arn in enumerate(props.get("ManagedPolicyArns") or []):
+        statements += _policy(
+            resolver.resolve_str(arn, f"{where}.ManagedPolicyArns[{index}]"), resolver, where
+        )
+    for index, policy in enumerate(props.get("Policies") or []):
+        statements += _policy(
+            policy.get("PolicyDocument"), resolver, f"{where}.Policies[{index}].PolicyDocument"
+        )
+    for other_id, other in resources.items():  # separate policies attached to the role
+        if other.get("Type") in {"AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"}:
+            other_props = other.get("Properties") or {}
+            if {"Ref": role_id} in (other_props.get("Roles") or []):
+                statements += _policy(
+                    other_props.get("PolicyDocument"), resolver, f"Resources.{other_id}.PolicyDocument"
+                )
+    return statements
+
+
 def _managed(name: str, source: str) -> list[Statement]:
     return [Statement(MANAGED_POLICIES[name], ("*",), f"managed:{name} ({source})")]
 
@@ -128,7 +172,7 @@ def _policy(policy: Any, resolver: Resolver, where: str) -> list[Statement]:
     found = []
     for index, statement in enumerate(raw if isinstance(raw, list) else [raw]):
         here = f"{where}.Statement[{index}]"
-        if statement.get("Effect") != "Allow" or "Condition" in statement or "NotAction" in statement:
+        if statement.get("Effect") != "Allow" or {"Condition", "NotAction", "NotResource"} & set(statement):
             raise TemplateError(f"{here}: only Allow statements without conditions are modelled")
         actions = resolver.resolve(statement.get("Action"), f"{here}.Action")
         resources = resolver.resolve(statement.get("Resource"), f"{here}.Resource")
@@ -140,11 +184,47 @@ def _strings(value: Any) -> tuple[str, ...]:
     return tuple(str(item) for item in (value if isinstance(value, list) else [value]))
 
 
-def wildcards(statements: Iterable[Statement]) -> list[str]:
-    """The project's own statements' wildcard actions or resources (there should be none)."""
-    return [
-        f"{statement.actions} on {statement.resources}"
-        for statement in statements
-        if statement.own
-        and any("*" in item or "?" in item for item in (*statement.actions, *statement.resources))
-    ]
+def function_log_group(template: Template, resolver: Resolver, logical_id: str) -> str | None:
+    """The name of the log group the function's `LoggingConfig` names (its or Globals'), if any."""
+    document = load_yaml(template.path)
+    props: dict[str, Any] = document["Resources"][logical_id].get("Properties") or {}
+    globals_function = (document.get("Globals") or {}).get("Function") or {}
+    config = props.get("LoggingConfig", globals_function.get("LoggingConfig")) or {}
+    group = config.get("LogGroup")
+    where = f"Resources.{logical_id}.LoggingConfig.LogGroup"
+    return None if group is None else resolver.resolve_str(group, where)
+
+
+def broad_grants(
+    statements: Iterable[Statement], *, star_actions: frozenset[str], log_group: str | None
+) -> list[str]:
+    """What a role grants beyond the resources it names: each statement that is not the
+    template's own (an AWS managed policy, all on "*", or one SAM adds to a role it generates),
+    and each own statement with a wildcard in an action or a resource, except two:
+
+    - `Resource: "*"` in a statement whose actions are all in `star_actions` (actions with no
+      resource type, which IAM evaluates against "*" only);
+    - the streams of the function's own log group, `...:log-group:<log_group>:log-stream:*`,
+      for logs:CreateLogStream and logs:PutLogEvents (Lambda names the streams).
+    """
+    streams = re.compile(
+        r"arn:[\w-]+:logs:[\w-]+:\d{12}:log-group:" + re.escape(log_group or "") + r":log-stream:\*"
+    )
+    log_actions = {"logs:createlogstream", "logs:putlogevents"}
+    star = {action.lower() for action in star_actions}
+    found = []
+    for statement in statements:
+        actions = {action.lower() for action in statement.actions}
+        if not statement.own:
+            found.append(f"{statement.source}: {statement.actions} on {statement.resources}")
+            continue
+        for resource in statement.resources:
+            documented = (resource == "*" and actions <= star) or (
+                log_group is not None and actions <= log_actions and streams.fullmatch(resource) is not None
+            )
+            if not documented and ("*" in resource or "?" in resource):
+                found.append(f"{statement.actions} on {resource}")
+        found += [
+            f"wildcard action {action}" for action in statement.actions if "*" in action or "?" in action
+        ]
+    return found

@@ -1,9 +1,10 @@
 """Create the template's tables and queues on the local endpoints ("deploy" the stack locally).
 
 Physical names are `<stack name>-<logical id>` unless the template names the resource
-itself. The result, `LocalResources`, holds every emulated resource's `Ref` value and
-attributes, which is what intrinsic functions resolve against. Provisioning an
-existing stack again reuses its tables and queues (like updating a deployed stack).
+itself (log groups only get a name: functions log to stdout locally). The result,
+`LocalResources`, holds every emulated resource's `Ref` value and attributes, which is what
+intrinsic functions resolve against. Provisioning an existing stack again reuses its tables
+and queues (like updating a deployed stack).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class LocalResources:
     functions: dict[str, FunctionIdentity] = field(default_factory=dict)
     http_api_ids: dict[str, str] = field(default_factory=dict)
     layer_arns: dict[str, str] = field(default_factory=dict)
+    log_group_names: dict[str, str] = field(default_factory=dict)
 
     def values(self) -> dict[str, ResourceValues]:
         """Ref/GetAtt values of every resource, for `Resolver.with_resources`."""
@@ -81,6 +83,11 @@ class LocalResources:
             )
         for logical_id, arn in self.layer_arns.items():
             values[logical_id] = ResourceValues(arn)
+        for logical_id, name in self.log_group_names.items():
+            # With the ":*" suffix, as CloudWatch Logs reports a group's ARN (DescribeLogGroups).
+            values[logical_id] = ResourceValues(
+                name, {"Arn": f"arn:aws:logs:{REGION}:{ACCOUNT_ID}:log-group:{name}:*"}
+            )
         return values
 
 
@@ -118,6 +125,10 @@ def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient) -> L
         layer_arns={
             logical_id: f"arn:aws:lambda:{REGION}:{ACCOUNT_ID}:layer:{physical_name(stack, logical_id)}:1"
             for logical_id in template.layers
+        },
+        log_group_names={
+            spec.logical_id: spec.log_group_name or physical_name(stack, spec.logical_id)
+            for spec in template.log_groups.values()
         },
     )
 

@@ -5,7 +5,8 @@
 lists appended, scalars overridden, as SAM does) and describes:
 
 * parameters and their effective values,
-* DynamoDB tables (keys, indexes, stream) and SQS queues (redrive policy),
+* DynamoDB tables (keys, indexes, stream), SQS queues (redrive policy) and log groups
+  (their names are what the functions' `LoggingConfig` and role policies refer to),
 * functions (code location, handler, timeout, memory, environment) and their events:
   HttpApi routes, DynamoDB stream mappings, SQS mappings and schedules.
 
@@ -38,14 +39,15 @@ TABLE_TYPE = "AWS::DynamoDB::Table"
 QUEUE_TYPE = "AWS::SQS::Queue"
 HTTP_API_TYPE = "AWS::Serverless::HttpApi"
 LAYER_TYPE = "AWS::Serverless::LayerVersion"
+LOG_GROUP_TYPE = "AWS::Logs::LogGroup"
 
-# Resources that have no behaviour a local run needs (monitoring, permissions).
+# Resources that have no behaviour a local run needs (monitoring, permissions: the roles and
+# policies are read by localrun.iam_policies for the least-privilege check).
 IGNORED_RESOURCE_TYPES = frozenset(
     {
         "AWS::CloudWatch::Alarm",
         "AWS::CloudWatch::CompositeAlarm",
         "AWS::CloudWatch::Dashboard",
-        "AWS::Logs::LogGroup",
         "AWS::Logs::MetricFilter",
         "AWS::IAM::Role",
         "AWS::IAM::Policy",
@@ -137,6 +139,10 @@ _QUEUE_USED = frozenset(
         "ContentBasedDeduplication",
     }
 )
+_LOG_GROUP_IGNORED = frozenset(
+    {"RetentionInDays", "KmsKeyId", "Tags", "DataProtectionPolicy", "LogGroupClass", "FieldIndexPolicies"}
+)
+_LOG_GROUP_USED = frozenset({"LogGroupName"})
 _HTTP_API_IGNORED = frozenset({"Tags", "Description", "FailOnWarnings", "AccessLogSettings"})
 _HTTP_API_USED = frozenset({"StageName", "Auth", "DefaultRouteSettings", "RouteSettings"})
 INTEGRATION_TIMEOUT_MS = 30_000  # HTTP APIs: the default and the maximum, 50 ms at least
@@ -183,6 +189,14 @@ class QueueSpec:
     dead_letter_queue: str | None  # logical id of the redrive target
     max_receive_count: int | None
     fifo: bool
+
+
+@dataclass(frozen=True)
+class LogGroupSpec:
+    """A log group: locally only its name matters (functions log to stdout)."""
+
+    logical_id: str
+    log_group_name: str | None  # an explicit LogGroupName; None = derived from the stack name
 
 
 @dataclass(frozen=True)
@@ -319,6 +333,7 @@ class Template:
     functions: dict[str, FunctionSpec]
     layers: tuple[str, ...]
     resolver: Resolver = field(repr=False)
+    log_groups: dict[str, LogGroupSpec] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -371,14 +386,12 @@ def load_template(
     queues: dict[str, QueueSpec] = {}
     apis: dict[str, HttpApiSpec] = {}
     functions: dict[str, FunctionSpec] = {}
+    log_groups: dict[str, LogGroupSpec] = {}
     layers: list[str] = []
     for logical_id, resource in resources_raw.items():
-        if not isinstance(resource, dict) or "Type" not in resource:
-            raise TemplateError(f"Resources.{logical_id}: a resource needs a Type")
-        condition = resource.get("Condition")
-        if condition is not None and not resolver.condition(str(condition), f"Resources.{logical_id}"):
+        kind = _resource_type(logical_id, resource, resolver)
+        if kind is None:  # its Condition is false
             continue
-        kind = resource["Type"]
         props: dict[str, Any] = resource.get("Properties") or {}
         where = f"Resources.{logical_id}"
         if kind == TABLE_TYPE:
@@ -392,6 +405,10 @@ def load_template(
             functions[logical_id] = _function(logical_id, merged, resolver, template_path.parent, where)
         elif kind == LAYER_TYPE:
             layers.append(logical_id)
+        elif kind == LOG_GROUP_TYPE:
+            _check_keys(where, props, _LOG_GROUP_USED, _LOG_GROUP_IGNORED)
+            name = resolver.resolve(props.get("LogGroupName"), f"{where}.LogGroupName")
+            log_groups[logical_id] = LogGroupSpec(logical_id, None if name is None else str(name))
         elif kind not in IGNORED_RESOURCE_TYPES:
             raise TemplateError(f"{where}: resource type {kind} is not supported by the local runtime")
 
@@ -406,9 +423,20 @@ def load_template(
         functions=functions,
         layers=tuple(layers),
         resolver=resolver,
+        log_groups=log_groups,
     )
     _check_references(template)
     return template
+
+
+def _resource_type(logical_id: str, resource: Any, resolver: Resolver) -> str | None:
+    """The resource's Type, or None when its Condition leaves it out of the stack."""
+    if not isinstance(resource, dict) or "Type" not in resource:
+        raise TemplateError(f"Resources.{logical_id}: a resource needs a Type")
+    condition = resource.get("Condition")
+    if condition is not None and not resolver.condition(str(condition), f"Resources.{logical_id}"):
+        return None
+    return str(resource["Type"])
 
 
 def _parameters(raw: Mapping[str, Any]) -> dict[str, Parameter]:

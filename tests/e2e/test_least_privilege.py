@@ -1,10 +1,12 @@
-"""Every AWS call a function made during the suite is allowed by its policies in template.yaml.
+"""Every AWS call a function made during the suite is allowed by its role in template.yaml.
 
 The embedded runtime recorded each function's calls (its code's, and the calls Lambda's event
 source mappings make with its role) while the rest of the suite ran; this test runs after them
 (marker `after_suite`), makes sure every function has run, and checks each call against the
-function's role as SAM would create it. Permissions never used are reported, not failed: a
-path the suite does not drive may need them.
+function's role as deployed. Permissions never used are reported, not failed: a path the
+suite does not drive may need them. No role may grant beyond what it names: no AWS managed
+policy (all on "*"), and a wildcard only where tests/unit/test_template_security.py documents
+one (the X-Ray actions that have no resource type; the function's own log streams).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ import warnings
 import pytest
 
 from localrun.call_recorder import least_privilege_report
+from localrun.iam_policies import broad_grants, function_log_group, function_policies
 from tests.e2e.conftest import Target
+from tests.unit.test_template_security import NO_RESOURCE_TYPE_ACTIONS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.after_suite]
 
@@ -41,3 +45,22 @@ def test_every_recorded_aws_call_is_allowed_by_the_functions_policy(target: Targ
     assert not report.recorders_missing
     assert set(report.calls) == set(local_runtime.resources.functions), report.calls
     assert report.denied == {}, report.summary()
+
+
+def test_no_role_grants_beyond_the_resources_it_names(local_runtime) -> None:
+    # Given each function's role as the runtime resolved it against the local resources
+    template = local_runtime.template
+    resolver = template.resolver.with_resources(local_runtime.resources.values())
+    # When each is checked for grants beyond the resources it names
+    broad = {
+        function: broad_grants(
+            function_policies(template, resolver, function),
+            star_actions=NO_RESOURCE_TYPE_ACTIONS,
+            log_group=function_log_group(template, resolver, function),
+        )
+        for function in local_runtime.resources.functions
+    }
+
+    # Then none has a managed policy, or a wildcard but the documented ones
+    assert set(broad) == {"ApiFunction", "StreamCounterFunction", "RetryQueueFunction", "SweeperFunction"}
+    assert {function: found for function, found in broad.items() if found} == {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 from localrun.cfn_yaml import load_yaml
 from localrun.environment import function_environment, lambda_variables, local_variables
 from localrun.errors import TemplateError
+from localrun.iam_policies import function_log_group, function_policies, is_allowed
 from localrun.intrinsics import ResourceValues
 from localrun.provision import LocalResources, QueueResource, TableResource, function_identity
 from localrun.template import (
@@ -358,3 +360,75 @@ def test_resource_values_are_what_intrinsics_see(tmp_path: Path) -> None:
     )
     with pytest.raises(TemplateError, match="not available locally"):
         resolver.resolve({"Fn::GetAtt": ["Things", "StreamArn"]}, "test")
+
+
+ROLE_RESOURCES = """\
+  WorkerLogs:
+    Type: AWS::Logs::LogGroup
+    Properties:
+      RetentionInDays: 7
+  WorkerRole:
+    Type: AWS::IAM::Role
+    Properties:
+      AssumeRolePolicyDocument:
+        Statement:
+          - {Effect: Allow, Principal: {Service: lambda.amazonaws.com}, Action: sts:AssumeRole}
+      ManagedPolicyArns: [arn:aws:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]
+      Policies:
+        - PolicyName: own
+          PolicyDocument:
+            Statement:
+              - Effect: Allow
+                Action: [dynamodb:GetRecords]
+                Resource: !GetAtt Things.StreamArn
+              - Effect: Allow
+                Action: logs:PutLogEvents
+                Resource: !Sub "arn:${AWS::Partition}:logs:${AWS::Region}:${AWS::AccountId}:log-group:${WorkerLogs}:log-stream:*"
+  WorkerExtra:
+    Type: AWS::IAM::Policy
+    Properties:
+      PolicyName: extra
+      Roles: [!Ref WorkerRole]
+      PolicyDocument:
+        Statement:
+          - {Effect: Allow, Action: sqs:ReceiveMessage, Resource: !GetAtt Work.Arn}
+"""
+
+
+def test_a_function_with_its_own_role_has_that_roles_permissions_and_nothing_sam_would_add(
+    tmp_path: Path,
+) -> None:
+    text = replace(
+        BASE,
+        "      Timeout: 9\n",
+        "      Timeout: 9\n      Role: !GetAtt WorkerRole.Arn\n      LoggingConfig: {LogGroup: !Ref WorkerLogs}\n",
+    )
+    template = load_template(write_template(tmp_path, text + ROLE_RESOURCES), stack_name="st9")
+    assert template.log_groups["WorkerLogs"].log_group_name is None
+    resources = replace_log_groups(local_resources("st9"), {"WorkerLogs": "st9-WorkerLogs"})
+    assert resources.values()["WorkerLogs"] == ResourceValues(
+        "st9-WorkerLogs", {"Arn": "arn:aws:logs:us-east-1:123456789012:log-group:st9-WorkerLogs:*"}
+    )
+    resolver = template.resolver.with_resources(resources.values())
+    statements = function_policies(template, resolver, "Worker")
+    assert function_log_group(template, resolver, "Worker") == "st9-WorkerLogs"
+
+    # The role's inline policy, its managed policy and the AWS::IAM::Policy that names it...
+    stream = "logs:PutLogEvents", "arn:aws:logs:us-east-1:123456789012:log-group:st9-WorkerLogs:log-stream:s"
+    assert is_allowed(statements, *stream) is not None
+    assert is_allowed(statements, "dynamodb:GetRecords", "arn:table/stream/1") is not None
+    assert is_allowed(statements, "sqs:ReceiveMessage", "arn:aws:sqs:us-east-1:1:work") is not None
+    assert {s.source for s in statements if not s.own} == {"managed:AWSLambdaBasicExecutionRole (template)"}
+    # ...and nothing SAM adds to the roles it generates: no event source or on-failure grants.
+    assert is_allowed(statements, "sqs:SendMessage", "arn:aws:sqs:us-east-1:1:dead") is None
+    assert is_allowed(statements, "sqs:DeleteMessage", "arn:aws:sqs:us-east-1:1:work") is None
+    assert is_allowed(statements, "xray:PutTraceSegments", "*") is None
+
+    unknown = replace(text, "Role: !GetAtt WorkerRole.Arn", "Role: arn:aws:iam::123456789012:role/elsewhere")
+    template = load_template(write_template(tmp_path, unknown + ROLE_RESOURCES), stack_name="st9")
+    with pytest.raises(TemplateError, match="only !GetAtt <AWS::IAM::Role of this template>"):
+        function_policies(template, resolver, "Worker")
+
+
+def replace_log_groups(resources: LocalResources, names: dict[str, str]) -> LocalResources:
+    return dataclasses.replace(resources, log_group_names=names)

@@ -1,13 +1,18 @@
 """template.yaml's security settings, and the local model of them checked against the real SAM transform.
 
 The SAM transform (SAM CLI's own interpreter in .tools, which `make test` installs) says which
-managed policies and generated statements each role gets and how each route is authorized; the
+role each function runs as, what is in it, and how each route is authorized; the
 least-privilege check and the local gateway must agree with it, in both AuthModes.
+
+Least privilege: each function runs as its own role (an AWS::IAM::Role of the template), which
+gets no managed policy (AWS's are on "*": AWSLambdaDynamoDBExecutionRole reads every stream of
+the account, AWSLambdaSQSQueueExecutionRole every queue) and names only this stack's resources.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,12 +20,23 @@ from typing import Any
 import pytest
 
 from localrun.http_auth import GatewayAuth
-from localrun.iam_policies import function_policies, is_allowed, wildcards
+from localrun.iam_policies import Statement, broad_grants, function_log_group, function_policies, is_allowed
 from localrun.intrinsics import ResourceValues
-from localrun.template import HttpApiEvent, Template, load_template
+from localrun.template import ACCOUNT_ID, REGION, HttpApiEvent, Template, load_template
 
 PROJECT = Path(__file__).resolve().parents[2]
 SAM_PYTHON = PROJECT / ".tools" / "bin" / "python"
+
+# The only actions a role may allow on Resource "*": their rows in the Service Authorization
+# Reference name no resource type, so IAM evaluates them against "*" and nothing narrower
+# (https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsx-ray.html).
+# Lambda needs both for Tracing: Active
+# (https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html).
+NO_RESOURCE_TYPE_ACTIONS = frozenset({"xray:PutTraceSegments", "xray:PutTelemetryRecords"})
+LOG_STREAM_ACTIONS = frozenset({"logs:CreateLogStream", "logs:PutLogEvents"})
+_OWN_LOG_STREAMS = re.compile(
+    r"arn:\$\{AWS::Partition\}:logs:\$\{AWS::Region\}:\$\{AWS::AccountId\}:log-group:\$\{(\w+)\}:log-stream:\*"
+)
 
 
 def local_template(**overrides: str) -> tuple[Template, Any]:
@@ -31,8 +47,17 @@ def local_template(**overrides: str) -> tuple[Template, Any]:
         ),
         "RetryQueue": ResourceValues("u", {"Arn": "arn:aws:sqs:r:1:retry", "QueueName": "retry"}),
         "OperatorQueue": ResourceValues("v", {"Arn": "arn:aws:sqs:r:1:operator", "QueueName": "operator"}),
+        **{logical_id: ResourceValues(f"lg-{logical_id}") for logical_id in template.log_groups},
     }
     return template, template.resolver.with_resources(fake)
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def log_stream_arn(group: str, stream: str = "2030/01/01/fn[$LATEST]0123abcd") -> str:
+    return f"arn:aws:logs:{REGION}:{ACCOUNT_ID}:log-group:{group}:log-stream:{stream}"
 
 
 @pytest.fixture(scope="module", params=["jwt", "iam"])
@@ -54,33 +79,79 @@ def transformed(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
     return request.param, json.loads(done.stdout)
 
 
-def test_the_projects_own_statements_use_no_wildcards():
+def test_each_role_is_modelled_with_no_managed_policy_and_no_wildcard_beyond_the_documented_two():
     template, resolver = local_template()
+    groups = {}
     for logical_id in template.functions:
-        assert wildcards(function_policies(template, resolver, logical_id)) == [], logical_id
+        groups[logical_id] = function_log_group(template, resolver, logical_id)
+        statements = function_policies(template, resolver, logical_id)
+        assert statements, logical_id
+        found = broad_grants(statements, star_actions=NO_RESOURCE_TYPE_ACTIONS, log_group=groups[logical_id])
+        assert found == [], logical_id
+    # Each function logs to a log group of its own, which the template creates (with a retention).
+    assert sorted(str(group) for group in groups.values()) == sorted(
+        f"lg-{logical_id}" for logical_id in template.log_groups
+    )
 
 
-def test_what_sam_adds_to_each_role_is_what_the_least_privilege_check_assumes(transformed):
+def test_the_broad_grant_check_flags_managed_policies_wildcards_and_other_groups_logs():
+    def own(actions: tuple[str, ...], resource: str) -> Statement:
+        return Statement(actions, (resource,), "template")
+
+    def flagged(*statements: Statement) -> list[str]:
+        return broad_grants(statements, star_actions=NO_RESOURCE_TYPE_ACTIONS, log_group="mine")
+
+    xray = own(tuple(NO_RESOURCE_TYPE_ACTIONS), "*")
+    streams = own(tuple(LOG_STREAM_ACTIONS), log_stream_arn("mine", "*"))
+    assert flagged(xray, streams) == []
+    assert flagged(Statement(("dynamodb:GetRecords",), ("*",), "managed:AWSLambdaDynamoDBExecutionRole"))
+    assert flagged(own(("xray:PutTraceSegments", "dynamodb:ListStreams"), "*"))
+    assert flagged(own(("sqs:ReceiveMessage",), "*"))
+    assert flagged(own(("logs:PutLogEvents",), log_stream_arn("another", "*")))
+    assert flagged(own(("logs:CreateLogGroup",), log_stream_arn("mine", "*")))
+    assert flagged(own(("dynamodb:GetItem",), "arn:aws:dynamodb:r:1:table/*"))
+    assert flagged(own(("dynamodb:*",), "arn:aws:dynamodb:r:1:table/t"))
+
+
+def test_each_function_runs_as_its_own_role_with_no_managed_policy_as_deployed(transformed):
+    """The transformed template (what CloudFormation gets): no role SAM generated, none with a
+    managed policy, "*" only for the documented actions, logs only in the function's own group;
+    and the local model reads each role as it is deployed."""
     _, output = transformed
+    resources = output["Resources"]
     template, resolver = local_template()
+    for resource_id, resource in resources.items():
+        assert resource["Type"] not in {"AWS::IAM::ManagedPolicy", "AWS::IAM::Policy"}, resource_id
+        assert "ManagedPolicyArns" not in resource.get("Properties", {}), resource_id
+    roles = set()
     for logical_id in template.functions:
-        role = output["Resources"][f"{logical_id}Role"]["Properties"]
-        managed = sorted(arn.rsplit("/", 1)[-1] for arn in role["ManagedPolicyArns"])
-        assumed = sorted(
-            statement.source.split(":", 1)[1].split(" ", 1)[0]
-            for statement in function_policies(template, resolver, logical_id)
-            if statement.source.startswith("managed:")
-        )
-        assert managed == assumed, logical_id
-        generated = [
-            policy for policy in role.get("Policies", []) if "RolePolicy" not in policy["PolicyName"]
+        function = resources[logical_id]["Properties"]
+        ((role_id, attribute),) = [function["Role"]["Fn::GetAtt"]]
+        role = resources[role_id]
+        assert (role["Type"], attribute) == ("AWS::IAM::Role", "Arn"), logical_id
+        roles.add(role_id)
+        own_group = function["LoggingConfig"]["LogGroup"]["Ref"]
+        assert resources[own_group]["Type"] == "AWS::Logs::LogGroup", logical_id
+        assert "RetentionInDays" in resources[own_group]["Properties"], logical_id
+        statements = [
+            s for policy in role["Properties"]["Policies"] for s in policy["PolicyDocument"]["Statement"]
         ]
-        sam_statements = [
-            s for s in function_policies(template, resolver, logical_id) if s.source.startswith("sam:")
-        ]
-        for policy in generated:  # e.g. the on-failure destination's sqs:SendMessage
-            (statement,) = policy["PolicyDocument"]["Statement"]
-            assert any(statement["Action"] in s.actions for s in sam_statements), (logical_id, policy)
+        for statement in statements:
+            assert statement["Effect"] == "Allow", (logical_id, statement)
+            assert not {"NotAction", "NotResource", "Condition"} & set(statement), (logical_id, statement)
+            actions = set(as_list(statement["Action"]))
+            for resource in as_list(statement["Resource"]):
+                if resource == "*":
+                    assert actions <= NO_RESOURCE_TYPE_ACTIONS, (logical_id, statement)
+                elif "*" in json.dumps(resource) or "?" in json.dumps(resource):
+                    text = resource.get("Fn::Sub", "") if isinstance(resource, dict) else resource
+                    match = _OWN_LOG_STREAMS.fullmatch(text)
+                    assert match is not None, (logical_id, statement)
+                    assert match.group(1) == own_group, (logical_id, statement)
+                    assert actions <= LOG_STREAM_ACTIONS, (logical_id, statement)
+        modelled = [sorted(s.actions) for s in function_policies(template, resolver, logical_id)]
+        assert modelled == [sorted(as_list(s["Action"])) for s in statements], logical_id
+    assert len(roles) == len(template.functions)
 
 
 def test_the_local_gateway_authorizes_each_route_as_the_transformed_api_does(transformed):
@@ -128,8 +199,17 @@ def test_the_policy_model_matches_actions_and_resources_as_iam_does():
     assert is_allowed(statements, "dynamodb:getitem", "arn:aws:dynamodb:r:1:table/t") is not None
     assert is_allowed(statements, "dynamodb:Scan", "arn:aws:dynamodb:r:1:table/t") is None
     assert is_allowed(statements, "dynamodb:GetItem", "arn:aws:dynamodb:r:1:table/other") is None
-    assert is_allowed(statements, "logs:PutLogEvents", "arn:aws:logs:r:1:log-group:x") is not None
+    assert is_allowed(statements, "logs:PutLogEvents", log_stream_arn("lg-ApiFunctionLogGroup")) is not None
+    assert is_allowed(statements, "logs:PutLogEvents", log_stream_arn("lg-SweeperFunctionLogGroup")) is None
+    assert is_allowed(statements, "logs:CreateLogGroup", "arn:aws:logs:r:1:log-group:x") is None
+    assert is_allowed(statements, "xray:PutTraceSegments", "*") is not None
     stream = function_policies(template, resolver, "StreamCounterFunction")
     assert is_allowed(stream, "dynamodb:GetRecords", "arn:aws:dynamodb:r:1:table/t/stream/s") is not None
+    assert is_allowed(stream, "dynamodb:GetRecords", "arn:aws:dynamodb:r:1:table/other/stream/s") is None
+    assert is_allowed(stream, "dynamodb:ListStreams", "*") is None
     assert is_allowed(stream, "sqs:SendMessage", "arn:aws:sqs:r:1:retry") is not None
     assert is_allowed(stream, "sqs:SendMessage", "arn:aws:sqs:r:1:operator") is None
+    retry = function_policies(template, resolver, "RetryQueueFunction")
+    assert is_allowed(retry, "sqs:ReceiveMessage", "arn:aws:sqs:r:1:retry") is not None
+    assert is_allowed(retry, "sqs:ReceiveMessage", "arn:aws:sqs:r:1:operator") is None
+    assert is_allowed(retry, "sqs:ChangeMessageVisibility", "arn:aws:sqs:r:1:retry") is None
