@@ -133,18 +133,71 @@ def test_a_token_for_account_a_cannot_reach_a_resource_id_that_exists_only_in_b(
     assert target.call("GET", f"/accounts/{account_b}/resources/{existing}").json()["name"] == "b's"
 
 
-def test_only_operators_change_limits_and_operators_may_read_any_usage(target: Target) -> None:
+def test_only_operators_change_limits_and_read_any_accounts_limits(target: Target) -> None:
     account = new_account("limits")
     own = tenant(target, account)
-    # A tenant cannot change even its own limit (API Gateway refuses the missing scope)
+    # A tenant cannot change even its own limit, nor read the operators' view (API Gateway
+    # refuses the missing scope)
     refused = target.call("PUT", f"/accounts/{account}/limit", {"limit": 7}, auth=own)
     assert (refused.status_code, refused.json()) == (403, {"message": "Forbidden"})
+    refused = target.call("GET", f"/accounts/{account}/limits", auth=own)
+    assert (refused.status_code, refused.json()) == (403, {"message": "Forbidden"})
     assert target.call("GET", f"/accounts/{account}/usage", auth=own).json()["limit"] == 100
-    # An operator can, for any account, and can read its usage
+    # An operator can, for any account, and reads its limits and usage on the operators' route
     changed = target.call("PUT", f"/accounts/{account}/limit", {"limit": 7}, auth=operator(target))
     assert (changed.status_code, changed.json()) == (200, {"account_id": account, "limit": 7})
-    usage = target.call("GET", f"/accounts/{account}/usage", auth=operator(target))
-    assert (usage.status_code, usage.json()["limit"]) == (200, 7)
+    limits = target.call("GET", f"/accounts/{account}/limits", auth=operator(target))
+    assert (limits.status_code, limits.json()["limit"]) == (200, 7)
+    # The tenant's own route grants no operator powers
+    assert target.call("GET", f"/accounts/{account}/usage", auth=operator(target)).status_code == 403
+
+
+@pytest.mark.parametrize(
+    "scope_claims",
+    [
+        {"scope": "[hybrid-counter/operator]"},
+        {"scp": ["x hybrid-counter/operator"]},
+        {"scp": "[hybrid-counter/operator]"},
+        {"scope": "xhybrid-counter/operator"},
+    ],
+)
+def test_no_crafted_scope_claim_makes_a_tenant_an_operator(
+    target: Target, victim: tuple[str, str], scope_claims: dict
+) -> None:
+    # Given a tenant token whose scope claims only look like the operator's
+    issuer = local_issuer(target)
+    account_b, _ = victim
+    token = issuer.mint({ACCOUNT_CLAIM: new_account("crafted"), **scope_claims})
+    before = snapshot(target, account_b)
+    # When it reads another tenant's usage and limits and sets a limit
+    usage = target.call("GET", f"/accounts/{account_b}/usage", auth=bearer(token))
+    limits = target.call("GET", f"/accounts/{account_b}/limits", auth=bearer(token))
+    put = target.call("PUT", f"/accounts/{account_b}/limit", {"limit": 0}, auth=bearer(token))
+    # Then the function refuses the tenant route and API Gateway the operator routes
+    assert (usage.status_code, usage.json()) == (403, FORBIDDEN)
+    assert (limits.status_code, put.status_code) == (403, 403)
+    assert snapshot(target, account_b) == before
+
+
+@pytest.mark.parametrize(
+    ("claim", "why"),
+    [
+        (None, "account_id claim"),  # AWS omits a null claim ("has no"); passed on, "is not a string"
+        (123, "is not a string"),
+        (True, "is not a string"),
+        (["acme"], "is not an account id"),
+        ("ACME/x", "is not an account id"),
+    ],
+)
+def test_an_account_claim_that_is_not_an_account_id_is_refused_and_reads_nothing(
+    target: Target, claim: object, why: str
+) -> None:
+    issuer = local_issuer(target)
+    path_account = str(claim).lower() if claim is None or isinstance(claim, int) else "acme"
+    token = issuer.mint({ACCOUNT_CLAIM: claim})
+    response = target.call("GET", f"/accounts/{path_account}/usage", auth=bearer(token))
+    assert response.status_code == 403
+    assert why in response.json()["error"]["message"]
 
 
 def test_an_operator_token_does_not_open_tenants_resources(target: Target, victim: tuple[str, str]) -> None:
@@ -156,7 +209,11 @@ def test_an_operator_token_does_not_open_tenants_resources(target: Target, victi
         ("DELETE", f"/resources/{existing}", None),
     ]:
         response = target.call(method, f"/accounts/{account_b}{suffix}", body, auth=operator(target))
-        assert (response.status_code, response.json()) == (403, FORBIDDEN), (method, suffix)
+        # (an operator's token names no account: the refusal says so)
+        assert (response.status_code, response.json()["error"]["code"]) == (403, "Forbidden"), (
+            method,
+            suffix,
+        )
 
 
 def test_a_tenant_works_on_its_own_account(target: Target) -> None:
