@@ -6,8 +6,9 @@
   (e.g. a script that asks your identity provider; against `make dev`:
   `.venv/bin/hybrid-counter-token --account {account}`);
 
-`for_request()` picks what a well-behaved client sends: the operator token to set a limit,
-the path's account's tenant token otherwise, nothing for `/openapi.json`.
+`for_request()` picks what a well-behaved client sends: the operator token for the operator
+routes (the API's own access rules say which), the path's account's tenant token otherwise,
+nothing for `/openapi.json`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from urllib.parse import unquote
 
 import pytest
+
+from hybrid_counter.api.access import ROUTE_ACCESS, Access
 
 ACCOUNT_PATH = re.compile(r"^/accounts/([^/?]+)")
 OPERATOR_SCOPE = "hybrid-counter/operator"
@@ -43,12 +46,23 @@ class Tokens:
 
     def for_request(self, method: str, path: str) -> dict[str, str]:
         """Headers of a caller allowed to make this request (none for the public routes)."""
-        match = ACCOUNT_PATH.match(path)
-        if match is None:
-            return {}
-        if method.upper() == "PUT" and path.split("?", maxsplit=1)[0].endswith("/limit"):
+        access = access_of(method, path)
+        if access is Access.OPERATOR:
             return bearer(self.operator())
+        match = ACCOUNT_PATH.match(path)
+        if match is None or access is Access.PUBLIC:
+            return {}
         return bearer(self.tenant_token(unquote(match.group(1))))
+
+
+def access_of(method: str, path: str) -> Access | None:
+    """The access rule of the route a concrete path matches (None: no route)."""
+    bare = path.split("?", maxsplit=1)[0]
+    for (route_method, template), access in ROUTE_ACCESS.items():
+        pattern = "^" + re.sub(r"\\{[a-z_]+\\}", "[^/]+", re.escape(template)) + "$"
+        if route_method == method.upper() and re.match(pattern, bare):
+            return access
+    return None
 
 
 def bearer(token: str) -> dict[str, str]:

@@ -153,6 +153,11 @@ def test_bad_input_gets_a_4xx_with_the_error_body_and_writes_nothing(target, met
 
 
 def test_bad_account_id_in_the_path(target):
-    response = target.call("GET", "/accounts/" + "x" * 80 + "/usage")
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == "ValidationError"
+    bad = "x" * 80
+    # A tenant token naming it is refused before anything is read (it names no account)
+    response = target.call("GET", f"/accounts/{bad}/usage")
+    assert (response.status_code, response.json()["error"]["code"]) == (403, "Forbidden")
+    assert "is not an account id" in response.json()["error"]["message"]
+    # An operator, who may act on any account, gets the validation error
+    response = target.call("PUT", f"/accounts/{bad}/limit", {"limit": 1})
+    assert (response.status_code, response.json()["error"]["code"]) == (400, "ValidationError")

@@ -9,8 +9,8 @@ Requests that died before the run (a delete stuck with its claim, a create left 
 operations that never ended: they may take effect at any point, but only on the incarnation they
 were made on (``delete0``, ``create0``): once the id has been created again by an operation of
 the run (``fresh``), they can no longer touch it. Repairs (the audit, the recount, TTL) are not
-API operations and change nothing in the model: whatever they do must be what one of the dead
-requests could have done.
+API operations: whatever they do must be what one of the dead requests could have done, or the
+undoing of what only a dead create did (its resource never became visible; it is rolled back).
 """
 
 from __future__ import annotations
@@ -45,11 +45,12 @@ class Model:
     live: frozenset[str]
     limit: int
     fresh: frozenset[str] = frozenset()  # ids created (again) by an operation of the run
+    dead_created: frozenset[str] = frozenset()  # live ids only a dead create (create0) made
 
     def apply(self, op: Done) -> tuple[int | str, Model]:
         if op.kind == "limit":
             assert isinstance(op.arg, int)
-            return LIMIT_SET, Model(self.live, op.arg, self.fresh)
+            return LIMIT_SET, Model(self.live, op.arg, self.fresh, self.dead_created)
         if op.kind == REPAIR:
             return op.answer, self
         rid = str(op.arg if op.kind != "post" else op.created_id)
@@ -58,24 +59,27 @@ class Model:
         if op.kind in ("post", "put"):
             return self._create(op, rid)
         if rid in self.live:
-            return DELETED, Model(self.live - {rid}, self.limit, self.fresh)
+            return DELETED, self.without(rid)
         return ABSENT, self
+
+    def without(self, rid: str) -> Model:
+        return Model(self.live - {rid}, self.limit, self.fresh, self.dead_created - {rid})
 
     def _create(self, op: Done, rid: str) -> tuple[int | str, Model]:
         if op.kind == "put" and rid in self.live:
             return EXISTS, self
         if len(self.live) >= self.limit and not op.past_limit_allowed:
             return REFUSED, self
-        return CREATED, Model(self.live | {rid}, self.limit, self.fresh | {rid})
+        return CREATED, Model(self.live | {rid}, self.limit, self.fresh | {rid}, self.dead_created)
 
     def _dead(self, op: Done, rid: str) -> tuple[int | str, Model]:
         """A request that died before the run, on the incarnation it was made on only."""
         if rid in self.fresh:
             return op.answer, self
         if op.kind == "create0" and rid not in self.live:
-            return CREATED, Model(self.live | {rid}, self.limit, self.fresh)
+            return CREATED, Model(self.live | {rid}, self.limit, self.fresh, self.dead_created | {rid})
         if op.kind == "delete0" and rid in self.live:
-            return DELETED, Model(self.live - {rid}, self.limit, self.fresh)
+            return DELETED, self.without(rid)
         return op.answer, self
 
 
@@ -102,7 +106,12 @@ def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[str]) -> 
             return _fits(model, rest, final_live)
         _, after = model.apply(op)
         return _fits(model, rest, final_live) or _fits(after, rest, final_live)
+    if op.kind == REPAIR:
+        # A repair may undo what only a dead create did (rolled back, its records lost): that
+        # create held its slot, invisibly, until then (design.md P5).
+        undone = (model.without(rid) for rid in sorted(model.dead_created & model.live))
+        return any(_fits(candidate, rest, final_live) for candidate in (model, *undone))
     expected, after = model.apply(op)
-    if op.kind in ("limit", REPAIR):
+    if op.kind == "limit":
         return _fits(after, rest, final_live)
     return expected == op.answer and _fits(after, rest, final_live)

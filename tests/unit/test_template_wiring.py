@@ -84,9 +84,10 @@ def test_api_sample_events_match_routes_in_the_template(template):
         for event in template.functions["ApiFunction"].events_of(HttpApiEvent)
     }
     api_events = sorted((PROJECT / "events").glob("api_*.json"))
-    assert len(api_events) == 7
-    for path in api_events:
-        assert json.loads(path.read_text())["routeKey"] in routes, path.name
+    # One sample event per route (sam local invoke runs each), and every route has one
+    covered = {json.loads(path.read_text())["routeKey"] for path in api_events}
+    assert covered <= routes, sorted(covered - routes)
+    assert routes - covered <= {"GET /openapi.json"}, sorted(routes - covered)
 
 
 def test_retry_queue_sample_event_carries_an_on_failure_record():

@@ -67,7 +67,10 @@ class DeleteFlow:
 
     def delete(self, account_id: str, rid: str) -> None:
         claim = self._claim(account_id, rid, self._fx.new_id())
-        self.finish(account_id, rid, claim)
+        if not self.finish(account_id, rid, claim):
+            # An earlier delete released it: it was deleted then, and this one finds nothing
+            # (it only removed the item that delete could not).
+            raise NotFound(f"resource {rid} not found")
 
     def take_over(self, account_id: str, rid: str, seen: Item) -> Claim | None:
         """Take over the claim of ``seen`` (the item as a repair read it), on that incarnation and
@@ -86,18 +89,19 @@ class DeleteFlow:
         self._obs.count("DeleteTakenOver")
         return Claim.of(request_id, taken.item, taken_over=True)
 
-    def finish(self, account_id: str, rid: str, claim: Claim) -> None:
-        """Release the claimed incarnation's slot (at most once) and remove the item."""
+    def finish(self, account_id: str, rid: str, claim: Claim) -> bool:
+        """Release the claimed incarnation's slot (at most once) and remove the item. True if
+        this call released it; False if a taken-over claim's own release had applied."""
         request_id = claim.request_id
         release_token = token(rid, claim.incarnation)
         if claim.taken_over and self._last_release(account_id) == release_token:
             self._remove(account_id, rid, request_id)  # the earlier delete's release did apply
-            return
+            return False
         attempt = self._counters.release(account_id, rid, release_token, claim.counted)
         if attempt.applied or self._released_after_all(account_id, rid, claim, release_token, attempt.effect):
             self._remove(account_id, rid, request_id)
             self._obs.count("ResourcesDeleted")
-            return
+            return True
         if attempt.effect is Effect.NOT_APPLIED:
             self._revert(account_id, rid, request_id, claim)
             if attempt.throttled:
