@@ -98,7 +98,11 @@ class LocalRun:
 
 
 @pytest.mark.parametrize(
-    ("first", "moment"), [(signal.SIGTERM, "while starting"), (signal.SIGINT, "while running")]
+    ("first", "moment"),
+    [
+        pytest.param(signal.SIGTERM, "while starting", id="SIGTERM-while-starting"),
+        pytest.param(signal.SIGINT, "while running", id="SIGINT-while-running"),
+    ],
 )
 def test_the_local_command_exits_0_after_a_clean_stop(
     tmp_path: Path, first: signal.Signals, moment: str
