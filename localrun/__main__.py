@@ -3,7 +3,9 @@
 Options come from the command line or the environment: PORT (default 3000),
 LOCALRUN_NO_SCHEDULES=1, LOCALRUN_PARAMS="Key=Value,Key=Value", LOCALRUN_BUILT=1 (run the
 `sam build` output on a clean python3.12; `make dev-built`), LOCALRUN_PYTHON (that
-interpreter). Ctrl-C (SIGINT) or SIGTERM stops everything cleanly and exits 0.
+interpreter). Ctrl-C (SIGINT) or SIGTERM stops everything cleanly and exits 0: at once while
+running, right after `start()` while starting; more signals while it stops change nothing
+(`localrun.stop_signal`).
 """
 
 from __future__ import annotations
@@ -12,14 +14,12 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 from pathlib import Path
-from types import FrameType
 
 from localrun.errors import LocalRunError
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.stop_signal import StopRequest, wait_for_stop
 from localrun.token_cli import banner_lines, describe
 
 
@@ -99,6 +99,7 @@ def banner(runtime: LocalRuntime) -> str:
 
 
 STATE_FILE = Path(".local/runtime.json")
+log = logging.getLogger("localrun.main")
 
 
 def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
@@ -123,13 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    # Installed before anything starts: a signal during start() lets start() finish, then stops.
+    stop = StopRequest()
+    stop.install()
+    log.info("starting (Ctrl-C or SIGTERM stops everything)")
     options = RuntimeOptions(
         port=args.port,
         stack_name=args.stack_name,
@@ -149,8 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             f"operator tool: .venv/bin/hybrid-counter-ops --local queue list   (state in {STATE_FILE})\n",
             flush=True,
         )
-        while not stop.wait(0.5):
-            pass
+        wait_for_stop(stop)
     except LocalRunError as error:
         print(f"hybrid-counter-local: {error}", file=sys.stderr)
         return 1

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localrun.errors import TemplateError
-from localrun.http_payload import HttpRequest, HttpResponse
+from localrun.http_payload import HttpRequest, HttpResponse, joined_header
 from localrun.jwt_authorizer import JwtAuthorizer, JwtVerifier, TokenRejected
 from localrun.sigv4_authorizer import SignatureRejected, SigV4Verifier
 from localrun.template import REGION, HttpApiEvent
@@ -117,7 +117,9 @@ class GatewayAuth:
                 return Decision(refusal=_answer(403, body, request_id))
         assert route.authorizer is not None
         verifier = self._verifiers.setdefault(route.authorizer.name, JwtVerifier(route.authorizer))
-        header = next((value for name, value in request.headers if name.lower() == "authorization"), None)
+        # Two Authorization headers reach the authorizer as one value, joined with a comma, as API
+        # Gateway joins repeated headers: no longer a token, so refused, never "the first one".
+        header = joined_header(request.headers, "authorization")
         try:
             return Decision(verifier.verify(header, route.scopes))
         except TokenRejected as rejected:

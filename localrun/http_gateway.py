@@ -4,8 +4,13 @@ Each request is matched against the template's HttpApi routes and handed to the
 route's function as a payload format 2.0 event; the function's answer is mapped back
 to HTTP. Like API Gateway: no route -> 404 `{"message":"Not Found"}`, a body over
 10 MB -> 413, a function error or an answer that is not a valid response -> 500
-`{"message":"Internal Server Error"}`. One log line per request. With a `GatewayAuth`
-(`localrun.http_auth`), each route's authorizer runs before the function, as on AWS.
+`{"message":"Internal Server Error"}`. One log line per request, with secrets redacted
+(`localrun.redaction`). With a `GatewayAuth` (`localrun.http_auth`), each route's authorizer
+runs before the function, as on AWS.
+
+Routes are matched against the request target exactly as received: a path with an empty, `.`
+or `..` segment matches no route (`localrun.http_routes`), where http.server alone would have
+turned a leading `//` into `/` and served `//accounts/acme/usage` as `/accounts/acme/usage`.
 
 Routes of a non-`$default` stage are served under `/<stage>`, as on AWS. Throttling (429)
 and the integration timeout (503) are `localrun.http_limits`.
@@ -37,11 +42,13 @@ from localrun.http_payload import (
     split_target,
 )
 from localrun.http_routes import RouteMatch, RouteTable
+from localrun.redaction import RedactSecrets
 
 if TYPE_CHECKING:
     from localrun.http_auth import GatewayAuth
 
 log = logging.getLogger("localrun.http")
+log.addFilter(RedactSecrets())  # request lines carry tokens (`?access_token=`): never log them
 
 Invoke = Callable[[str, dict[str, Any]], Any]  # (function logical id, event) -> result
 
@@ -67,6 +74,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.gateway.handle(self)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
+
+
+def request_target(handler: BaseHTTPRequestHandler) -> str:
+    """The target of the request line as the client sent it.
+
+    `handler.path` is not: since Python 3.12 (gh-87389) http.server reduces a leading `//` to `/`.
+    API Gateway documents no such normalisation, so the gateway routes what was sent.
+    """
+    words = handler.requestline.split()
+    return words[1] if len(words) >= 2 else handler.path
 
 
 class HttpGateway:
@@ -141,7 +158,7 @@ class HttpGateway:
         log.info(
             "%s %s -> %d %s (%.0f ms)",
             handler.command,
-            handler.path,
+            request_target(handler),
             response.status,
             function,
             (time.monotonic() - started) * 1000,
@@ -156,7 +173,8 @@ class HttpGateway:
         if body is None:
             handler.close_connection = True
             return json_error(413, TOO_LARGE_BODY, request_id), "-"
-        path, _ = split_target(handler.path)
+        target = request_target(handler)
+        path, _ = split_target(target)
         match = self._match(handler.command, path)
         if match is None:
             return json_error(404, NOT_FOUND_BODY, request_id), "-"
@@ -166,7 +184,7 @@ class HttpGateway:
         client_ip = str(handler.client_address[0])
         request = HttpRequest(
             method=handler.command,
-            target=handler.path,
+            target=target,
             headers=forwarded_headers(list(handler.headers.items()), client_ip, self.port, request_id),
             body=body,
             source_ip=client_ip,

@@ -59,6 +59,12 @@ def new_request_id() -> str:
     return base64.b64encode(secrets.token_bytes(10)).decode()
 
 
+def joined_header(headers: list[tuple[str, str]], name: str) -> str | None:
+    """A header's value as API Gateway sees it: repeated headers joined with commas."""
+    values = [value for header, value in headers if header.lower() == name.lower()]
+    return ",".join(values) if values else None
+
+
 def split_target(target: str) -> tuple[str, str]:
     path, _, query = target.partition("?")
     return path or "/", query

@@ -3,6 +3,11 @@
 Like API Gateway HTTP APIs, the most specific route wins: more literal path segments
 first, then routes without a greedy `{name+}` variable, then an exact method before
 `ANY`; `$default` (an HttpApi event without a Path) catches everything else.
+
+A path with an empty segment (`//`, a trailing `/`) or a `.` or `..` segment, percent-encoded
+or not, matches no route, not even `$default`. AWS documents no path normalisation for HTTP
+APIs; matching such a path to the route it would name once normalised could let a request reach
+a route its literal path does not name, so it is refused instead (404).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from localrun.errors import TemplateError
+
+UNROUTABLE_SEGMENTS = frozenset({"", ".", ".."})
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,8 @@ class RouteTable:
 
     def match(self, method: str, raw_path: str) -> RouteMatch | None:
         actual = [] if raw_path in {"", "/"} else raw_path[1:].split("/")
+        if any(unquote(segment) in UNROUTABLE_SEGMENTS for segment in actual):
+            return None
         best: tuple[tuple[int, int, int], RouteMatch] | None = None
         default: Route | None = None
         for route in self.routes:

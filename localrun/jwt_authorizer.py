@@ -3,26 +3,35 @@
 For a route with a JWT authorizer, API Gateway (developer guide, "Control access to HTTP APIs
 with JWT authorizers"):
 
-1. takes the token from the identity source (`$request.header.Authorization`), with or without
-   a `Bearer ` prefix;
+1. takes the token from the identity source (`$request.header.Authorization`, repeated headers
+   joined with commas as API Gateway joins them), with or without a `Bearer ` prefix;
 2. checks the algorithm (RSA only) and the signature with the issuer's key named by `kid`,
    fetched from the `jwks_uri` of `<issuer>/.well-known/openid-configuration` (cached 2 hours);
 3. checks `iss` (the authorizer's issuer), `aud` or, only without `aud`, `client_id` (one of
    the authorizer's audiences), `exp` (future), `nbf` and `iat` (past);
 4. on a route with authorization scopes, needs one of them in the token's `scope` or `scp`.
 
+Stricter than AWS documents, on purpose: the token must be a compact JWS (three base64url parts;
+two joined Authorization headers are not), and `exp`, `nbf` and `iat` must be JSON numbers
+(RFC 7519's NumericDate), where PyJWT alone would accept `"exp": "1999999999"`; what AWS does
+with such a string is not documented.
+
 Steps 1-3 failing: 401 `{"message":"Unauthorized"}` with a `www-authenticate` header
 (`Bearer scope="" error="invalid_token" error_description="..."`; the wording AWS publishes is
 "the token does not have a valid audience", the other descriptions here are ours). Step 4: 403
-`{"message":"Forbidden"}`. A passing token's claims reach the integration as strings (numbers
-and booleans as their text, lists as `[a b]`) in `requestContext.authorizer.jwt.claims`, with
-`scopes` the token's scopes on routes that have authorization scopes and null elsewhere.
-PyJWT does the cryptography and the registered-claim checks.
+`{"message":"Forbidden"}`. A passing token's claims reach the integration in
+`requestContext.authorizer.jwt.claims` as API Gateway passes them (measured on AWS by the floci
+emulator project, floci-io/floci#2011): strings as they are, numbers and booleans as their text,
+lists as `[a b]`, and claims whose value is null left out. `scopes` is the token's scopes on
+routes that have authorization scopes and null elsewhere. PyJWT does the cryptography and the
+registered-claim checks.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
 import threading
 import urllib.request
 from collections.abc import Sequence
@@ -33,6 +42,8 @@ import jwt
 
 RSA_ALGORITHMS = ("RS256", "RS384", "RS512")
 JWKS_CACHE_SECONDS = 7200
+DATE_CLAIMS = ("exp", "nbf", "iat")
+_COMPACT_JWS = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,7 @@ class JwtVerifier:
             raise TokenRejected("the token signature is invalid") from None
         except jwt.InvalidTokenError:
             raise TokenRejected("the token is not valid") from None
+        _require_numeric_dates(claims)
         if not _audience_matches(claims, self.authorizer.audiences):
             raise TokenRejected("the token does not have a valid audience")
         scopes = token_scopes(claims)
@@ -101,7 +113,7 @@ class JwtVerifier:
             raise TokenRejected("the token does not have a required scope", status=403)
         return {
             "jwt": {
-                "claims": {name: claim_text(value) for name, value in claims.items()},
+                "claims": passed_claims(claims),
                 "scopes": sorted(scopes) if route_scopes else None,
             }
         }
@@ -132,7 +144,23 @@ def _token_from(header_value: str | None) -> str:
     token = value[7:].strip() if value[:7].lower() == "bearer " else value
     if not token or token.lower() == "bearer":
         raise TokenRejected("")  # no token: the challenge names the scheme only
+    if _COMPACT_JWS.fullmatch(token) is None:
+        # The base64 decoding under PyJWT is lenient (it skips characters outside the alphabet),
+        # so whether "<token>,Bearer <token>" (two joined headers) is refused should not hang
+        # on padding: only three base64url parts are a token.
+        raise TokenRejected("the token is not a valid JWT")
     return token
+
+
+def _require_numeric_dates(claims: dict[str, Any]) -> None:
+    """`exp`, `nbf` and `iat` as JSON numbers: PyJWT turns the string "1999999999" into one."""
+    for name in DATE_CLAIMS:
+        if name in claims and not _is_numeric_date(claims[name]):
+            raise TokenRejected(f"the token's {name} claim is not a number")
+
+
+def _is_numeric_date(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _audience_matches(claims: dict[str, Any], audiences: Sequence[str]) -> bool:
@@ -155,8 +183,13 @@ def token_scopes(claims: dict[str, Any]) -> set[str]:
     return scopes
 
 
+def passed_claims(claims: dict[str, Any]) -> dict[str, str]:
+    """The claims as API Gateway passes them to the integration: as strings, null ones left out."""
+    return {name: claim_text(value) for name, value in claims.items() if value is not None}
+
+
 def claim_text(value: Any) -> str:
-    """A claim as API Gateway passes it to the integration: as a string."""
+    """A claim's value as API Gateway passes it to the integration: as a string."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):

@@ -7,28 +7,54 @@ serves, on 127.0.0.1:
 - `GET /.well-known/jwks.json`: the public key, with its `kid`;
 - `POST /token`: an OAuth 2.0 client-credentials token endpoint without client
   authentication (local use only): form fields `scope` (space-separated), `claims` (a JSON
-  object of extra claims, e.g. `{"account_id": "acme"}`), `expires_in` (seconds).
+  object of extra claims, e.g. `{"account_id": "acme"}`; `sub` and `client_id`, if given, non-empty
+  strings), `expires_in` (seconds, at most 24 h).
 
-`mint()` does the same in-process, and also makes the malformed tokens tests need (expired,
-not yet valid, other issuer or audience). PyJWT signs; cryptography makes the key.
+The issuer owns the registered claims `iss`, `aud`, `exp`, `nbf`, `iat` and `jti` (and `scope`,
+which the `scope` field sets): a request that sets one in `claims` is refused rather than given a
+token of another issuer, audience or lifetime. Every request gets an answer, malformed ones an
+OAuth error (`400 {"error": "invalid_request", "error_description": ...}`, RFC 6749 5.2), never a
+dropped connection. Its log lines (request lines at DEBUG) go through `localrun.redaction`.
+
+`mint()` does the same in-process without those checks: it makes the malformed tokens tests need
+(expired, not yet valid, other issuer or audience). PyJWT signs; cryptography makes the key.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import re
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from typing import Any, NoReturn, Self
 from urllib.parse import parse_qsl
 
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from localrun.redaction import RedactSecrets
+
 DEFAULT_LIFETIME_SECONDS = 3600
 MAX_LIFETIME_SECONDS = 24 * 3600
+MAX_FORM_BYTES = 1024 * 1024  # far above any real form; read whole before answering
+OWNED_CLAIMS = ("iss", "aud", "exp", "nbf", "iat", "jti", "scope")
+STRING_CLAIMS = ("sub", "client_id")
+Answer = tuple[int, dict[str, Any]]
+
+log = logging.getLogger("localrun.oidc")
+log.addFilter(RedactSecrets())  # request lines may carry tokens: never log them
+
+
+class InvalidTokenRequest(ValueError):
+    """A token request the endpoint refuses: `400 invalid_request` with this description."""
+
+    def answer(self) -> Answer:
+        return 400, {"error": "invalid_request", "error_description": str(self)}
 
 
 class LocalIssuer:
@@ -115,40 +141,108 @@ class LocalIssuer:
         payload.update(claims or {})
         return jwt.encode(payload, self._key, algorithm="RS256", headers={"kid": self.kid})
 
-    def token_response(self, form: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    def token_response(self, form: dict[str, str]) -> Answer:
+        """The token endpoint's answer to a client-credentials request's form fields."""
         if form.get("grant_type", "client_credentials") != "client_credentials":
             return 400, {"error": "unsupported_grant_type"}
         try:
-            claims = json.loads(form.get("claims") or "{}")
-            lifetime = int(form.get("expires_in") or DEFAULT_LIFETIME_SECONDS)
-        except ValueError:
-            return 400, {
-                "error": "invalid_request",
-                "error_description": "claims must be JSON, expires_in a number",
-            }
-        if not isinstance(claims, dict) or not 0 < lifetime <= MAX_LIFETIME_SECONDS:
-            return 400, {"error": "invalid_request", "error_description": "claims must be an object"}
+            claims = requested_claims(form.get("claims") or "{}")
+            lifetime = requested_lifetime(form.get("expires_in"))
+        except InvalidTokenRequest as refusal:
+            return refusal.answer()
         token = self.mint(claims, (form.get("scope") or "").split(), expires_in=lifetime)
         return 200, {"access_token": token, "token_type": "Bearer", "expires_in": lifetime}
+
+
+def requested_claims(text: str) -> dict[str, Any]:
+    """The `claims` field: a JSON object that leaves the issuer's own claims to the issuer."""
+    try:
+        claims = json.loads(text, parse_constant=_refuse_constant)
+    except (ValueError, RecursionError):  # RecursionError: arrays nested thousands deep
+        raise InvalidTokenRequest("claims must be a JSON object") from None
+    if not isinstance(claims, dict):
+        raise InvalidTokenRequest("claims must be a JSON object")
+    owned = [name for name in OWNED_CLAIMS if name in claims]
+    if owned:
+        raise InvalidTokenRequest(
+            f"claims may not set {', '.join(owned)}: the issuer sets iss, aud, exp, nbf, iat and jti, "
+            "the scope field sets scope, expires_in the lifetime"
+        )
+    for name in STRING_CLAIMS:
+        if name in claims and not (isinstance(claims[name], str) and claims[name]):
+            raise InvalidTokenRequest(f"claims: {name} must be a non-empty string")
+    return claims
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not JSON")  # NaN and Infinity, which json.loads would accept
+
+
+def requested_lifetime(text: str | None) -> int:
+    if text is None or text == "":
+        return DEFAULT_LIFETIME_SECONDS
+    lifetime = int(text) if re.fullmatch(r"[0-9]{1,9}", text) else 0
+    if not 0 < lifetime <= MAX_LIFETIME_SECONDS:
+        raise InvalidTokenRequest(f"expires_in must be whole seconds from 1 to {MAX_LIFETIME_SECONDS}")
+    return lifetime
+
+
+def parse_form(body: bytes) -> dict[str, str]:
+    """An `application/x-www-form-urlencoded` body; each field at most once (RFC 6749 3.2)."""
+    try:
+        fields = parse_qsl(body.decode("utf-8"), keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidTokenRequest("the form must be UTF-8") from None
+    names = [name for name, _ in fields]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidTokenRequest(f"fields sent more than once: {', '.join(repeated)}")
+    return dict(fields)
+
+
+def content_length(value: str | None) -> int:
+    if value is None or value == "":
+        return 0
+    if not re.fullmatch(r"[0-9]{1,9}", value.strip()):
+        raise InvalidTokenRequest("Content-Length must be a number of bytes")
+    length = int(value)
+    if length > MAX_FORM_BYTES:
+        raise InvalidTokenRequest(f"the form is larger than {MAX_FORM_BYTES} bytes")
+    return length
 
 
 def _handler_for(issuer: LocalIssuer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/.well-known/openid-configuration":
-                self._json(200, issuer.discovery())
-            elif self.path == "/.well-known/jwks.json":
-                self._json(200, issuer.jwks())
-            else:
-                self._json(404, {"error": "not_found"})
+            self._answer(self._document)
 
         def do_POST(self) -> None:
-            if self.path != "/token":
-                self._json(404, {"error": "not_found"})
-                return
-            length = int(self.headers.get("Content-Length") or 0)
-            form = dict(parse_qsl(self.rfile.read(length).decode("utf-8", "replace")))
-            self._json(*issuer.token_response(form))
+            self._answer(self._token)
+
+        def _document(self) -> Answer:
+            if self.path == "/.well-known/openid-configuration":
+                return 200, issuer.discovery()
+            if self.path == "/.well-known/jwks.json":
+                return 200, issuer.jwks()
+            return 404, {"error": "not_found"}
+
+        def _token(self) -> Answer:
+            if self.path.partition("?")[0] != "/token":
+                return 404, {"error": "not_found"}
+            body = self.rfile.read(content_length(self.headers.get("Content-Length")))
+            return issuer.token_response(parse_form(body))
+
+        def _answer(self, respond: Callable[[], Answer]) -> None:
+            """Whatever the request, an answer: a refusal, or 500 for what nothing here foresaw."""
+            try:
+                status, body = respond()
+            except InvalidTokenRequest as refusal:
+                self.close_connection = True  # its body may not have been read
+                status, body = refusal.answer()
+            except Exception:
+                log.exception("%s %s failed", self.command, self.path)
+                status, body = 500, {"error": "server_error"}
+            self._json(status, body)
 
         def _json(self, status: int, body: dict[str, Any]) -> None:
             payload = json.dumps(body).encode()
@@ -160,6 +254,6 @@ def _handler_for(issuer: LocalIssuer) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(payload)
 
         def log_message(self, format: str, *args: Any) -> None:
-            pass
+            log.debug(format, *args)
 
     return Handler

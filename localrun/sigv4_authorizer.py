@@ -6,10 +6,15 @@ service `execute-api` in the API's region. Locally the one known caller is `LOCA
 signer recomputes the signature over the request as received (method, path, query, the
 headers named in SignedHeaders, the body's SHA-256), so no signing code is written here.
 
-Rejections are 403 with API Gateway's messages for them. A signed request passes the caller's
-identity to the integration in `requestContext.authorizer.iam`. What IAM itself would decide
-next (whether the caller's policies allow `execute-api:Invoke` on the route) is not emulated:
-locally every known caller may call every route.
+Stricter than AWS documents, on purpose: an `X-Amz-Content-SHA256` header must be the SHA-256 of
+the body received. `UNSIGNED-PAYLOAD` (which leaves the body out of the signature) is documented
+for Amazon S3 only, not for execute-api, so it is refused. Two Authorization headers are joined
+with a comma, as API Gateway joins repeated headers, and so are no SigV4 header.
+
+Rejections are 403 with API Gateway's messages for them (the payload hash's is local wording). A
+signed request passes the caller's identity to the integration in `requestContext.authorizer.iam`.
+What IAM itself would decide next (whether the caller's policies allow `execute-api:Invoke` on
+the route) is not emulated: locally every known caller may call every route.
 """
 
 from __future__ import annotations
@@ -31,6 +36,9 @@ _AUTHORIZATION = re.compile(
     r"^AWS4-HMAC-SHA256\s+Credential=(?P<key>[^/,\s]+)/(?P<date>\d{8})/(?P<region>[^/,\s]+)/"
     r"(?P<service>[^/,\s]+)/aws4_request,\s*SignedHeaders=(?P<headers>[^,\s]+),\s*"
     r"Signature=(?P<signature>[0-9a-f]{64})\s*$"
+)
+PAYLOAD_HASH_MISMATCH = (
+    "X-Amz-Content-SHA256 must be the SHA-256 of the request body (UNSIGNED-PAYLOAD is not accepted)."
 )
 SIGNATURE_MISMATCH = (
     "The request signature we calculated does not match the signature you provided. Check your AWS "
@@ -116,12 +124,11 @@ class SigV4Verifier:
         signed = match["headers"].split(";")
         if "host" not in signed or any(name not in received for name in signed):
             raise SignatureRejected("'Host' must be a 'SignedHeader' in the AWS Authorization.")
+        # botocore signs over this header's value when it is signed, not over the body: any value
+        # but the body's own hash (UNSIGNED-PAYLOAD included) would leave the body unsigned.
         declared_hash = received.get("x-amz-content-sha256")
-        if (
-            declared_hash not in (None, "UNSIGNED-PAYLOAD")
-            and declared_hash != hashlib.sha256(body).hexdigest()
-        ):
-            raise SignatureRejected(SIGNATURE_MISMATCH)
+        if declared_hash is not None and declared_hash != hashlib.sha256(body).hexdigest():
+            raise SignatureRejected(PAYLOAD_HASH_MISMATCH)
         request = AWSRequest(
             method=method,
             url=f"http://{received['host']}{target}",

@@ -88,7 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     who.add_argument("--account", help="a tenant token for this account (the AccountClaim claim)")
     who.add_argument("--operator", action="store_true", help="a token with the operator scope")
     parser.add_argument("--scope", action="append", default=[], help="an extra scope (repeatable)")
-    parser.add_argument("--claim", action="append", default=[], metavar="NAME=VALUE", help="an extra claim")
+    parser.add_argument(
+        "--claim",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an extra claim (a string; not iss, aud, exp, nbf, iat, jti or scope, which the issuer sets)",
+    )
     parser.add_argument("--expires-in", type=int, default=3600, help="lifetime in seconds (default 3600)")
     parser.add_argument(
         "--state", type=Path, default=STATE_FILE, help=f"make dev's state file ({STATE_FILE})"
@@ -125,10 +131,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         with urllib.request.urlopen(auth["token_endpoint"], data=form, timeout=10) as response:  # noqa: S310 - our own loopback issuer
             print(json.load(response)["access_token"])
+    except urllib.error.HTTPError as refusal:  # e.g. --claim exp=...: the issuer sets exp itself
+        print(f"hybrid-counter-token: the local issuer refused: {refusal_reason(refusal)}", file=sys.stderr)
+        return 1
     except (urllib.error.URLError, OSError, ValueError, KeyError) as error:
         print(f"hybrid-counter-token: the local issuer did not answer ({error})", file=sys.stderr)
         return 1
     return 0
+
+
+def refusal_reason(refusal: urllib.error.HTTPError) -> str:
+    """The issuer's OAuth error (`error_description`, else `error`), else the HTTP status."""
+    try:
+        error = json.load(refusal)
+        return str(error.get("error_description") or error["error"])
+    except (ValueError, KeyError, AttributeError, OSError):
+        return f"HTTP {refusal.code}"
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -71,3 +72,51 @@ def test_anything_else_is_refused(headers, body, message):
 def test_an_old_signature_is_refused():
     with pytest.raises(SignatureRejected, match="expired"):
         verify(signed(), now=datetime.now(UTC) + timedelta(minutes=6))
+
+
+def signed_declaring(payload_hash: str, body: bytes = BODY) -> list[tuple[str, str]]:
+    """Headers signed over `payload_hash` (botocore signs the header's value, not the body)."""
+    request = AWSRequest(
+        method="POST",
+        url=f"http://{HOST}{TARGET}",
+        data=body,
+        headers={"Content-Type": "application/json", "X-Amz-Content-SHA256": payload_hash},
+    )
+    credentials = Credentials(LOCAL_CALLER.access_key_id, LOCAL_CALLER.secret_access_key)
+    SigV4Auth(credentials, "execute-api", "us-east-1").add_auth(request)
+    return [("Host", HOST), *request.headers.items()]
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        "UNSIGNED-PAYLOAD",  # documented for S3 only, not for execute-api
+        "unsigned-payload",
+        hashlib.sha256(b'{"name": "signed"}').hexdigest(),  # another body's hash
+        hashlib.sha256(b'{"name": "tampered"}').hexdigest().upper(),
+    ],
+)
+def test_a_declared_payload_hash_that_is_not_the_received_bodys_is_refused(declared):
+    # Given a correctly signed request whose X-Amz-Content-SHA256 is not the body's SHA-256
+    headers = signed_declaring(declared)
+
+    # When it arrives with a body the signature therefore does not cover
+    # Then it is refused
+    with pytest.raises(SignatureRejected, match="SHA-256 of the request body"):
+        verify(headers, b'{"name": "tampered"}')
+
+
+def test_a_declared_payload_hash_of_the_body_itself_passes():
+    context = verify(signed_declaring(hashlib.sha256(BODY).hexdigest()))
+    assert context["iam"]["accessKey"] == LOCAL_CALLER.access_key_id
+
+
+def test_two_authorization_headers_are_refused_even_when_both_are_valid():
+    # Given a correctly signed request, and its Authorization header sent twice
+    headers = signed()
+    (authorization,) = [value for name, value in headers if name == "Authorization"]
+
+    # When both arrive (joined with a comma, as API Gateway joins repeated headers)
+    # Then the request is refused
+    with pytest.raises(SignatureRejected, match="not a valid SigV4 header"):
+        verify([*headers, ("Authorization", authorization)])
