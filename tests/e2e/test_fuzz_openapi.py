@@ -24,8 +24,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis.errors import Unsatisfiable
 
-from hybrid_counter.keys import account_pk
 from hybrid_counter.api.access import ROUTE_ACCESS
+from hybrid_counter.keys import account_pk
 from tests.e2e.conftest import Target
 from tests.hostile_json import hostile_body
 
