@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from benchmarks.reference import COUNTER as REFERENCE_COUNTER_SK
-from hybrid_counter.keys import COUNTER_SK
+from hybrid_counter.keys import COUNTER_PREFIX
 
-# Both designs' counter items (the reference keeps its own under another sort key).
-COUNTER_SORT_KEYS = frozenset({COUNTER_SK, REFERENCE_COUNTER_SK})
+
+def is_counter_key(sort_key: str | None) -> bool:
+    """Both designs' counter items (ours one per kind; the reference keeps its own elsewhere)."""
+    return sort_key is not None and (sort_key.startswith(COUNTER_PREFIX) or sort_key == REFERENCE_COUNTER_SK)
+
 
 CAPACITY_OPS = frozenset(
     {
@@ -159,5 +162,5 @@ def counter_writes(name: str, params: dict[str, Any]) -> int:
     return sum(
         1
         for body in bodies
-        if (body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S") in COUNTER_SORT_KEYS
+        if is_counter_key((body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S"))
     )

@@ -18,9 +18,9 @@ from hybrid_counter.counters.state import (
     range_version,
 )
 from hybrid_counter.keys import (
-    COUNTER_SK,
     account_pk,
     counter_shard,
+    counter_sk,
     iso_utc,
     pending_shard,
     range_of,
@@ -50,7 +50,7 @@ def counter_item(
     per_range = Counter(range_of(rid) for rid in ids)
     item: dict[str, Any] = {
         "pk": {"S": account_pk(account_id)},
-        "sk": {"S": COUNTER_SK},
+        "sk": {"S": counter_sk()},
         BEST_EFFORT: {"N": str(len(ids) if best_effort is None else best_effort)},
         EVENTUAL: {"N": str(len(ids) if eventual is None else eventual)},
         LIMIT: {"N": str(limit)},

@@ -25,6 +25,14 @@ def _http_status(*allowed: int) -> Callable[[Any], None]:
     return check
 
 
+def _would_admit(expected: bool) -> Callable[[Any], None]:
+    def check(response: Any) -> None:
+        _http_status(200)(response)
+        assert json.loads(response["body"])["would_admit"] is expected, response
+
+    return check
+
+
 def _no_batch_failures(response: Any) -> None:
     assert response == {"batchItemFailures": []}, response
 
@@ -71,6 +79,19 @@ SAMPLE_EVENTS = [
     SampleEvent("api_get_usage.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_get_limits.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_delete_resource.json", "ApiFunction", _http_status(204)),
+    SampleEvent("api_put_plan.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_get_plan.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_list_plans.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_put_account_plan.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_put_kind_limit.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_delete_kind_limit.json", "ApiFunction", _http_status(204)),
+    SampleEvent("api_create_kind_resource.json", "ApiFunction", _http_status(201)),
+    SampleEvent("api_put_kind_resource.json", "ApiFunction", _http_status(200, 201)),
+    SampleEvent("api_patch_kind_resource.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_dry_run_kind_resource.json", "ApiFunction", _would_admit(False)),
+    SampleEvent("api_get_kind_resource.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_list_kind_resources.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_delete_kind_resource.json", "ApiFunction", _http_status(204)),
     SampleEvent("stream_insert_resource.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_admission.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_claim.json", "StreamCounterFunction", _no_batch_failures),

@@ -43,7 +43,7 @@ from hybrid_counter.errors import (
     Throttled,
 )
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import COUNTER_SK, account_pk, all_ranges, iso_utc, range_of, resource_key, token
+from hybrid_counter.keys import account_pk, all_ranges, counter_sk, iso_utc, range_of, resource_key, token
 from hybrid_counter.recount_requests import is_request
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
@@ -53,6 +53,7 @@ from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
 from tests.explorer.spec import NEVER_ENDED, REPAIR, Done, Model, explain
 
 START = 1_800_000_000.0
+COUNTER_SK_OF_THE_KIND = counter_sk()  # the runs use the default kind
 ITEM_LIMIT = 1024  # bytes: one write unit per write
 BACKGROUNDS = ("stream", "sweep", "heal", "recount")
 
@@ -128,7 +129,7 @@ class Truth:
             self.faults += 1
         if made_live_unadmitted(call):
             self.adopted = True
-        if not call.applied or call.operation != "UpdateItem" or call.key != COUNTER_SK:
+        if not call.applied or call.operation != "UpdateItem" or call.key != COUNTER_SK_OF_THE_KIND:
             return
         for range_id in _corrected_ranges(call):
             self.owed.pop(range_id, None)
@@ -531,7 +532,7 @@ class Run:
             ConsistentRead=True,
         ):
             for item in page.get("Items", []):
-                if item["sk"]["S"] == COUNTER_SK:
+                if item["sk"]["S"] == COUNTER_SK_OF_THE_KIND:
                     counter = dict(item)
                 elif is_request(item):
                     requests += 1
@@ -541,7 +542,7 @@ class Run:
 
     def _note_released_pending(self, call: Call) -> None:
         stale_before = iso_utc(self.now - self.world.settings.pending_grace_seconds)
-        for range_id in _corrected_ranges(call) if call.key == COUNTER_SK else []:
+        for range_id in _corrected_ranges(call) if call.key == COUNTER_SK_OF_THE_KIND else []:
             for rid, item in self.snapshot.resources.items():
                 if (
                     range_of(rid) == range_id
@@ -609,7 +610,11 @@ class Run:
         for rid, item in snap.resources.items():
             if resource_items.is_counted(item) and resource_items.state_of(item) == resource_items.PENDING:
                 found.append(f"{rid} is counted but pending")
-        if after is not None and after.key == COUNTER_SK and "last_admission" in _assignments(after):
+        if (
+            after is not None
+            and after.key == COUNTER_SK_OF_THE_KIND
+            and "last_admission" in _assignments(after)
+        ):
             unadmitted = [
                 rid
                 for rid in held

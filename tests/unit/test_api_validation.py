@@ -9,37 +9,90 @@ import pytest
 
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound
+from hybrid_counter.plans import Plan, PlanPage
 from hybrid_counter.resources import Resource, ResourcePage, Usage
+from hybrid_counter.usage import WouldAdmit
 from tests.conftest import load_event
 
 
 class RecordingService:
+    """The API's service, recording what the routes ask of it (keyword options only when given)."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
 
-    def set_limit(self, account_id: str, limit: int) -> dict[str, Any]:
-        self.calls.append(("set_limit", (account_id, limit)))
-        return {"account_id": account_id, "limit": limit}
+    def _record(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> None:
+        given = {k: v for k, v in options.items() if v is not None and not (k == "units" and v == 1)}
+        self.calls.append((name, (*args, given) if given else args))
+
+    def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> dict[str, Any]:
+        self._record("set_limit", (account_id, limit), {"kind": kind})
+        return {"account_id": account_id, "kind": kind or "resources", "limit": limit}
+
+    def remove_limit(self, account_id: str, *, kind: str) -> None:
+        self._record("remove_limit", (account_id,), {"kind": kind})
 
     def usage(self, account_id: str) -> Usage:
         self.calls.append(("usage", (account_id,)))
         return Usage(account_id, 10, 3, 2)
 
-    def create(self, account_id: str, name: str, extra: dict, resource_id: str | None = None):
-        self.calls.append(("create", (account_id, name, extra, resource_id)))
+    def create(
+        self,
+        account_id: str,
+        name: str,
+        extra: dict,
+        resource_id: str | None = None,
+        *,
+        kind: str | None = None,
+        units: int = 1,
+    ):
+        self._record("create", (account_id, name, extra, resource_id), {"kind": kind, "units": units})
         if name == "full":
             raise LimitExceeded(10, 10)
-        return Resource(account_id, resource_id or "generated", name, "2026-11-21T00:00:00.000Z", extra), True
+        resource = Resource(account_id, resource_id or "generated", name, "2026-11-21T00:00:00.000Z", extra)
+        return resource, True
 
-    def get(self, account_id: str, resource_id: str) -> Resource:
+    def would_create(self, account_id: str, name: str, extra: dict, resource_id=None, *, kind=None, units=1):
+        self._record("would_create", (account_id, name, extra, resource_id), {"kind": kind, "units": units})
+        return WouldAdmit(kind or "resources", units, 10, 3, units <= 7)
+
+    def resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None) -> Resource:
+        self._record("resize", (account_id, resource_id, units), {"kind": kind})
+        return Resource(
+            account_id, resource_id, "r", "2026-11-21T00:00:00.000Z", {}, kind or "resources", units
+        )
+
+    def would_resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None):
+        self._record("would_resize", (account_id, resource_id, units), {"kind": kind})
+        return WouldAdmit(kind or "resources", units - 1, 10, 3, units <= 8)
+
+    def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
         raise NotFound("resource not found")
 
-    def list(self, account_id: str, page_size: int, next_token: str | None) -> ResourcePage:
-        self.calls.append(("list", (account_id, page_size, next_token)))
+    def list(self, account_id: str, page_size: int, next_token: str | None, *, kind: str | None = None):
+        self._record("list", (account_id, page_size, next_token), {"kind": kind})
         return ResourcePage([], None)
 
-    def delete(self, account_id: str, resource_id: str) -> None:
-        self.calls.append(("delete", (account_id, resource_id)))
+    def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
+        self._record("delete", (account_id, resource_id), {"kind": kind})
+
+    def put_plan(self, plan_id: str, limits: dict[str, int]) -> Plan:
+        self.calls.append(("put_plan", (plan_id, limits)))
+        return Plan(plan_id, limits)
+
+    def get_plan(self, plan_id: str) -> Plan:
+        self.calls.append(("get_plan", (plan_id,)))
+        if plan_id == "missing":
+            raise NotFound("plan not found")
+        return Plan(plan_id, {"projects": 3})
+
+    def list_plans(self, page_size: int = 50, next_token: str | None = None) -> PlanPage:
+        self.calls.append(("list_plans", (page_size, next_token)))
+        return PlanPage([Plan("default", {"resources": 100})], None)
+
+    def assign_plan(self, account_id: str, plan_id: str) -> dict[str, Any]:
+        self.calls.append(("assign_plan", (account_id, plan_id)))
+        return {"account_id": account_id, "plan_id": plan_id}
 
 
 @pytest.fixture
@@ -169,11 +222,13 @@ def test_usage_reports_used_as_the_max_of_both_counters(api):
     assert status == 200
     assert payload == {
         "account_id": "acct-demo",
+        "plan_id": "default",
         "limit": 10,
         "best_effort": 3,
         "eventual": 2,
         "used": 3,
         "remaining": 7,
+        "kinds": {},
     }
 
 

@@ -2,7 +2,7 @@
 
 from benchmarks.meter import counter_writes
 from benchmarks.reference import COUNTER as REFERENCE_COUNTER
-from hybrid_counter.keys import COUNTER_SK
+from hybrid_counter.keys import counter_sk
 
 
 def _key(sk: str) -> dict[str, dict[str, str]]:
@@ -11,7 +11,7 @@ def _key(sk: str) -> dict[str, dict[str, str]]:
 
 def test_a_write_on_either_designs_counter_item_is_a_counter_write() -> None:
     # Given an update of our counter item and one of the reference's
-    ours = {"Key": _key(COUNTER_SK)}
+    ours = {"Key": _key(counter_sk())}
     reference = {"Key": _key(REFERENCE_COUNTER)}
 
     # Then each is one counter-item write, and a resource write is none

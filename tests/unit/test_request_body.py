@@ -15,7 +15,7 @@ from hybrid_counter.api import body as body_module
 from hybrid_counter.api.app import build_app
 from hybrid_counter.api.body import MAX_BODY_BYTES, MAX_DEPTH, MAX_INT_DIGITS, strict_json
 from hybrid_counter.errors import ValidationError
-from hybrid_counter.resources.items import pending_item, resource_from_item
+from hybrid_counter.resources.items import Resource, pending_item, resource_from_item
 from tests.conftest import load_event
 from tests.hostile_json import hostile_body
 from tests.unit.test_api_validation import RecordingService, assert_error
@@ -250,9 +250,12 @@ def test_stored_extra_fields_can_never_hold_non_finite_numbers():
 
 def test_a_legacy_non_finite_extra_field_is_sent_back_as_null():
     service = RecordingService()
-    service.get = lambda account_id, resource_id: resource_from_item(  # type: ignore[method-assign]
-        {**pending_item(account_id, resource_id, "n", {}, "inc", now=0), "extra_json": {"S": '{"x":NaN}'}}
-    )
+
+    def legacy(account_id: str, resource_id: str, **_: object) -> Resource:
+        item = pending_item(account_id, resource_id, "n", {}, "inc", now=0)
+        return resource_from_item({**item, "extra_json": {"S": '{"x":NaN}'}})
+
+    service.get = legacy  # type: ignore[method-assign]
     response = resolve(load_event("api_get_resource.json"), service)
     assert response["statusCode"] == 200
     assert json.loads(response["body"], parse_constant=pytest.fail)["x"] is None

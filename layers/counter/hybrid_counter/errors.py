@@ -19,10 +19,14 @@ class NotFound(DomainError):
 class LimitExceeded(DomainError):
     code = "LimitExceeded"
 
-    def __init__(self, limit: int, used: int) -> None:
-        super().__init__(f"account is at its limit of {limit} resources ({used} in use)")
+    def __init__(self, limit: int, used: int, kind: str | None = None, units: int = 1) -> None:
+        what = f"{kind} units" if kind else "resources"
+        asked = f"; {units} more asked for" if units != 1 else ""
+        super().__init__(f"account is at its limit of {limit} {what} ({used} in use{asked})")
         self.limit = limit
         self.used = used
+        self.kind = kind
+        self.units = units
 
 
 class IdempotencyConflict(DomainError):

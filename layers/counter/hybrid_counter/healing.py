@@ -28,7 +28,13 @@ from botocore.exceptions import ClientError
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import expressions
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL
-from hybrid_counter.keys import all_counter_shards, counter_key, parse_account_pk
+from hybrid_counter.keys import (
+    DEFAULT_KIND,
+    all_counter_shards,
+    counter_key,
+    parse_account_pk,
+    parse_counter_sk,
+)
 from hybrid_counter.observability import Observability, default_observability
 
 COUNTER_INDEX = "CounterIndex"
@@ -41,6 +47,7 @@ class HealOutcome:
     eventual: int
     healed: bool
     reason: str
+    kind: str = DEFAULT_KIND
 
 
 @dataclass
@@ -66,38 +73,44 @@ class Healer:
         self._obs = obs or default_observability()
         self._retry = RetryPolicy()
 
-    def heal_account(self, account_id: str, seen: dict[str, Any] | None = None) -> HealOutcome:
+    def heal_account(
+        self, account_id: str, seen: dict[str, Any] | None = None, *, kind: str = DEFAULT_KIND
+    ) -> HealOutcome:
+        """Heal the account's counter of one kind (``seen``: its item, already read)."""
         item: dict[str, Any] | None = seen
         if item is None:
             item = dict(
                 self._clients.dynamodb.get_item(
-                    TableName=self._table, Key=counter_key(account_id), ConsistentRead=True
+                    TableName=self._table, Key=counter_key(account_id, kind=kind), ConsistentRead=True
                 ).get("Item")
                 or {}
             )
         if not item:
-            return HealOutcome(account_id, 0, 0, healed=False, reason="no counter item")
+            return HealOutcome(account_id, 0, 0, healed=False, reason="no counter item", kind=kind)
         best_effort = int(item.get(BEST_EFFORT, {"N": "0"})["N"])
         eventual = int(item.get(EVENTUAL, {"N": "0"})["N"])
         if best_effort >= eventual:
-            return HealOutcome(account_id, best_effort, eventual, False, "best_effort is not below eventual")
-        args = expressions.heal().update(self._table, account_id)
+            return HealOutcome(
+                account_id, best_effort, eventual, False, "best_effort is not below eventual", kind
+            )
+        args = expressions.heal().update(self._table, account_id, kind)
         try:
             retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._retry)
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
             return HealOutcome(
-                account_id, best_effort, eventual, False, "best_effort is no longer below eventual"
+                account_id, best_effort, eventual, False, "best_effort is no longer below eventual", kind
             )
         self._obs.count("BestEffortHealed")
         self._obs.logger.info(
-            "healed best-effort counter", extra={"account_id": account_id, "from": best_effort}
+            "healed best-effort counter", extra={"account_id": account_id, "kind": kind, "from": best_effort}
         )
-        return HealOutcome(account_id, best_effort, eventual, True, "raised to eventual")
+        return HealOutcome(account_id, best_effort, eventual, True, "raised to eventual", kind)
 
-    def accounts(self, continuation: str | None = None) -> Iterator[tuple[list[str], str | None]]:
-        """Pages of account ids from CounterIndex, each with the continuation that follows it."""
+    def accounts(self, continuation: str | None = None) -> Iterator[tuple[list[tuple[str, str]], str | None]]:
+        """Pages of (account id, kind) from CounterIndex (one entry per counter item), each with
+        the continuation that follows it."""
         shards = all_counter_shards()
         position: dict[str, Any] = json.loads(continuation) if continuation else {"shard": 0, "start": None}
         shard, start = int(position["shard"]), position["start"]
@@ -116,7 +129,11 @@ class Healer:
             if start is None:
                 shard += 1
             following = json.dumps({"shard": shard, "start": start}) if shard < len(shards) else None
-            yield [parse_account_pk(item["pk"]["S"]) for item in page.get("Items", [])], following
+            found = [
+                (parse_account_pk(item["pk"]["S"]), parse_counter_sk(item["sk"]["S"]))
+                for item in page.get("Items", [])
+            ]
+            yield found, following
 
     def heal_all(
         self,
@@ -127,15 +144,17 @@ class Healer:
     ) -> HealAllReport:
         report = HealAllReport()
         with ThreadPoolExecutor(max_workers=parallelism) as pool:
-            for accounts, following in self.accounts(continuation):
-                counters = self._read_counters(accounts)
-                report.accounts_read += len(accounts)
+            for counters, following in self.accounts(continuation):
+                read = self._read_counters(counters)
+                report.accounts_read += len(counters)
                 drifted = [
-                    (account, item)
-                    for account, item in counters.items()
+                    (counter, item)
+                    for counter, item in read.items()
                     if int(item.get(BEST_EFFORT, {"N": "0"})["N"]) < int(item.get(EVENTUAL, {"N": "0"})["N"])
                 ]
-                for outcome in pool.map(lambda pair: self.heal_account(*pair), drifted):
+                for outcome in pool.map(
+                    lambda pair: self.heal_account(pair[0][0], pair[1], kind=pair[0][1]), drifted
+                ):
                     if outcome.healed:
                         report.healed.append(outcome)
                 report.continuation = following
@@ -143,16 +162,17 @@ class Healer:
                     return report
         return report
 
-    def _read_counters(self, accounts: list[str]) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        keys: list[Any] = [counter_key(account) for account in accounts]
+    def _read_counters(self, counters: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        found: dict[tuple[str, str], dict[str, Any]] = {}
+        keys: list[Any] = [counter_key(account, kind=kind) for account, kind in counters]
         while keys:
             response: Any = self._clients.dynamodb.batch_get_item(
                 RequestItems={
-                    self._table: {"Keys": keys, "ProjectionExpression": "pk, best_effort, eventual"}
+                    self._table: {"Keys": keys, "ProjectionExpression": "pk, sk, best_effort, eventual"}
                 }
             )
             for item in response.get("Responses", {}).get(self._table, []):
-                found[parse_account_pk(str(item["pk"]["S"]))] = dict(item)
+                key = (parse_account_pk(str(item["pk"]["S"])), parse_counter_sk(str(item["sk"]["S"])))
+                found[key] = dict(item)
             keys = list(response.get("UnprocessedKeys", {}).get(self._table, {}).get("Keys", []))
         return found

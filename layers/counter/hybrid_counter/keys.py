@@ -1,9 +1,18 @@
 """Key scheme of the single table, and the tokens that name one incarnation of a resource.
 
-An account's counter item and its resources share a partition key. A resource's sort key
-starts with its *range*, one of 16 buckets by a hash of its id: ranges are what the counter
-item keeps per-range shares and versions for (the recount's fences, see ``counters``), and a
-range's resources are contiguous, so one range can be read on its own.
+An account's items share a partition key: one counter item per kind of resource the account
+holds (``COUNTER#<kind>``), its resources (``RESOURCE#<kind>#<range>#<id>``), the plan it is on
+(``PLAN``), and census requests (``REPAIR#<kind>#<range>``). So every counter of an account is
+one Query away (its usage), and each kind has its own counter item: one kind's admissions never
+wait on another's, and DynamoDB splits a hot item collection by sort key, so each counter item
+gets its own 1,000 write units a second.
+
+A resource's sort key carries its *range*, one of 16 buckets by a hash of its id: ranges are
+what a counter item keeps per-range shares and versions for (the recount's fences, see
+``counters``), and a range's resources are contiguous, so one range can be read on its own.
+
+Plans live in one partition of their own (``PLANS`` / ``<plan id>``): a handful of small items
+that are read through a cache, never per request (``plans/``).
 """
 
 from __future__ import annotations
@@ -15,10 +24,14 @@ from datetime import UTC, datetime
 ACCOUNT_PREFIX = "ACCOUNT#"
 CONTROL_PREFIX = "CONTROL#"  # the sweeper's saved progress, not an account
 RESOURCE_PREFIX = "RESOURCE#"
+COUNTER_PREFIX = "COUNTER#"
 REPAIR_PREFIX = "REPAIR#"  # a requested census of one range (recount_requests.py)
-COUNTER_SK = "COUNTER"
+PROFILE_SK = "PLAN"  # the account's plan (absent: the plan "default")
+PLANS_PK = "PLANS"
 RANGES = 16
 COUNTER_SHARDS = 16
+# The kind the routes without a kind act on, unless the stack's DefaultKind says otherwise.
+DEFAULT_KIND = "resources"
 
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 _ID_RE = re.compile(ID_PATTERN)
@@ -41,35 +54,53 @@ def all_ranges() -> list[str]:
     return [f"{n:x}" for n in range(RANGES)]
 
 
-def range_prefix(range_id: str) -> str:
-    return f"{RESOURCE_PREFIX}{range_id}#"
+def kind_prefix(kind: str) -> str:
+    """Every resource of one kind of an account sorts under this."""
+    return f"{RESOURCE_PREFIX}{kind}#"
 
 
-def resource_sk(resource_id: str) -> str:
-    return f"{range_prefix(range_of(resource_id))}{resource_id}"
+def range_prefix(range_id: str, *, kind: str = DEFAULT_KIND) -> str:
+    return f"{kind_prefix(kind)}{range_id}#"
 
 
-def repair_sk(range_id: str) -> str:
-    return f"{REPAIR_PREFIX}{range_id}"
+def resource_sk(resource_id: str, *, kind: str = DEFAULT_KIND) -> str:
+    return f"{range_prefix(range_of(resource_id), kind=kind)}{resource_id}"
 
 
-def counter_key(account_id: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": COUNTER_SK}}
+def counter_sk(kind: str = DEFAULT_KIND) -> str:
+    return f"{COUNTER_PREFIX}{kind}"
 
 
-def resource_key(account_id: str, resource_id: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": resource_sk(resource_id)}}
+def repair_sk(range_id: str, *, kind: str = DEFAULT_KIND) -> str:
+    return f"{REPAIR_PREFIX}{kind}#{range_id}"
 
 
-def pending_shard(account_id: str, resource_id: str) -> str:
+def counter_key(account_id: str, *, kind: str = DEFAULT_KIND) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": counter_sk(kind)}}
+
+
+def resource_key(account_id: str, resource_id: str, *, kind: str = DEFAULT_KIND) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": resource_sk(resource_id, kind=kind)}}
+
+
+def profile_key(account_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": PROFILE_SK}}
+
+
+def plan_key(plan_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": PLANS_PK}, "sk": {"S": plan_id}}
+
+
+def pending_shard(account_id: str, resource_id: str, *, kind: str = DEFAULT_KIND) -> str:
     """Partition key of the sparse PendingIndex (written only on failure paths, see design.md):
     a hash of the resource, so the index has no fixed set of hot keys whatever writes it. The
     sweeper scans the index instead of querying keys."""
-    return f"PENDING#{zlib.crc32(f'{account_id}/{resource_id}'.encode()):08x}"
+    return f"PENDING#{zlib.crc32(f'{account_id}/{kind}/{resource_id}'.encode()):08x}"
 
 
 def counter_shard(account_id: str) -> str:
-    """Bucket of the sparse CounterIndex that lists every account's counter item."""
+    """Bucket of the sparse CounterIndex that lists every counter item (all kinds of an account
+    in one bucket)."""
     return f"COUNTERS#{zlib.crc32(account_id.encode()) % COUNTER_SHARDS:02d}"
 
 
@@ -95,17 +126,41 @@ def parse_account_pk(pk: str) -> str:
 
 
 def parse_resource_sk(sk: str) -> str:
-    """The resource id of a resource sort key (``RESOURCE#<range>#<id>``)."""
+    """The resource id of a resource sort key (``RESOURCE#<kind>#<range>#<id>``)."""
+    return parse_kind_resource_sk(sk)[1]
+
+
+def parse_kind_resource_sk(sk: str) -> tuple[str, str]:
+    """(kind, resource id) of a resource sort key."""
     if not sk.startswith(RESOURCE_PREFIX):
         raise ValueError(f"not a resource key: {sk!r}")
-    range_id, sep, resource_id = sk[len(RESOURCE_PREFIX) :].partition("#")
-    if not sep or not resource_id or range_id != range_of(resource_id):
+    parts = sk[len(RESOURCE_PREFIX) :].split("#")
+    if len(parts) != 3:
         raise ValueError(f"not a resource key: {sk!r}")
-    return resource_id
+    kind, range_id, resource_id = parts
+    if not is_valid_id(kind) or not is_valid_id(resource_id) or range_id != range_of(resource_id):
+        raise ValueError(f"not a resource key: {sk!r}")
+    return kind, resource_id
+
+
+def parse_counter_sk(sk: str) -> str:
+    """The kind of a counter item's sort key (``COUNTER#<kind>``)."""
+    kind = sk[len(COUNTER_PREFIX) :] if sk.startswith(COUNTER_PREFIX) else ""
+    if not is_valid_id(kind):
+        raise ValueError(f"not a counter key: {sk!r}")
+    return kind
+
+
+def parse_repair_sk(sk: str) -> tuple[str, str]:
+    """(kind, range) of a census request's sort key."""
+    kind, sep, range_id = sk[len(REPAIR_PREFIX) :].rpartition("#")
+    if not sk.startswith(REPAIR_PREFIX) or not sep or not is_valid_id(kind) or range_id not in all_ranges():
+        raise ValueError(f"not a census request key: {sk!r}")
+    return kind, range_id
 
 
 def token(resource_id: str, incarnation: str) -> str:
-    """Names one incarnation of a resource on the counter item (last_admission, last_release)."""
+    """Names one incarnation of a resource on its counter item (last_admission, last_release)."""
     return f"{resource_id}#{incarnation}"
 
 
@@ -114,3 +169,16 @@ def parse_token(value: str) -> tuple[str, str]:
     if not sep or not is_valid_id(resource_id) or not incarnation:
         raise ValueError(f"malformed token {value!r}")
     return resource_id, incarnation
+
+
+def resize_token(resource_id: str, incarnation: str, request_id: str) -> str:
+    """Names one resize of one incarnation (last_resize): an incarnation may be resized often."""
+    return f"{resource_id}#{incarnation}#{request_id}"
+
+
+def parse_resize_token(value: str) -> tuple[str, str, str]:
+    head, sep, request_id = value.rpartition("#")
+    if not sep or not request_id:
+        raise ValueError(f"malformed resize token {value!r}")
+    resource_id, incarnation = parse_token(head)
+    return resource_id, incarnation, request_id

@@ -7,7 +7,7 @@ is settled exactly by a census of the item's range (``counting/recount.py``), wh
 range's best-effort share to the resources that can still hold a slot and never below. A census
 can fail to settle under traffic, so the need for it is written down first, as an item in the
 account's own partition (no shared hot key however many accounts need one):
-``ACCOUNT#<id>`` / ``REPAIR#<range>``, with ``n`` counting the requests. It carries the
+``ACCOUNT#<id>`` / ``REPAIR#<kind>#<range>``, with ``n`` counting the requests. It carries the
 PendingIndex keys, so the sweeper's ordinary pass over that sparse index finds it; the census
 that settles the range removes it, conditional on ``n`` being the count it saw, so a request
 that arrived during the census is never lost.
@@ -21,19 +21,28 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
-from hybrid_counter.keys import REPAIR_PREFIX, account_pk, iso_utc, pending_shard, repair_sk
+from hybrid_counter.keys import (
+    DEFAULT_KIND,
+    REPAIR_PREFIX,
+    account_pk,
+    iso_utc,
+    parse_repair_sk,
+    pending_shard,
+    repair_sk,
+)
 
 
-def request_key(account_id: str, range_id: str) -> dict[str, dict[str, str]]:
-    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": repair_sk(range_id)}}
+def request_key(account_id: str, range_id: str, kind: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": repair_sk(range_id, kind=kind)}}
 
 
 def is_request(item: dict[str, Any]) -> bool:
     return str(item.get("sk", {}).get("S", "")).startswith(REPAIR_PREFIX)
 
 
-def requested_range(item: dict[str, Any]) -> str:
-    return str(item["sk"]["S"])[len(REPAIR_PREFIX) :]
+def requested_range(item: dict[str, Any]) -> tuple[str, str]:
+    """(kind, range) a request asks a census of."""
+    return parse_repair_sk(str(item["sk"]["S"]))
 
 
 class RecountRequests:
@@ -43,18 +52,18 @@ class RecountRequests:
         self._clock = clock
         self._retry = RetryPolicy()
 
-    def put(self, account_id: str, range_id: str, reason: str) -> None:
+    def put(self, account_id: str, range_id: str, reason: str, *, kind: str = DEFAULT_KIND) -> None:
         """Ask for a census of the range (idempotent in effect: requests of one range coalesce)."""
         retry_conflicts(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,
-                Key=request_key(account_id, range_id),
+                Key=request_key(account_id, range_id, kind),
                 UpdateExpression=(
                     "SET pending_shard = if_not_exists(pending_shard, :shard), "
                     "pending_since = if_not_exists(pending_since, :now), reason = :reason ADD n :one"
                 ),
                 ExpressionAttributeValues={
-                    ":shard": {"S": pending_shard(account_id, repair_sk(range_id))},
+                    ":shard": {"S": pending_shard(account_id, repair_sk(range_id, kind=kind), kind=kind)},
                     ":now": {"S": iso_utc(self._clock())},
                     ":reason": {"S": reason[:200]},
                     ":one": {"N": "1"},
@@ -63,21 +72,21 @@ class RecountRequests:
             self._retry,
         )
 
-    def count(self, account_id: str, range_id: str) -> int:
+    def count(self, account_id: str, range_id: str, *, kind: str = DEFAULT_KIND) -> int:
         """How many requests the range has had (0: none outstanding)."""
         item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=request_key(account_id, range_id), ConsistentRead=True
+            TableName=self._table, Key=request_key(account_id, range_id, kind), ConsistentRead=True
         ).get("Item")
         return int(item["n"]["N"]) if item and "n" in item else 0
 
-    def settle(self, account_id: str, range_id: str, seen: int) -> bool:
+    def settle(self, account_id: str, range_id: str, seen: int, *, kind: str = DEFAULT_KIND) -> bool:
         """Remove the request once a census after it settled the range; False if another
         request came in meanwhile (it stays for the next pass)."""
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.delete_item(
                     TableName=self._table,
-                    Key=request_key(account_id, range_id),
+                    Key=request_key(account_id, range_id, kind),
                     ConditionExpression="n = :seen",
                     ExpressionAttributeValues={":seen": {"N": str(seen)}},
                 ),

@@ -65,9 +65,23 @@ class Access(Enum):
 # Every route of the API, by method and path as API Gateway names it. A route missing here is
 # refused (403): adding a route means deciding who may call it.
 ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
+    # Operators (template.yaml: AuthorizationScopes [OperatorScope] on each)
     ("PUT", "/accounts/{account_id}/limit"): Access.OPERATOR,
     ("GET", "/accounts/{account_id}/limits"): Access.OPERATOR,
+    ("PUT", "/accounts/{account_id}/limits/{kind}"): Access.OPERATOR,
+    ("DELETE", "/accounts/{account_id}/limits/{kind}"): Access.OPERATOR,
+    ("PUT", "/accounts/{account_id}/plan"): Access.OPERATOR,
+    ("PUT", "/plans/{plan_id}"): Access.OPERATOR,
+    ("GET", "/plans/{plan_id}"): Access.OPERATOR,
+    ("GET", "/plans"): Access.OPERATOR,
+    # The account's own token
     ("GET", "/accounts/{account_id}/usage"): Access.OWN_ACCOUNT,
+    ("POST", "/accounts/{account_id}/kinds/{kind}/resources"): Access.OWN_ACCOUNT,
+    ("GET", "/accounts/{account_id}/kinds/{kind}/resources"): Access.OWN_ACCOUNT,
+    ("PUT", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
+    ("PATCH", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
+    ("GET", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
+    ("DELETE", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("GET", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("PUT", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,

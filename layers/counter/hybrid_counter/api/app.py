@@ -3,37 +3,24 @@
 from __future__ import annotations
 
 import binascii
-import json
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
 from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
     OpenAPIRequestValidationMiddleware,
 )
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
 from hybrid_counter.api.body import reject_oversize, strict_json
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
-from hybrid_counter.api.models import LimitBody, ResourceBody
+from hybrid_counter.api.limit_routes import limit_routes
+from hybrid_counter.api.resource_routes import resource_routes
 from hybrid_counter.errors import DomainError
-from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources.table import store_error
-
-AccountId = Annotated[str, Path(pattern=ID_PATTERN, description="Account id: 1-64 of A-Z a-z 0-9 _ . -")]
-ResourceId = Annotated[str, Path(pattern=ID_PATTERN, description="Resource id: 1-64 of A-Z a-z 0-9 _ . -")]
-
-
-def _json(status: int, body: Any) -> Response[str]:
-    return Response(
-        status_code=status,
-        content_type=content_types.APPLICATION_JSON,
-        body=json.dumps(body, allow_nan=False),
-    )
 
 
 def build_app(
@@ -76,48 +63,8 @@ def build_app(
     def _not_found(_: Exception) -> Response[str]:
         return error_response(404, "NotFound", "no such route")
 
-    @app.put("/accounts/<account_id>/limit")
-    def put_limit(account_id: AccountId, body: Annotated[LimitBody, Body()]) -> Response[str]:
-        return _json(200, service().set_limit(account_id, body.limit))
-
-    @app.get("/accounts/<account_id>/usage")
-    def get_usage(account_id: AccountId) -> Response[str]:
-        return _json(200, service().usage(account_id).to_json())
-
-    @app.get("/accounts/<account_id>/limits")
-    def get_limits(account_id: AccountId) -> Response[str]:
-        # The operator's view of any account (the operator scope, granted by API Gateway).
-        return _json(200, service().usage(account_id).to_json())
-
-    @app.post("/accounts/<account_id>/resources")
-    def create_resource(account_id: AccountId, body: Annotated[ResourceBody, Body()]) -> Response[str]:
-        resource, _ = service().create(account_id, body.name, body.extra_fields())
-        return _json(201, resource.to_json())
-
-    @app.put("/accounts/<account_id>/resources/<resource_id>")
-    def put_resource(
-        account_id: AccountId, resource_id: ResourceId, body: Annotated[ResourceBody, Body()]
-    ) -> Response[str]:
-        resource, created = service().create(account_id, body.name, body.extra_fields(), resource_id)
-        return _json(201 if created else 200, resource.to_json())
-
-    @app.get("/accounts/<account_id>/resources/<resource_id>")
-    def get_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
-        return _json(200, service().get(account_id, resource_id).to_json())
-
-    @app.get("/accounts/<account_id>/resources")
-    def list_resources(
-        account_id: AccountId,
-        limit: Annotated[int, Query(ge=1, le=100)] = 50,
-        next_token: Annotated[str | None, Query(max_length=512)] = None,
-    ) -> Response[str]:
-        page = service().list(account_id, limit, next_token)
-        return _json(200, {"items": [r.to_json() for r in page.items], "next_token": page.next_token})
-
-    @app.delete("/accounts/<account_id>/resources/<resource_id>")
-    def delete_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
-        service().delete(account_id, resource_id)
-        return Response(status_code=204, body="")
+    app.include_router(limit_routes(service))
+    app.include_router(resource_routes(service))
 
     @app.get("/openapi.json")
     def openapi() -> Response[str]:

@@ -48,6 +48,8 @@ def domain_error_response(error: DomainError) -> Response[str]:
     extra: dict[str, Any] = {}
     if isinstance(error, LimitExceeded):
         extra = {"limit": error.limit, "used": error.used}
+        if error.kind is not None:
+            extra["kind"] = error.kind
     headers = None if error.retry_after is None else {"Retry-After": str(error.retry_after)}
     return error_response(status, error.code, str(error), headers, **extra)
 

@@ -6,19 +6,46 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
 
-RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at"})
+from hybrid_counter.keys import ID_PATTERN
+
+RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at", "kind"})
+MAX_LIMIT = 1_000_000_000
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
+Units = Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT, description="Units of its kind the resource holds")]
+KindId = Annotated[StrictStr, Field(pattern=ID_PATTERN)]
 
 
 class LimitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    limit: Annotated[StrictInt, Field(ge=0, le=1_000_000_000)]
+    limit: Count
+
+
+class PlanBody(BaseModel):
+    """A plan's limits, replacing the ones it had: {"<kind>": <limit>, ...}."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    limits: Annotated[dict[KindId, Count], Field(max_length=1000)]
+
+
+class AccountPlanBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    plan_id: Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+
+
+class ResizeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    units: Units
 
 
 class ResourceBody(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     name: Annotated[StrictStr, Field(min_length=1, max_length=256)]
+    units: Units = 1
 
     @model_validator(mode="after")
     def _no_reserved_fields(self) -> ResourceBody:

@@ -1,8 +1,9 @@
-"""Every write to the counter item, as one UpdateItem expression each.
+"""Every write to a counter item, as one UpdateItem expression each.
 
 Each keeps the per-range shares summing to the totals and bumps the version of every range whose
 shares it changes (state.py). Condition expressions cannot do arithmetic, which is why the
-admission tests both totals directly and why the heal compares two attributes.
+admission of n units tests both totals against ``limit - n``, computed here, and why the heal
+compares two attributes.
 """
 
 from __future__ import annotations
@@ -17,19 +18,22 @@ from hybrid_counter.counters.state import (
     EVENTUAL,
     HEALS,
     LAST_ADMISSION,
+    LAST_ADMISSION_UNITS,
     LAST_RELEASE,
+    LAST_RESIZE,
     LIMIT,
     best_effort_share,
     eventual_share,
     range_version,
 )
-from hybrid_counter.keys import all_ranges, counter_key, counter_shard, range_of
+from hybrid_counter.keys import DEFAULT_KIND, all_ranges, counter_key, counter_shard, range_of
 
 
 @dataclass
 class UpdateExpr:
     sets: list[str] = field(default_factory=list)
     adds: list[str] = field(default_factory=list)
+    removes: list[str] = field(default_factory=list)
     conditions: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)
     values: dict[str, Any] = field(default_factory=dict)
@@ -63,6 +67,10 @@ class UpdateExpr:
         placeholder = self.name(attribute)
         return self.set(attribute, f"if_not_exists({placeholder}, {self.value({'S': text})})")
 
+    def remove(self, attribute: str) -> UpdateExpr:
+        self.removes.append(self.name(attribute))
+        return self
+
     def when(self, condition: str) -> UpdateExpr:
         self.conditions.append(f"({condition})")
         return self
@@ -73,13 +81,15 @@ class UpdateExpr:
             parts.append("SET " + ", ".join(self.sets))
         if self.adds:
             parts.append("ADD " + ", ".join(self.adds))
+        if self.removes:
+            parts.append("REMOVE " + ", ".join(self.removes))
         return " ".join(parts)
 
-    def update(self, table: str, account_id: str) -> dict[str, Any]:
-        """The arguments of an UpdateItem (or a transaction's Update action) on the counter item."""
+    def update(self, table: str, account_id: str, kind: str = DEFAULT_KIND) -> dict[str, Any]:
+        """The arguments of an UpdateItem (or a transaction's Update action) on a counter item."""
         args: dict[str, Any] = {
             "TableName": table,
-            "Key": counter_key(account_id),
+            "Key": counter_key(account_id, kind=kind),
             "UpdateExpression": self.expression(),
             "ExpressionAttributeNames": self.names,
         }
@@ -98,41 +108,108 @@ def _range_delta(expr: UpdateExpr, range_id: str, best_effort: int, eventual: in
     return expr
 
 
+def _limit_judged(expr: UpdateExpr, cap: int, override: bool) -> None:
+    """The limit judged by still holds: the override it read, or no override (then the plan's
+    limit, which is not on this item, is the one judged by: plans/)."""
+    limit = expr.name(LIMIT)
+    expr.when(f"{limit} = {expr.number(cap)}" if override else f"attribute_not_exists({limit})")
+
+
+def _room_for(expr: UpdateExpr, units: int, cap: int) -> None:
+    """Both counters leave room for ``units`` more under ``cap``."""
+    be, ev, room = expr.name(BEST_EFFORT), expr.name(EVENTUAL), expr.number(cap - units)
+    expr.when(f"attribute_not_exists({be}) OR {be} <= {room}")
+    expr.when(f"attribute_not_exists({ev}) OR {ev} <= {room}")
+
+
 def admission(
-    account_id: str, resource_id: str, admission_token: str, cap: int, limit_seen: int | None
+    account_id: str,
+    resource_id: str,
+    admission_token: str,
+    cap: int,
+    limit_seen: int | None,
+    *,
+    units: int = 1,
 ) -> UpdateExpr:
-    """best_effort + 1, if and only if both counters are below the limit we judged by."""
-    expr = UpdateExpr().add(BEST_EFFORT, 1)
-    _range_delta(expr, range_of(resource_id), 1, 0)
-    expr.set_string(LAST_ADMISSION, admission_token).set_once(COUNTER_SHARD, counter_shard(account_id))
-    be, ev, limit, bound = expr.name(BEST_EFFORT), expr.name(EVENTUAL), expr.name(LIMIT), expr.number(cap)
-    expr.when(f"attribute_not_exists({be}) OR {be} < {bound}")
-    expr.when(f"attribute_not_exists({ev}) OR {ev} < {bound}")
+    """best_effort + units, if and only if both counters leave room for them under the limit
+    judged by (``limit_seen``: the override read, None: the plan's)."""
+    expr = UpdateExpr().add(BEST_EFFORT, units)
+    _range_delta(expr, range_of(resource_id), units, 0)
+    expr.set_string(LAST_ADMISSION, admission_token).set(LAST_ADMISSION_UNITS, expr.number(units))
+    expr.set_once(COUNTER_SHARD, counter_shard(account_id))
+    _room_for(expr, units, cap)
     # A limit changed since we read it is judged again (CounterStore.admit).
-    expr.when(f"attribute_not_exists({limit})" if limit_seen is None else f"{limit} = {bound}")
+    _limit_judged(expr, cap, override=limit_seen is not None)
     return expr
 
 
 def release(
-    resource_id: str, release_token: str, counted: bool, *, best_effort_at_zero: bool = False
+    resource_id: str,
+    release_token: str,
+    counted: bool,
+    *,
+    best_effort_at_zero: bool = False,
+    units: int = 1,
+    best_effort_seen: int | None = None,
 ) -> UpdateExpr:
-    """A delete frees its slot: best_effort - 1, and eventual - 1 if the stream had counted it.
+    """A delete frees its slot: best_effort - units, and eventual - units if the stream had
+    counted it.
 
-    best_effort only goes down while above 0: at 0 it already undercounts (after a failure), and
-    the write made with ``best_effort_at_zero`` leaves it there, which makes the undercount one less.
-    """
-    be_delta, ev_delta = (0 if best_effort_at_zero else -1), (-1 if counted else 0)
+    best_effort only goes down while it holds the units: below, it already undercounts (after a
+    failure), and the write made with ``best_effort_seen`` (the value the first write was refused
+    on) takes it to 0 instead, which makes the undercount less and never an overcount.
+    ``best_effort_at_zero`` is that write for 0 (it leaves best_effort alone)."""
+    if best_effort_at_zero:
+        best_effort_seen = 0
+    taken = units if best_effort_seen is None else min(units, best_effort_seen)
+    be_delta, ev_delta = -taken, (-units if counted else 0)
     expr = UpdateExpr().add(BEST_EFFORT, be_delta).add(EVENTUAL, ev_delta)
     _range_delta(expr, range_of(resource_id), be_delta, ev_delta)
     expr.set_string(LAST_RELEASE, release_token)
-    if not best_effort_at_zero:
-        be = expr.name(BEST_EFFORT)
-        expr.when(f"{be} > {expr.number(0)}")
+    _floor_condition(expr, units, best_effort_seen)
     return expr
 
 
+def _floor_condition(expr: UpdateExpr, units: int, best_effort_seen: int | None) -> None:
+    """best_effort holds the units taken out (first write), or is still the value the first
+    write was refused on (the write that takes it to 0: none needed at 0, where it is left)."""
+    if best_effort_seen is None:
+        expr.when(f"{expr.name(BEST_EFFORT)} >= {expr.number(units)}")
+    elif best_effort_seen > 0:
+        expr.when(f"{expr.name(BEST_EFFORT)} = {expr.number(best_effort_seen)}")
+
+
+def resize(
+    resource_id: str,
+    resize_token: str,
+    delta: int,
+    counted: bool,
+    *,
+    cap: int = 0,
+    limit_seen: int | None = None,
+    best_effort_seen: int | None = None,
+) -> UpdateExpr:
+    """A resize moves both counters by ``delta`` units (eventual only if the stream had counted
+    the resource, which it cannot do while the resize is claimed). Growing is admitted like a
+    create of ``delta`` units (room under the limit judged by); shrinking is released like a
+    delete of ``-delta`` units (best_effort floored at 0, as ``release``)."""
+    expr = UpdateExpr()
+    if delta > 0:
+        expr.add(BEST_EFFORT, delta).add(EVENTUAL, delta if counted else 0)
+        _range_delta(expr, range_of(resource_id), delta, delta if counted else 0)
+        _room_for(expr, delta, cap)
+        _limit_judged(expr, cap, override=limit_seen is not None)
+    else:
+        units = -delta
+        taken = units if best_effort_seen is None else min(units, best_effort_seen)
+        expr.add(BEST_EFFORT, -taken).add(EVENTUAL, -units if counted else 0)
+        _range_delta(expr, range_of(resource_id), -taken, -units if counted else 0)
+        _floor_condition(expr, units, best_effort_seen)
+    return expr.set_string(LAST_RESIZE, resize_token)
+
+
 def counted(account_id: str, per_range: Mapping[str, int]) -> UpdateExpr:
-    """The stream path's share of one transaction: eventual + n (n resources counted in it)."""
+    """The stream path's share of one transaction: eventual + the units counted in it."""
     expr = UpdateExpr().add(EVENTUAL, sum(per_range.values()))
     for range_id, n in sorted(per_range.items()):
         _range_delta(expr, range_id, 0, n)
@@ -177,5 +254,11 @@ def totals_correction(best_effort: int, eventual: int, heals_seen: int) -> Updat
 
 
 def set_limit(account_id: str, limit: int) -> UpdateExpr:
+    """The account's override for one kind (it wins over the plan's limit)."""
     expr = UpdateExpr()
     return expr.set(LIMIT, expr.number(limit)).set_once(COUNTER_SHARD, counter_shard(account_id))
+
+
+def remove_limit() -> UpdateExpr:
+    """Back to the plan's limit."""
+    return UpdateExpr().remove(LIMIT)

@@ -1,15 +1,18 @@
-"""What the counter item holds, read back into Python.
+"""What a counter item holds, read back into Python.
 
-Attributes (one item per account, ``ACCOUNT#<id>`` / ``COUNTER``):
+Attributes (one item per account and kind, ``ACCOUNT#<id>`` / ``COUNTER#<kind>``); every count is
+in *units* (a resource holds ``units`` of its kind, 1 unless the create said otherwise):
 
-- ``best_effort``: resources holding a slot, counted on the API path (admission +1, release -1).
-- ``eventual``: resources the stream path has counted (exactly once each) and no delete has
-  released yet. The stream path only ever adds to it; a delete's release subtracts the resource
-  if the stream had counted it by then.
-- ``limit``: the account's own limit (absent: the stack's default).
-- ``last_admission`` / ``last_release``: the token of the latest admission / release; each change
-  is a stream record that tells the stream path what to do (count that resource / finish that
-  delete).
+- ``best_effort``: units held by resources holding a slot, counted on the API path (an admission
+  adds the resource's units, a release takes them out, a resize moves them by the difference).
+- ``eventual``: units of the resources the stream path has counted (exactly once each) that no
+  delete has released. The stream path adds; a delete's release takes a counted resource out,
+  and a resize of a counted resource moves it by the difference, in the same write.
+- ``limit``: the account's override for this kind (absent: its plan's limit, plans/).
+- ``last_admission`` / ``last_release`` / ``last_resize``: the token of the latest admission (with
+  ``last_admission_units``, its units) / release / resize; each change is a stream record that
+  tells the stream path what to do (count that resource / finish that delete / finish that
+  resize).
 - per range ``r`` (one hex digit, see keys.py): ``b<r>`` and ``e<r>``, the shares of the two
   counters held by resources of that range, and ``v<r>``, a version bumped by every write that
   changes them. They always sum to the totals. The recount fences its census of a range with
@@ -34,6 +37,8 @@ EVENTUAL = "eventual"
 LIMIT = "limit"
 LAST_ADMISSION = "last_admission"
 LAST_RELEASE = "last_release"
+LAST_ADMISSION_UNITS = "last_admission_units"
+LAST_RESIZE = "last_resize"
 COUNTER_SHARD = "counter_shard"
 HEALS = "heals"
 
@@ -71,6 +76,8 @@ class CounterState:
     last_release: str | None = None
     ranges: Mapping[str, RangeShare] = field(default_factory=dict)
     heals: int = 0
+    last_resize: str | None = None
+    exists: bool = False  # the item was there when read
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -79,9 +86,9 @@ class CounterState:
     def used(self) -> int:
         return max(self.best_effort, self.eventual, 0)
 
-    def admits(self, limit: int) -> bool:
-        """The admission's own condition, judged on this state."""
-        return self.best_effort < limit and self.eventual < limit
+    def admits(self, limit: int, units: int = 1) -> bool:
+        """The admission's own condition, judged on this state: ``units`` more fit under both."""
+        return self.best_effort + units <= limit and self.eventual + units <= limit
 
     def share(self, range_id: str) -> RangeShare:
         return self.ranges.get(range_id, RangeShare())
@@ -105,6 +112,8 @@ class CounterState:
             limit=None if limit is None else int(limit["N"]),
             last_admission=item.get(LAST_ADMISSION, {}).get("S"),
             last_release=item.get(LAST_RELEASE, {}).get("S"),
+            last_resize=item.get(LAST_RESIZE, {}).get("S"),
+            exists=True,
             ranges={
                 r: RangeShare(
                     _number(item, best_effort_share(r)),

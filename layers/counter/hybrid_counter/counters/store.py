@@ -4,9 +4,10 @@ path's counting (counting/eventual.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -21,7 +22,7 @@ from hybrid_counter.aws import (
 )
 from hybrid_counter.counters import expressions
 from hybrid_counter.counters.state import CounterState
-from hybrid_counter.keys import counter_key
+from hybrid_counter.keys import COUNTER_PREFIX, DEFAULT_KIND, account_pk, counter_key, parse_counter_sk
 
 if TYPE_CHECKING:
     from hybrid_counter.effects import Effects
@@ -35,93 +36,243 @@ class AdmissionOutcome(Enum):
     UNKNOWN = "unknown"  # the write may or may not have taken effect
 
 
+LimitSource = Literal["override", "plan"]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The limit an admission is judged by, and where it came from."""
+
+    limit: int
+    source: LimitSource
+
+    @property
+    def override(self) -> bool:
+        return self.source == "override"
+
+
+Judge = Callable[[CounterState], Judged]
+
+
 @dataclass(frozen=True)
 class Admission:
     outcome: AdmissionOutcome
     state: CounterState  # the state the decision was made on
     throttled: bool = False
+    judged: Judged | None = None  # the limit the decision was made by
 
 
 class CounterStore:
     def __init__(
-        self, table_name: str, default_limit: int, clients: Clients, obs: Observability, effects: Effects
+        self,
+        table_name: str,
+        default_limit: int,
+        clients: Clients,
+        obs: Observability,
+        effects: Effects,
+        *,
+        default_kind: str = DEFAULT_KIND,
     ) -> None:
         self._table = table_name
         self._default_limit = default_limit
         self._clients = clients
         self._obs = obs
         self._effects = effects
+        self.default_kind = default_kind
 
     @property
     def default_limit(self) -> int:
         return self._default_limit
 
-    def read(self, account_id: str) -> CounterState:
+    def default_judge(self, state: CounterState) -> Judged:
+        """Without plans (tools and tests): the override, else the stack's default limit."""
+        if state.limit is not None:
+            return Judged(state.limit, "override")
+        return Judged(self._default_limit, "plan")
+
+    def read(self, account_id: str, *, kind: str | None = None) -> CounterState:
         response = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=counter_key(account_id), ConsistentRead=True
+            TableName=self._table,
+            Key=counter_key(account_id, kind=kind or self.default_kind),
+            ConsistentRead=True,
         )
         return CounterState.from_item(response.get("Item"))
 
-    def set_limit(self, account_id: str, limit: int) -> None:
-        args = expressions.set_limit(account_id, limit).update(self._table, account_id)
+    def read_all(self, account_id: str) -> dict[str, CounterState]:
+        """Every counter item of the account, by kind: one consistent Query (a few hundred bytes
+        a kind: 100 kinds are 10 read units)."""
+        found: dict[str, CounterState] = {}
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": {"S": account_pk(account_id)},
+                ":prefix": {"S": COUNTER_PREFIX},
+            },
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                found[parse_counter_sk(str(item["sk"]["S"]))] = CounterState.from_item(item)
+        return found
+
+    def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> None:
+        args = expressions.set_limit(account_id, limit).update(
+            self._table, account_id, kind or self.default_kind
+        )
         retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
 
-    def admit(self, account_id: str, resource_id: str, admission_token: str, seen: CounterState) -> Admission:
-        """best_effort + 1 if, and only if, both counters are below the limit: one conditional write.
+    def remove_limit(self, account_id: str, *, kind: str | None = None) -> None:
+        args = expressions.remove_limit().update(self._table, account_id, kind or self.default_kind)
+        retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
+
+    def admit(
+        self,
+        account_id: str,
+        resource_id: str,
+        admission_token: str,
+        seen: CounterState,
+        *,
+        kind: str | None = None,
+        units: int = 1,
+        judge: Judge | None = None,
+    ) -> Admission:
+        """best_effort + units if, and only if, both counters leave room for them under the
+        limit: one conditional write.
 
         It runs on a client without botocore retries: a blind retry after a lost response would
         count the resource twice. ``seen`` is the state read before the resource was written; the
-        write is conditional on the limit judged by, so a concurrent limit change is re-judged.
+        write is conditional on the limit judged by (the override, or its absence), so a
+        concurrent limit change is re-judged, by ``judge``, on the state that refused it.
         """
+        judged_by = judge or self.default_judge
+        kind = kind or self.default_kind
         state = seen
         for _ in range(4):
-            limit = state.effective_limit(self._default_limit)
-            if not state.admits(limit):
-                return Admission(AdmissionOutcome.REJECTED, state)
+            judged = judged_by(state)
+            if not state.admits(judged.limit, units):
+                return Admission(AdmissionOutcome.REJECTED, state, judged=judged)
             args: dict[str, Any] = expressions.admission(
-                account_id, resource_id, admission_token, limit, state.limit
-            ).update(self._table, account_id)
+                account_id,
+                resource_id,
+                admission_token,
+                judged.limit,
+                judged.limit if judged.override else None,
+                units=units,
+            ).update(self._table, account_id, kind)
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
             if attempt.applied:
-                return Admission(AdmissionOutcome.ADMITTED, state)
+                return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
             if attempt.effect is Effect.CONDITION_FAILED:
-                assert isinstance(attempt.error, ClientError)
-                state = CounterState.from_item(attempt.error.response.get("Item"))  # type: ignore[arg-type]
+                state = self._refused_on(attempt)
                 continue
-            if attempt.effect is Effect.NOT_APPLIED:
-                self._obs.count("AdmissionNotApplied")
-                return Admission(AdmissionOutcome.NOT_APPLIED, state, throttled=attempt.throttled)
-            self._obs.count("AdmissionOutcomeUnknown")
-            self._obs.logger.warning(
-                "admission outcome unknown", extra={"account_id": account_id, "error": repr(attempt.error)}
-            )
-            return Admission(AdmissionOutcome.UNKNOWN, state)
+            return self._not_admitted(attempt, state, judged, account_id)
         # The limit kept moving under us: judge by the last state seen, conservatively.
-        return Admission(AdmissionOutcome.REJECTED, state)
+        return Admission(AdmissionOutcome.REJECTED, state, judged=judged_by(state))
 
-    def release(self, account_id: str, resource_id: str, release_token: str, counted: bool) -> Attempted:
-        """best_effort - 1 (and eventual - 1 if the stream had counted it): the delete's slot is free.
+    def _not_admitted(
+        self, attempt: Attempted, state: CounterState, judged: Judged, account_id: str
+    ) -> Admission:
+        if attempt.effect is Effect.NOT_APPLIED:
+            self._obs.count("AdmissionNotApplied")
+            return Admission(AdmissionOutcome.NOT_APPLIED, state, throttled=attempt.throttled, judged=judged)
+        self._obs.count("AdmissionOutcomeUnknown")
+        self._obs.logger.warning(
+            "admission outcome unknown", extra={"account_id": account_id, "error": repr(attempt.error)}
+        )
+        return Admission(AdmissionOutcome.UNKNOWN, state, judged=judged)
+
+    @staticmethod
+    def _refused_on(attempt: Attempted) -> CounterState:
+        """The item as it was when a conditional write was refused (ALL_OLD)."""
+        assert isinstance(attempt.error, ClientError)
+        return CounterState.from_item(attempt.error.response.get("Item"))  # type: ignore[arg-type]
+
+    def release(
+        self,
+        account_id: str,
+        resource_id: str,
+        release_token: str,
+        counted: bool,
+        *,
+        kind: str | None = None,
+        units: int = 1,
+    ) -> Attempted:
+        """best_effort - units (and eventual - units if the stream had counted it): the delete's
+        slot is free.
 
         Single attempt: the delete's claim on the resource item makes sure only one request
         releases one incarnation, and a blind retry could release it twice. Its one condition,
-        best_effort > 0, only fails when best_effort already undercounts; then the same release
-        is made without touching best_effort.
+        best_effort >= units, only fails when best_effort already undercounts; then the release is
+        made again taking best_effort to 0 (conditional on the value it was refused on), never
+        below (expressions.release).
         """
-        args = expressions.release(resource_id, release_token, counted).update(self._table, account_id)
-        attempt = self._once(args)
-        if attempt.effect is Effect.CONDITION_FAILED:
-            at_zero = expressions.release(resource_id, release_token, counted, best_effort_at_zero=True)
-            attempt = self._once(at_zero.update(self._table, account_id))
+        kind = kind or self.default_kind
+        seen: int | None = None
+        attempt = Attempted(Effect.NOT_APPLIED)
+        for _ in range(4):
+            expr = expressions.release(
+                resource_id, release_token, counted, units=units, best_effort_seen=seen
+            )
+            args: dict[str, Any] = expr.update(self._table, account_id, kind)
+            args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            attempt = self._once(args)
+            if attempt.effect is not Effect.CONDITION_FAILED:
+                break
+            seen = max(0, self._refused_on(attempt).best_effort)
         if not attempt.applied:
             self._obs.count(
                 "ReleaseNotApplied" if attempt.effect is Effect.NOT_APPLIED else "ReleaseOutcomeUnknown"
             )
         return attempt
 
-    def heal(self, account_id: str) -> bool:
+    def resize(
+        self,
+        account_id: str,
+        resource_id: str,
+        resize_token: str,
+        delta: int,
+        *,
+        counted: bool,
+        seen: CounterState,
+        kind: str,
+        judge: Judge | None = None,
+    ) -> Admission:
+        """Move both counters by ``delta`` units for a resize (single attempt, as the admission and
+        the release: a blind retry would move them twice). Growing is admitted like a create of
+        ``delta`` units; shrinking always applies (best_effort floored at 0)."""
+        judged_by = judge or self.default_judge
+        state = seen
+        floor: int | None = None
+        for _ in range(4):
+            judged = judged_by(state)
+            if delta > 0 and not state.admits(judged.limit, delta):
+                return Admission(AdmissionOutcome.REJECTED, state, judged=judged)
+            expr = expressions.resize(
+                resource_id,
+                resize_token,
+                delta,
+                counted,
+                cap=judged.limit,
+                limit_seen=judged.limit if judged.override else None,
+                best_effort_seen=floor,
+            )
+            args: dict[str, Any] = expr.update(self._table, account_id, kind)
+            args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+            attempt = self._once(args)
+            if attempt.applied:
+                return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
+            if attempt.effect is Effect.CONDITION_FAILED:
+                state = self._refused_on(attempt)
+                floor = max(0, state.best_effort) if delta < 0 else None
+                continue
+            return self._not_admitted(attempt, state, judged, account_id)
+        return Admission(AdmissionOutcome.REJECTED, state, judged=judged_by(state))
+
+    def heal(self, account_id: str, *, kind: str | None = None) -> bool:
         """best_effort := eventual if it is below (one conditional write); False if it was not."""
-        args = expressions.heal().update(self._table, account_id)
+        args = expressions.heal().update(self._table, account_id, kind or self.default_kind)
         try:
             retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
         except ClientError as error:

@@ -20,18 +20,19 @@ import random
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import expressions
-from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, HealOp, Op
-from hybrid_counter.keys import resource_key
+from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, FinishResizeOp, HealOp, Op
+from hybrid_counter.keys import iso_utc, pending_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
+from hybrid_counter.resources.table import RESIZE_FIELDS
 from hybrid_counter.settings import CountingMode
 
 MAX_ACTIONS = 100
@@ -71,6 +72,7 @@ class ChunkFailed(CountingError):
 class ApplyReport:
     counted: int = 0
     finished_deletes: int = 0
+    finished_resizes: int = 0
     healed: int = 0
     already_done: int = 0
     transactions: int = 0
@@ -83,6 +85,7 @@ class ApplyReport:
         for name in (
             "counted",
             "finished_deletes",
+            "finished_resizes",
             "healed",
             "already_done",
             "transactions",
@@ -96,21 +99,21 @@ class ApplyReport:
 
 def plan_chunks(ops: Sequence[CountOp], mode: CountingMode) -> list[list[int]]:
     """Positions of ``ops`` split, in order, into chunks that fit one transaction (one counter
-    action per account plus one per resource) and touch each resource once."""
+    action per account and kind, plus one per resource) and touch each resource once."""
     if mode == "per_record":
         return [[index] for index in range(len(ops))]
     chunks: list[list[int]] = []
     current: list[int] = []
-    resources: set[tuple[str, str]] = set()
-    accounts: set[str] = set()
+    resources: set[tuple[str, str, str]] = set()
+    counters: set[tuple[str, str]] = set()
     for index, op in enumerate(ops):
-        needed = 1 + (0 if op.account_id in accounts else 1)
-        if current and (op.item in resources or len(resources) + len(accounts) + needed > MAX_ACTIONS):
+        needed = 1 + (0 if op.counter in counters else 1)
+        if current and (op.item in resources or len(resources) + len(counters) + needed > MAX_ACTIONS):
             chunks.append(current)
-            current, resources, accounts = [], set(), set()
+            current, resources, counters = [], set(), set()
         current.append(index)
         resources.add(op.item)
-        accounts.add(op.account_id)
+        counters.add(op.counter)
     if current:
         chunks.append(current)
     return chunks
@@ -138,9 +141,13 @@ class EventualCounter:
     def apply(self, ops: Sequence[Op]) -> ApplyReport:
         report = ApplyReport()
         counts = [(position, op) for position, op in enumerate(ops) if isinstance(op, CountOp)]
-        finishes = [(position, op) for position, op in enumerate(ops) if isinstance(op, FinishDeleteOp)]
+        finishes = [
+            (position, op)
+            for position, op in enumerate(ops)
+            if isinstance(op, FinishDeleteOp | FinishResizeOp)
+        ]
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
-        heals = {op.account_id for op in ops if isinstance(op, HealOp)}
+        heals = {(op.account_id, op.kind) for op in ops if isinstance(op, HealOp)}
         try:
             for chunk in plan_chunks([op for _, op in counts], self._mode):
                 try:
@@ -157,12 +164,12 @@ class EventualCounter:
                     raise ChunkFailed(failed, repr(error)) from error
             for done, (_, census) in enumerate(censuses):
                 try:
-                    self._requests.put(census.account_id, census.range_id, census.reason)
+                    self._requests.put(census.account_id, census.range_id, census.reason, kind=census.kind)
                 except (ClientError, BotoCoreError) as error:
                     raise ChunkFailed([p for p, _ in censuses[done:]], repr(error)) from error
                 report.censuses_requested += 1
-            for account_id in sorted(heals):
-                report.merge(self._heal(account_id))
+            for account_id, kind in sorted(heals):
+                report.merge(self._heal(account_id, kind))
         finally:
             self._emit(report)
         return report
@@ -209,34 +216,38 @@ class EventualCounter:
         return report
 
     def _actions(self, ops: list[CountOp]) -> list[dict[str, Any]]:
-        """The counter update of each account (first), then one update per resource."""
-        per_account: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        """The counter update of each account's kind (first), then one update per resource."""
+        per_counter: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
         for op in ops:
-            per_account[op.account_id][op.range_id] += 1
+            per_counter[op.counter][op.range_id] += op.units
         actions: list[dict[str, Any]] = [
-            {"Update": expressions.counted(account_id, per_range).update(self._table, account_id)}
-            for account_id, per_range in per_account.items()
+            {"Update": expressions.counted(account_id, per_range).update(self._table, account_id, kind)}
+            for (account_id, kind), per_range in per_counter.items()
         ]
         for op in ops:
             actions.append(
                 {
                     "Update": {
                         "TableName": self._table,
-                        "Key": resource_key(op.account_id, op.resource_id),
+                        "Key": resource_key(op.account_id, op.resource_id, kind=op.kind),
                         "UpdateExpression": (
                             "SET counter_processed = :true, #state = :live "
                             "REMOVE expires_at, pending_shard, pending_since"
                         ),
+                        # Counted as it holds the units counted, and never while a delete or a
+                        # resize owns its counters (their writes know it was not counted).
                         "ConditionExpression": (
-                            "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live)"
+                            "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live) "
+                            "AND #units = :units AND attribute_not_exists(resize_request)"
                         ),
-                        "ExpressionAttributeNames": {"#state": "state"},
+                        "ExpressionAttributeNames": {"#state": "state", "#units": "units"},
                         "ExpressionAttributeValues": {
                             ":inc": {"S": op.incarnation},
                             ":true": {"BOOL": True},
                             ":false": {"BOOL": False},
                             ":pending": {"S": items.PENDING},
                             ":live": {"S": items.LIVE},
+                            ":units": {"N": str(op.units)},
                         },
                     }
                 }
@@ -248,16 +259,17 @@ class EventualCounter:
     ) -> tuple[list[CountOp], bool]:
         """After a cancellation: drop the operations whose work is done or moot, and say whether
         anything other than a condition failure (a conflict, throttling) needs a retry."""
-        accounts = len({op.account_id for op in remaining})
-        if len(reasons) != accounts + len(remaining):
+        counters = len({op.counter for op in remaining})
+        if len(reasons) != counters + len(remaining):
             return remaining, True
-        retry_needed = any(r.get("Code") in RETRYABLE_REASONS for r in reasons[:accounts])
+        retry_needed = any(r.get("Code") in RETRYABLE_REASONS for r in reasons[:counters])
         kept: list[CountOp] = []
-        for reason, op in zip(reasons[accounts:], remaining, strict=True):
+        for reason, op in zip(reasons[counters:], remaining, strict=True):
             code = reason.get("Code", "None")
             if code == "ConditionalCheckFailed":
-                if self._still_needed(op):
-                    kept.append(op)
+                needed = self._still_needed(op)
+                if needed is not None:
+                    kept.append(needed)
                     retry_needed = True
                 else:
                     report.already_done += 1
@@ -269,45 +281,93 @@ class EventualCounter:
             kept.append(op)
         return kept, retry_needed
 
-    def _still_needed(self, op: CountOp) -> bool:
+    def _still_needed(self, op: CountOp) -> CountOp | None:
+        """The count still to make after its condition failed: None if done or moot (counted,
+        claimed by a delete, gone), the count of the units it holds now if a resize changed them.
+        One a resize holds right now is left to the sweeper (indexed): the resize's own write
+        knows it was not counted, and no record will ask for the count again."""
         item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=resource_key(op.account_id, op.resource_id), ConsistentRead=True
+            TableName=self._table,
+            Key=resource_key(op.account_id, op.resource_id, kind=op.kind),
+            ConsistentRead=True,
         ).get("Item")
-        return (
-            item is not None
-            and items.incarnation_of(item) == op.incarnation
-            and not items.is_counted(item)
-            and items.state_of(item) in (items.PENDING, items.LIVE)
+        if (
+            item is None
+            or items.incarnation_of(item) != op.incarnation
+            or items.is_counted(item)
+            or items.state_of(item) not in (items.PENDING, items.LIVE)
+        ):
+            return None
+        if items.resizing(item):
+            self._leave_to_sweeper(op)
+            return None
+        return replace(op, units=items.units_of(item))
+
+    def _leave_to_sweeper(self, op: CountOp) -> None:
+        retry_conflicts(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=resource_key(op.account_id, op.resource_id, kind=op.kind),
+                UpdateExpression="SET pending_shard = if_not_exists(pending_shard, :shard), "
+                "pending_since = if_not_exists(pending_since, :now)",
+                ConditionExpression="incarnation = :inc AND counter_processed = :false",
+                ExpressionAttributeValues={
+                    ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
+                    ":now": {"S": iso_utc(time.time())},
+                    ":inc": {"S": op.incarnation},
+                    ":false": {"BOOL": False},
+                },
+            ),
+            self._retry,
         )
 
     # ---- finishing deletes and healing: single conditional writes --------------------------------
-    def _finish(self, op: FinishDeleteOp) -> ApplyReport:
+    def _finish(self, op: FinishDeleteOp | FinishResizeOp) -> ApplyReport:
+        key = resource_key(op.account_id, op.resource_id, kind=op.kind)
         try:
-            retry_conflicts(
-                lambda: self._clients.dynamodb.delete_item(
-                    TableName=self._table,
-                    Key=resource_key(op.account_id, op.resource_id),
-                    ConditionExpression="incarnation = :inc AND #state = :deleting",
-                    ExpressionAttributeNames={"#state": "state"},
-                    ExpressionAttributeValues={
-                        ":inc": {"S": op.incarnation},
-                        ":deleting": {"S": items.DELETING},
-                    },
-                ),
-                self._retry,
-            )
+            if isinstance(op, FinishDeleteOp):
+                retry_conflicts(
+                    lambda: self._clients.dynamodb.delete_item(
+                        TableName=self._table,
+                        Key=key,
+                        ConditionExpression="incarnation = :inc AND #state = :deleting",
+                        ExpressionAttributeNames={"#state": "state"},
+                        ExpressionAttributeValues={
+                            ":inc": {"S": op.incarnation},
+                            ":deleting": {"S": items.DELETING},
+                        },
+                    ),
+                    self._retry,
+                )
+            else:
+                retry_conflicts(
+                    lambda: self._clients.dynamodb.update_item(
+                        TableName=self._table,
+                        Key=key,
+                        UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+                        ConditionExpression="incarnation = :inc AND resize_request = :req",
+                        ExpressionAttributeNames={"#units": "units"},
+                        ExpressionAttributeValues={
+                            ":inc": {"S": op.incarnation},
+                            ":req": {"S": op.request_id},
+                        },
+                    ),
+                    self._retry,
+                )
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
             return ApplyReport(already_done=1)
+        if isinstance(op, FinishResizeOp):
+            return ApplyReport(finished_resizes=1)
         return ApplyReport(finished_deletes=1)
 
-    def _heal(self, account_id: str) -> ApplyReport:
+    def _heal(self, account_id: str, kind: str) -> ApplyReport:
         """Opportunistic: a heal that fails is tried again on the next drifted record."""
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
-                    **expressions.heal().update(self._table, account_id)
+                    **expressions.heal().update(self._table, account_id, kind)
                 ),
                 self._retry,
             )

@@ -9,6 +9,8 @@ in any order leaves the counters right:
   already knows it was not).
 - ``FinishDeleteOp``: remove a resource whose delete released it but did not get to remove it
   (conditional on that incarnation still being claimed). No counter changes: the release did them.
+- ``FinishResizeOp``: give a resource the units its resize moved its counters to, if that resize
+  did not get to (conditional on the resize still holding it). No counter changes either.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
 - ``CensusOp``: ask for a census of one range (an idempotent request the sweeper takes up).
 """
@@ -18,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_counter.keys import parse_account_pk, parse_resource_sk, range_of
+from hybrid_counter.keys import DEFAULT_KIND, parse_account_pk, parse_kind_resource_sk, range_of
 from hybrid_counter.resources import items
 
 
@@ -27,10 +29,16 @@ class CountOp:
     account_id: str
     resource_id: str
     incarnation: str
+    kind: str = DEFAULT_KIND
+    units: int = 1  # what its admission admitted (a resize before the count changes it: eventual.py)
 
     @property
-    def item(self) -> tuple[str, str]:
-        return (self.account_id, self.resource_id)
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
+
+    @property
+    def counter(self) -> tuple[str, str]:
+        return (self.account_id, self.kind)
 
     @property
     def range_id(self) -> str:
@@ -42,15 +50,33 @@ class FinishDeleteOp:
     account_id: str
     resource_id: str
     incarnation: str
+    kind: str = DEFAULT_KIND
 
     @property
-    def item(self) -> tuple[str, str]:
-        return (self.account_id, self.resource_id)
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
+
+
+@dataclass(frozen=True)
+class FinishResizeOp:
+    """Give a resized resource its new units, if the resize that moved its counters (named by
+    ``last_resize``) could not: conditional on that resize still holding the item."""
+
+    account_id: str
+    resource_id: str
+    incarnation: str
+    request_id: str
+    kind: str = DEFAULT_KIND
+
+    @property
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
 
 
 @dataclass(frozen=True)
 class HealOp:
     account_id: str
+    kind: str = DEFAULT_KIND
 
 
 @dataclass(frozen=True)
@@ -61,15 +87,21 @@ class CensusOp:
     account_id: str
     range_id: str
     reason: str = ""
+    kind: str = DEFAULT_KIND
 
 
-Op = CountOp | FinishDeleteOp | HealOp | CensusOp
+Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp
 
 
 def op_for_item(item: dict[str, Any]) -> Op | None:
     """What a resource (or its PendingIndex entry) still needs from the stream path."""
-    if items.state_of(item) == items.LIVE and not items.is_counted(item):
+    if items.state_of(item) == items.LIVE and not items.is_counted(item) and not items.resizing(item):
+        kind, resource_id = parse_kind_resource_sk(item["sk"]["S"])
         return CountOp(
-            parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"]), items.incarnation_of(item)
+            parse_account_pk(item["pk"]["S"]),
+            resource_id,
+            items.incarnation_of(item),
+            kind,
+            items.units_of(item),
         )
     return None

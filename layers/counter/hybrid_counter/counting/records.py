@@ -1,12 +1,15 @@
 """Turn DynamoDB stream records into the stream path's operations.
 
-Only the counter item's records carry work, because every API-path change that matters to the
-counters is a write to it:
+Only the counter items' records carry work (each kind of an account has its own counter item,
+``COUNTER#<kind>``), because every API-path change that matters to the counters is a write to
+one of them:
 
-- ``last_admission`` changed: that resource was admitted -> CountOp.
+- ``last_admission`` changed: that resource was admitted -> CountOp (of ``last_admission_units``).
 - ``last_release`` changed: that resource's delete released it -> FinishDeleteOp (usually
   dropped again by ``ops_from_records``, because the delete removed the item itself and its
   REMOVE record follows in the same batch).
+- ``last_resize`` changed: a resize moved that resource's counters -> FinishResizeOp (dropped
+  likewise when the resize's own write ending it follows).
 - ``best_effort < eventual`` in the new image: best_effort drifted low -> HealOp.
 
 Resource records carry none (a resource's INSERT is not an admission: the create may still be
@@ -25,15 +28,26 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
-from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LAST_ADMISSION, LAST_RELEASE
-from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, HealOp, Op
+from hybrid_counter.counters.state import (
+    BEST_EFFORT,
+    EVENTUAL,
+    LAST_ADMISSION,
+    LAST_ADMISSION_UNITS,
+    LAST_RELEASE,
+    LAST_RESIZE,
+)
+from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, FinishResizeOp, HealOp, Op
 from hybrid_counter.keys import (
     CONTROL_PREFIX,
-    COUNTER_SK,
+    COUNTER_PREFIX,
+    PLANS_PK,
+    PROFILE_SK,
     REPAIR_PREFIX,
     RESOURCE_PREFIX,
     parse_account_pk,
-    parse_resource_sk,
+    parse_counter_sk,
+    parse_kind_resource_sk,
+    parse_resize_token,
     parse_token,
     range_of,
 )
@@ -59,26 +73,39 @@ def ops_from_record(raw: Mapping[str, Any]) -> list[Op]:
     return list(_interpret(raw)[0])
 
 
+# What a resource's own record shows finished: ("delete", account, kind, id, incarnation) for its
+# REMOVE, ("resize", account, kind, id, request) for the write that ended a resize.
+Finished = tuple[str, str, str, str, str]
+
+
 def ops_from_records(records: Sequence[Mapping[str, Any]]) -> list[tuple[int, Op]]:
-    """(record index, op) for a batch, in record order. A FinishDeleteOp is dropped when the
-    same batch shows the delete removing that incarnation itself, which is the usual case."""
+    """(record index, op) for a batch, in record order. A FinishDeleteOp (FinishResizeOp) is
+    dropped when the same batch shows the delete (resize) finishing that item itself, later: the
+    usual case, so finishing costs the stream path nothing."""
     interpreted = [_interpret(record) for record in records]
-    removed_at: dict[tuple[str, str, str], int] = {}
-    for index, (_, removal) in enumerate(interpreted):
-        if removal is not None:
-            removed_at[removal] = index
+    finished_at: dict[Finished, int] = {}
+    for index, (_, finished) in enumerate(interpreted):
+        if finished is not None:
+            finished_at[finished] = index
     planned: list[tuple[int, Op]] = []
     for index, (ops, _) in enumerate(interpreted):
         for op in ops:
-            if isinstance(op, FinishDeleteOp):
-                key = (op.account_id, op.resource_id, op.incarnation)
-                if removed_at.get(key, -1) > index:
-                    continue
+            done = _finishes(op)
+            if done is not None and finished_at.get(done, -1) > index:
+                continue
             planned.append((index, op))
     return planned
 
 
-def _interpret(raw: Mapping[str, Any]) -> tuple[list[Op], tuple[str, str, str] | None]:
+def _finishes(op: Op) -> Finished | None:
+    if isinstance(op, FinishDeleteOp):
+        return ("delete", op.account_id, op.kind, op.resource_id, op.incarnation)
+    if isinstance(op, FinishResizeOp):
+        return ("resize", op.account_id, op.kind, op.resource_id, op.request_id)
+    return None
+
+
+def _interpret(raw: Mapping[str, Any]) -> tuple[list[Op], Finished | None]:
     try:
         return _ops(DynamoDBRecord(dict(raw)))
     except PoisonRecord:
@@ -87,7 +114,7 @@ def _interpret(raw: Mapping[str, Any]) -> tuple[list[Op], tuple[str, str, str] |
         raise PoisonRecord(f"cannot interpret stream record: {error!r}") from error
 
 
-def _ops(record: DynamoDBRecord) -> tuple[list[Op], tuple[str, str, str] | None]:
+def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
     stream = record.dynamodb
     if stream is None:
         raise PoisonRecord("record has no dynamodb section")
@@ -96,45 +123,68 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], tuple[str, str, str] | None]
     event = record.raw_event.get("eventName")
     if event not in ("INSERT", "MODIFY", "REMOVE"):
         raise PoisonRecord(f"unknown eventName {event!r}")
-    if pk.startswith(CONTROL_PREFIX):
-        return [], None  # the sweeper's own bookkeeping
+    if pk.startswith(CONTROL_PREFIX) or pk == PLANS_PK:
+        return [], None  # the sweeper's own bookkeeping, plans
     account_id = parse_account_pk(pk)
-    if sk.startswith(REPAIR_PREFIX):
-        return [], None  # a census request (recount_requests.py): the sweeper's to take up
+    if sk.startswith(REPAIR_PREFIX) or sk == PROFILE_SK:
+        return [], None  # a census request (recount_requests.py), the account's plan
     if sk.startswith(RESOURCE_PREFIX):
-        return _resource_ops(record, account_id, parse_resource_sk(sk), event)
-    if sk != COUNTER_SK:
+        kind, resource_id = parse_kind_resource_sk(sk)
+        return _resource_ops(record, account_id, kind, resource_id, event)
+    if not sk.startswith(COUNTER_PREFIX):
         raise PoisonRecord(f"unknown item kind {sk!r}")
+    kind = parse_counter_sk(sk)
     if event == "REMOVE":
         return [], None
     new, old = stream.new_image, stream.old_image
     if not new:
         raise PoisonRecord("INSERT/MODIFY record without NewImage (stream view must be NEW_AND_OLD_IMAGES)")
-    ops: list[Op] = []
-    for attribute, kind in ((LAST_ADMISSION, CountOp), (LAST_RELEASE, FinishDeleteOp)):
-        value = new.get(attribute)
-        if value is not None and value != old.get(attribute):
-            try:
-                resource_id, incarnation = parse_token(str(value))
-            except ValueError as error:
-                raise PoisonRecord(str(error)) from error
-            ops.append(kind(account_id, resource_id, incarnation))
+    try:
+        ops = _counter_ops(account_id, kind, new, old)
+    except ValueError as error:
+        raise PoisonRecord(str(error)) from error
     if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
-        ops.append(HealOp(account_id))
+        ops.append(HealOp(account_id, kind))
     return ops, None
 
 
+def _counter_ops(account_id: str, kind: str, new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Op]:
+    """What a counter item's write asks for: the tokens it changed."""
+    ops: list[Op] = []
+
+    def changed(attribute: str) -> str | None:
+        value = new.get(attribute)
+        return None if value is None or value == old.get(attribute) else str(value)
+
+    if (admitted := changed(LAST_ADMISSION)) is not None:
+        resource_id, incarnation = parse_token(admitted)
+        units = int(new.get(LAST_ADMISSION_UNITS, 1))
+        ops.append(CountOp(account_id, resource_id, incarnation, kind, units))
+    if (released := changed(LAST_RELEASE)) is not None:
+        resource_id, incarnation = parse_token(released)
+        ops.append(FinishDeleteOp(account_id, resource_id, incarnation, kind))
+    if (resized := changed(LAST_RESIZE)) is not None:
+        resource_id, incarnation, request_id = parse_resize_token(resized)
+        ops.append(FinishResizeOp(account_id, resource_id, incarnation, request_id, kind))
+    return ops
+
+
 def _resource_ops(
-    record: DynamoDBRecord, account_id: str, resource_id: str, event: str
-) -> tuple[list[Op], tuple[str, str, str] | None]:
-    """A resource's REMOVE: what it cancels, and a census if TTL removed a pending one."""
-    old = record.dynamodb.old_image if record.dynamodb else None
+    record: DynamoDBRecord, account_id: str, kind: str, resource_id: str, event: str
+) -> tuple[list[Op], Finished | None]:
+    """A resource's own record: the delete or resize it shows finished, and a census if TTL
+    removed a pending one."""
+    stream = record.dynamodb
+    assert stream is not None
+    old, new = stream.old_image or {}, stream.new_image or {}
+    if event == "MODIFY" and "resize_request" in old and "resize_request" not in new:
+        return [], ("resize", account_id, kind, resource_id, str(old["resize_request"]))
     if event != "REMOVE" or not old:
         return [], None
-    removal = (account_id, resource_id, str(old["incarnation"]))
+    removal = ("delete", account_id, kind, resource_id, str(old["incarnation"]))
     if old.get("state") == items.PENDING and _expired(record):
         reason = f"TTL removed the pending {resource_id}"
-        return [CensusOp(account_id, range_of(resource_id), reason)], removal
+        return [CensusOp(account_id, range_of(resource_id), reason, kind)], removal
     return [], removal
 
 

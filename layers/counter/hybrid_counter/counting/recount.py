@@ -33,7 +33,7 @@ from hybrid_counter.counting.ops import op_for_item
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import account_pk, all_ranges, epoch_of, range_prefix
+from hybrid_counter.keys import DEFAULT_KIND, account_pk, all_ranges, epoch_of, range_prefix
 from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
 
@@ -53,12 +53,16 @@ MAX_ATTEMPTS = 20
 
 @dataclass
 class RangeCensus:
+    """One range's resources, counted in items and in units (a resource holds ``units``)."""
+
     pending: int = 0
     live: int = 0
     deleting: int = 0
-    counted_live: int = 0
+    counted_live: int = 0  # units of the live resources the stream path counted: eventual's share
+    slot_units: int = 0  # units that can hold a slot (see slot_bound)
     deleting_items: list[dict[str, Any]] = field(default_factory=list)
     uncounted_items: list[dict[str, Any]] = field(default_factory=list)
+    resizing_items: list[dict[str, Any]] = field(default_factory=list)
     # Pending longer than the grace period: their creates are over and no caller was told they
     # exist, so they hold no slot a caller could see; --fix releases what the counter still
     # holds for them and then removes them (never the other way round: no overcount between).
@@ -66,8 +70,14 @@ class RangeCensus:
 
     @property
     def slot_bound(self) -> int:
-        """The resources that can hold a slot: live, claimed, and pending creates still running."""
-        return self.pending - len(self.stale_pending_items) + self.live + self.deleting
+        """The units that can hold a slot: live, claimed, and pending creates still running (a
+        resource being resized at the larger of its two sizes)."""
+        return self.slot_units
+
+    @property
+    def in_flight(self) -> list[dict[str, Any]]:
+        """Deletes and resizes running: their counter writes are not readable off the items."""
+        return self.deleting_items + self.resizing_items
 
 
 @dataclass
@@ -91,6 +101,7 @@ class RangeResult:
 @dataclass
 class RecountReport:
     account_id: str
+    kind: str = DEFAULT_KIND
     best_effort: int = 0
     eventual: int = 0
     best_effort_before: int = 0
@@ -104,16 +115,19 @@ class RecountReport:
         live = sum(r.census.live for r in self.ranges)
         return {
             "account_id": self.account_id,
+            "kind": self.kind,
             "best_effort": self.best_effort,
             "eventual": self.eventual,
             "live_resources": live,
-            "counted_live_resources": sum(r.census.counted_live for r in self.ranges),
+            "counted_live_units": sum(r.census.counted_live for r in self.ranges),
             "pending_resources": sum(r.census.pending for r in self.ranges),
             "deleting_resources": sum(r.census.deleting for r in self.ranges),
             "eventual_drift": sum(r.eventual_drift for r in settled) + self.totals_mismatch[1],
             "best_effort_excess": sum(r.best_effort_excess for r in settled)
             + max(0, self.totals_mismatch[0]),
-            "best_effort_deficit": max(0, live - self.best_effort_before),
+            "best_effort_deficit": max(
+                0, sum(r.census.slot_units for r in self.ranges) - self.best_effort_before
+            ),
             "totals_mismatch": {"best_effort": self.totals_mismatch[0], "eventual": self.totals_mismatch[1]},
             "ranges_unsettled": [r.range_id for r in self.ranges if not r.settled],
             "census_attempts": sum(r.attempts for r in self.ranges),
@@ -156,6 +170,10 @@ class Recounter:
             else Repairs.on(table_name, clients, counters, grace_seconds, Effects(clock=clock), obs=obs)
         )
 
+    def kinds_of(self, account_id: str) -> list[str]:
+        """Every kind the account has a counter item for."""
+        return sorted(self._counters.read_all(account_id))
+
     def recount(
         self,
         account_id: str,
@@ -164,28 +182,37 @@ class Recounter:
         finish_older_than: float | None = None,
         continuation: str | None = None,
         until: Callable[[], bool] | None = None,
+        kind: str | None = None,
     ) -> RecountReport:
-        report = RecountReport(account_id)
-        first_read = self._counters.read(account_id)
+        kind = kind or self._counters.default_kind
+        report = RecountReport(account_id, kind)
+        first_read = self._counters.read(account_id, kind=kind)
         report.best_effort_before = first_read.best_effort
         report.totals_mismatch = first_read.totals_mismatch()
         if fix and report.totals_mismatch != (0, 0):
-            self._fix_totals(account_id, report.actions)
+            self._fix_totals(account_id, kind, report.actions)
         ranges = all_ranges()
         first = int(json.loads(continuation)["range"]) if continuation else 0
         for index in range(first, len(ranges)):
             if until is not None and until():
                 report.continuation = json.dumps({"range": index})
                 break
-            result = self._recount_range(account_id, ranges[index], fix, finish_older_than, report.actions)
+            result = self._recount_range(
+                account_id,
+                kind,
+                ranges[index],
+                fix,
+                finish_older_than=finish_older_than,
+                actions=report.actions,
+            )
             report.ranges.append(result)
         if fix and report.continuation is None:
-            healed = self._healer.heal_account(account_id)
+            healed = self._healer.heal_account(account_id, kind=kind)
             if healed.healed:
                 report.actions.append(
                     f"best_effort {healed.best_effort_before} -> {healed.eventual} (healed)"
                 )
-        state = self._counters.read(account_id)
+        state = self._counters.read(account_id, kind=kind)
         report.best_effort, report.eventual = state.best_effort, state.eventual
         return report
 
@@ -193,36 +220,54 @@ class Recounter:
     def repairs(self) -> Repairs:
         return self._repairs
 
-    def recount_range(self, account_id: str, range_id: str, *, fix: bool) -> tuple[RangeResult, list[str]]:
+    def recount_range(
+        self, account_id: str, range_id: str, *, fix: bool, kind: str | None = None
+    ) -> tuple[RangeResult, list[str]]:
         """One range on its own (what a recount request asks for): its census, and with ``fix``
         its correction and the repairs of what died in it. Returns the result and the actions."""
         actions: list[str] = []
-        return self._recount_range(account_id, range_id, fix, None, actions), actions
+        kind = kind or self._counters.default_kind
+        return self._recount_range(
+            account_id, kind, range_id, fix, finish_older_than=None, actions=actions
+        ), actions
 
     def _recount_range(
-        self, account_id: str, range_id: str, fix: bool, finish_older_than: float | None, actions: list[str]
+        self,
+        account_id: str,
+        kind: str,
+        range_id: str,
+        fix: bool,
+        *,
+        finish_older_than: float | None,
+        actions: list[str],
     ) -> RangeResult:
         result = RangeResult(range_id)
         for attempt in range(1, self._attempts + 1):
             result.attempts = attempt
-            before = self._counters.read(account_id).share(range_id)
-            census = self.census(account_id, range_id)
+            before = self._counters.read(account_id, kind=kind).share(range_id)
+            census = self.census(account_id, range_id, kind=kind)
             if fix and self._finish(census, finish_older_than, actions):
                 continue  # the range changed: take its census again
-            after = self._counters.read(account_id).share(range_id)
+            after = self._counters.read(account_id, kind=kind).share(range_id)
             result.best_effort, result.eventual, result.census = before.best_effort, before.eventual, census
-            stuck = [d for d in census.deleting_items if self._stale(d, "deleting_since", self._grace)]
+            stuck = [
+                d
+                for d in census.in_flight
+                if self._stale(
+                    d, "deleting_since" if d in census.deleting_items else "resizing_since", self._grace
+                )
+            ]
             if stuck and not fix:
                 actions.append(
-                    f"range {range_id}: {len(stuck)} delete(s) stuck for longer than the grace period"
+                    f"range {range_id}: {len(stuck)} delete(s) or resize(s) stuck for longer than the grace period"
                 )
-                return result  # whether their releases applied is unknown: --fix finishes them
-            if after.version != before.version or census.deleting_items:
-                self._sleep(min(0.02 * attempt, 0.2))  # a write landed, or a delete is in flight
+                return result  # whether their counter writes applied is unknown: --fix finishes them
+            if after.version != before.version or census.in_flight:
+                self._sleep(min(0.02 * attempt, 0.2))  # a write landed, or a delete or resize is in flight
                 continue
             result.settled = True
             if fix and (result.eventual_drift or result.best_effort_excess):
-                if not self._correct(account_id, range_id, result, after.version):
+                if not self._correct(account_id, kind, range_id, result, after.version):
                     result.settled = False
                     continue
                 actions.append(
@@ -242,7 +287,7 @@ class Recounter:
     def _stale(self, item: dict[str, Any], attribute: str, older_than: float) -> bool:
         return epoch_of(items.since(item, attribute)) < self._clock() - older_than
 
-    def census(self, account_id: str, range_id: str) -> RangeCensus:
+    def census(self, account_id: str, range_id: str, *, kind: str | None = None) -> RangeCensus:
         census = RangeCensus()
         paginator = self._clients.dynamodb.get_paginator("query")
         for page in paginator.paginate(
@@ -250,26 +295,33 @@ class Recounter:
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
             ExpressionAttributeValues={
                 ":pk": {"S": account_pk(account_id)},
-                ":prefix": {"S": range_prefix(range_id)},
+                ":prefix": {"S": range_prefix(range_id, kind=kind or self._counters.default_kind)},
             },
             ConsistentRead=True,
         ):
             for raw in page.get("Items", []):
-                item = dict(raw)
-                state = items.state_of(item)
-                if state == items.PENDING:
-                    census.pending += 1
-                    if self._stale(item, "created_at", self._grace):
-                        census.stale_pending_items.append(item)
-                elif state == items.LIVE:
-                    census.live += 1
-                    census.counted_live += items.is_counted(item)
-                    if not items.is_counted(item):
-                        census.uncounted_items.append(item)
-                elif state == items.DELETING:
-                    census.deleting += 1
-                    census.deleting_items.append(item)
+                self._take(census, dict(raw))
         return census
+
+    def _take(self, census: RangeCensus, item: dict[str, Any]) -> None:
+        state = items.state_of(item)
+        if state == items.PENDING:
+            census.pending += 1
+            if self._stale(item, "created_at", self._grace):
+                census.stale_pending_items.append(item)
+                return
+        elif state == items.LIVE:
+            census.live += 1
+            if items.is_counted(item):
+                census.counted_live += items.units_of(item)
+            else:
+                census.uncounted_items.append(item)
+            if items.resizing(item):
+                census.resizing_items.append(item)
+        elif state == items.DELETING:
+            census.deleting += 1
+            census.deleting_items.append(item)
+        census.slot_units += items.slot_units(item)
 
     def _finish(self, census: RangeCensus, count_older_than: float | None, actions: list[str]) -> bool:
         """Finish the deletes claimed longer ago than the grace period (the takeover a retried
@@ -298,6 +350,16 @@ class Recounter:
             if finished:
                 actions.append(f"finished the delete of {resource_id}")
                 changed = True
+        for item in census.resizing_items:
+            account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
+            try:
+                ended = self._repairs.settle_stale_resize(account_id, resource_id, item)
+            except (ClientError, BotoCoreError) as error:
+                actions.append(f"could not end the resize of {resource_id}: {error!r}")
+                continue
+            if ended:
+                actions.append(f"ended the resize of {resource_id}, whose request died")
+                changed = True
         return changed
 
     def _roll_back(self, account_id: str, stale: list[dict[str, Any]], actions: list[str]) -> None:
@@ -311,15 +373,15 @@ class Recounter:
                 # Still pending, no longer counted: a PUT may adopt it, TTL removes it.
                 actions.append(f"could not roll back {resource_id}: {error!r}")
 
-    def _fix_totals(self, account_id: str, actions: list[str]) -> None:
+    def _fix_totals(self, account_id: str, kind: str, actions: list[str]) -> None:
         for _ in range(self._attempts):
-            state = self._counters.read(account_id)
+            state = self._counters.read(account_id, kind=kind)
             best_effort, eventual = state.totals_mismatch()
             if best_effort == 0 and eventual == 0:
                 actions.append("totals already back to the sums of their shares (a heal fixed them)")
                 return
             args = expressions.totals_correction(-best_effort, -eventual, state.heals).update(
-                self._table, account_id
+                self._table, account_id, kind
             )
             try:
                 self._clients.dynamodb.update_item(**args)
@@ -333,10 +395,10 @@ class Recounter:
             return
         actions.append("could not fix the totals: heals kept landing; run again")
 
-    def _correct(self, account_id: str, range_id: str, result: RangeResult, version: int) -> bool:
+    def _correct(self, account_id: str, kind: str, range_id: str, result: RangeResult, version: int) -> bool:
         args = expressions.correction(
             range_id, -result.best_effort_excess, -result.eventual_drift, version
-        ).update(self._table, account_id)
+        ).update(self._table, account_id, kind)
         try:
             self._clients.dynamodb.update_item(**args)
         except ClientError as error:

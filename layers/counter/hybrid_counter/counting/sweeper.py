@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import CounterStore
@@ -44,7 +44,7 @@ from hybrid_counter.keys import (
     RESOURCE_PREFIX,
     iso_utc,
     parse_account_pk,
-    parse_resource_sk,
+    parse_kind_resource_sk,
     range_of,
 )
 from hybrid_counter.observability import default_observability
@@ -68,6 +68,7 @@ class SweepOutcome:
     found: int = 0
     cleared: int = 0
     deletes_finished: int = 0
+    resizes_ended: int = 0
     pending_rolled_back: int = 0
     ranges_recounted: int = 0
     ranges_unsettled: int = 0
@@ -82,6 +83,7 @@ class SweepOutcome:
             "already_done": self.report.already_done,
             "cleared_from_index": self.cleared,
             "stale_deletes_finished": self.deletes_finished,
+            "stale_resizes_ended": self.resizes_ended,
             "stale_pending_rolled_back": self.pending_rolled_back,
             "ranges_recounted": self.ranges_recounted,
             "ranges_unsettled": self.ranges_unsettled,
@@ -188,17 +190,18 @@ class Sweeper:
                 outcome.cleared += self._clear_index(item)
         for entry in page:
             if is_request(entry):
-                self._take_census(parse_account_pk(entry["pk"]["S"]), requested_range(entry), outcome)
+                kind, range_id = requested_range(entry)
+                self._take_census(parse_account_pk(entry["pk"]["S"]), kind, range_id, outcome)
 
-    def _take_census(self, account_id: str, range_id: str, outcome: SweepOutcome) -> None:
+    def _take_census(self, account_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """Recount a requested range and drop the request once settled (else it stays for the
         next run: the range was busy, or a delete in it is still running)."""
-        seen = self._requests.count(account_id, range_id)
+        seen = self._requests.count(account_id, range_id, kind=kind)
         if not seen:
             return
-        result, actions = self._recounter.recount_range(account_id, range_id, fix=True)
+        result, actions = self._recounter.recount_range(account_id, range_id, fix=True, kind=kind)
         outcome.pending_rolled_back += sum(1 for action in actions if action.startswith("rolled back"))
-        if result.settled and self._requests.settle(account_id, range_id, seen):
+        if result.settled and self._requests.settle(account_id, range_id, seen, kind=kind):
             outcome.ranges_recounted += 1
         else:
             outcome.ranges_unsettled += 1
@@ -299,25 +302,28 @@ class Sweeper:
         if ops:
             outcome.report.merge(self._counter.apply(ops))
         repairs = self._recounter.repairs
-        stale_pending: set[tuple[str, str]] = set()
+        stale_pending: set[tuple[str, str, str]] = set()
         for item in resources:
-            account_id, rid = parse_account_pk(item["pk"]["S"]), parse_resource_sk(item["sk"]["S"])
+            account_id, (kind, rid) = (
+                parse_account_pk(item["pk"]["S"]),
+                parse_kind_resource_sk(item["sk"]["S"]),
+            )
             state = items.state_of(item)
             if state == items.PENDING and repairs.stale(item, "created_at"):
-                stale_pending.add((account_id, range_of(rid)))
-            if state != items.DELETING:
-                continue
+                stale_pending.add((account_id, kind, range_of(rid)))
             try:
-                if repairs.finish_stale_delete(account_id, rid, item):
+                if state == items.DELETING and repairs.finish_stale_delete(account_id, rid, item):
                     outcome.deletes_finished += 1
-            except DomainError:
+                elif state == items.LIVE and repairs.settle_stale_resize(account_id, rid, item):
+                    outcome.resizes_ended += 1
+            except (DomainError, ClientError, BotoCoreError):
                 continue  # the store refused: the claim is still there for the next audit or recount
         # A create left pending: its range's census releases what the counter holds for it, then
         # removes it (counting/recount.py). Asked for durably first, so a census that cannot
         # settle now is taken by a later sweep.
-        for account_id, range_id in sorted(stale_pending):
-            self._requests.put(account_id, range_id, "the audit found a create left pending")
-            self._take_census(account_id, range_id, outcome)
+        for account_id, kind, range_id in sorted(stale_pending):
+            self._requests.put(account_id, range_id, "the audit found a create left pending", kind=kind)
+            self._take_census(account_id, kind, range_id, outcome)
 
     # ---- saved progress ---------------------------------------------------------------------------
     def _load(self, job: str) -> dict[str, Any] | None:

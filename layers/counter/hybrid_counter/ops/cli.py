@@ -174,7 +174,9 @@ def _describe_record(target: Target, record: dict[str, Any]) -> dict[str, Any]:
             described["operations"].append({"operation": repr(op)})
             continue
         item = target.clients.dynamodb.get_item(
-            TableName=target.table_name, Key=resource_key(op.account_id, op.resource_id), ConsistentRead=True
+            TableName=target.table_name,
+            Key=resource_key(op.account_id, op.resource_id, kind=op.kind),
+            ConsistentRead=True,
         ).get("Item")
         described["operations"].append({"operation": repr(op), "resource_now": item})
     return described
@@ -214,15 +216,24 @@ def cmd_queue_delete(target: Target, args: argparse.Namespace) -> Any:
 
 
 def cmd_recount(target: Target, args: argparse.Namespace) -> Any:
+    """One report per kind: the one asked for, or every kind the account has a counter for."""
     _check_grace(target, args.finish_pending_older_than, args.force, "count")
     clock = _server_clock(target)
-    report = _parts(target, clock).recounter.recount(
-        args.account_id,
-        fix=args.fix,
-        finish_older_than=args.finish_pending_older_than,
-        continuation=args.continuation,
-    )
-    return {**report.to_json(), "dry_run": not args.fix, "server_clock": clock.describe()}
+    recounter = _parts(target, clock).recounter
+    kinds = [args.kind] if args.kind else recounter.kinds_of(args.account_id)
+    if args.continuation and len(kinds) != 1:
+        raise SystemExit("--continuation goes on with one kind's recount: give its --kind")
+    reports = [
+        recounter.recount(
+            args.account_id,
+            fix=args.fix,
+            finish_older_than=args.finish_pending_older_than,
+            continuation=args.continuation,
+            kind=kind,
+        ).to_json()
+        for kind in kinds
+    ]
+    return {"kinds": reports, "dry_run": not args.fix, "server_clock": clock.describe()}
 
 
 def cmd_pending(target: Target, args: argparse.Namespace) -> Any:
@@ -253,7 +264,12 @@ def cmd_heal(target: Target, args: argparse.Namespace) -> Any:
     healer = _parts(target).healer
     if args.all:
         return healer.heal_all(args.continuation, parallelism=args.parallelism).to_json()
-    return [healer.heal_account(account).__dict__ for account in args.account_ids]
+    counters = _parts(target).resources.counters
+    return [
+        healer.heal_account(account, kind=kind).__dict__
+        for account in args.account_ids
+        for kind in ([args.kind] if args.kind else sorted(counters.read_all(account)))
+    ]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -295,6 +311,7 @@ def parser() -> argparse.ArgumentParser:
 
     recount = commands.add_parser("recount", help="count an account from its resources; report or fix drift")
     recount.add_argument("account_id")
+    recount.add_argument("--kind", help="one kind of resource (default: every kind the account has)")
     recount.add_argument("--fix", action="store_true", help="write the corrections (default: dry run)")
     recount.add_argument(
         "--finish-pending-older-than",
@@ -308,6 +325,12 @@ def parser() -> argparse.ArgumentParser:
     )
     recount.set_defaults(handler=cmd_recount)
 
+    _maintenance_commands(commands)
+    return root
+
+
+def _maintenance_commands(commands: Any) -> None:
+    """pending, sweep, audit and heal: what the scheduled sweeper does, on demand."""
     pending = commands.add_parser("pending", help="resources still waiting for the stream path")
     pending.add_argument("--older-than", type=float, default=0.0, metavar="SECONDS")
     pending.set_defaults(handler=cmd_pending)
@@ -323,11 +346,11 @@ def parser() -> argparse.ArgumentParser:
 
     heal = commands.add_parser("heal", help="raise drifted best-effort counters to the eventual counter")
     heal.add_argument("account_ids", nargs="*")
+    heal.add_argument("--kind", help="one kind of resource (default: every kind each account has)")
     heal.add_argument("--all", action="store_true")
     heal.add_argument("--parallelism", type=int, default=8)
     heal.add_argument("--continuation", help="go on from where an earlier --all stopped")
     heal.set_defaults(handler=cmd_heal)
-    return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,6 +5,7 @@ resource out of both counters at once (counters/store.py).
 """
 
 from hybrid_counter.resources.items import Resource
-from hybrid_counter.resources.service import ResourcePage, ResourceService, Usage
+from hybrid_counter.resources.service import ResourcePage, ResourceService
+from hybrid_counter.usage import Usage
 
 __all__ = ["Resource", "ResourcePage", "ResourceService", "Usage"]

@@ -1,11 +1,13 @@
-"""Create a resource: put it pending, admit it with one conditional increment, make it live.
+"""Create a resource: put it pending, admit its units with one conditional increment, make it live.
 
-1. PUT only: an existing id answers 200 (live or being deleted: visible), a pending one is
-   waited for (its create settles in milliseconds), a stale pending one is adopted.
-2. Read the counter item; at the limit: 409 without writing anything.
+1. PUT only: an existing live id answers 200 if the body is the one that created it (else 409
+   IdempotencyConflict); a pending one, or one being deleted, is waited for (it settles in
+   milliseconds); a stale pending one is adopted; one whose delete released it is created anew.
+2. Read the kind's counter item; no room for the units under the limit: 409 without writing.
 3. Put the item ``pending`` (invisible; holds no slot), conditional on the id being free.
-4. Admission: ``best_effort + 1`` only if both counters are below the limit (counters/store.py).
-   Refused: roll the item back, 409. Throttled on every attempt: roll back, 429.
+4. Admission: ``best_effort + units`` only if both counters leave room for them under the limit
+   (counters/store.py), judged by the override on the counter item or the account's plan
+   (plans/). Refused: roll the item back, 409. Throttled on every attempt: roll back, 429.
    Outcome unknown: resolved by reading the counter item back or by the stream path counting
    the resource; if still unknown, the resource is made live and indexed for the sweeper.
 5. Make it ``live``. Only now can anyone see or delete it.
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.counters import AdmissionOutcome
+from hybrid_counter.counters import AdmissionOutcome, Judge
 from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
@@ -33,11 +35,11 @@ if TYPE_CHECKING:
     from hybrid_counter.observability import Observability
 
 
-def same_request(existing: Resource, name: str, extra: dict[str, Any]) -> Resource:
+def same_request(existing: Resource, name: str, extra: dict[str, Any], units: int) -> Resource:
     """A PUT of an existing id is a retry only if it asks for the same resource; a different
     body under the same id is the caller's mistake, refused as payment APIs refuse a reused
     idempotency key with other parameters."""
-    if existing.name != name or existing.extra != extra:
+    if existing.name != name or existing.extra != extra or existing.units != units:
         raise IdempotencyConflict(
             f"resource {existing.resource_id} exists with a different body; "
             "a PUT of an existing id must repeat the request that created it"
@@ -58,6 +60,18 @@ class Found:
     resource: Resource | None  # None: the id is free
 
 
+@dataclass(frozen=True)
+class Request:
+    """One create: where, what, and how it is judged."""
+
+    account_id: str
+    kind: str
+    name: str
+    extra: dict[str, Any]
+    units: int
+    judge: Judge
+
+
 class CreateFlow:
     def __init__(
         self,
@@ -74,54 +88,74 @@ class CreateFlow:
         self._obs = obs
 
     def create(
-        self, account_id: str, name: str, extra: dict[str, Any], resource_id: str | None = None
+        self,
+        account_id: str,
+        name: str,
+        extra: dict[str, Any],
+        resource_id: str | None = None,
+        *,
+        kind: str | None = None,
+        units: int = 1,
+        judge: Judge | None = None,
     ) -> tuple[Resource, bool]:
         """Returns (resource, created); ``created`` is False when a PUT finds its id taken."""
+        kind = kind or self._counters.default_kind
+        request = Request(account_id, kind, name, extra, units, judge or self._counters.default_judge)
         rid = resource_id or self._fx.new_id()
         stored: Item | None = None
         for _ in range(3):
             if resource_id is not None:
-                existing = self._existing(account_id, rid, stored)
+                existing = self.existing(account_id, kind, rid, stored)
                 if existing is not None:
-                    return same_request(existing, name, extra), False
+                    return same_request(existing, name, extra, units), False
             try:
-                outcome = self._try_create(account_id, rid, name, extra)
+                outcome = self._try_create(request, rid)
             except AtLimit as refused:
                 # A PUT refused before writing anything: if the id was created meanwhile (say by
                 # the first attempt of this very request), the answer is that it exists.
-                existing = None if resource_id is None else self._existing(account_id, rid, None)
+                existing = None if resource_id is None else self.existing(account_id, kind, rid, None)
                 if existing is not None:
-                    return same_request(existing, name, extra), False
+                    return same_request(existing, name, extra, units), False
                 raise refused.error from None
             if isinstance(outcome, items.Resource):
                 return outcome, True
             stored = outcome  # another create took the id between our read and our put
         raise InProgress("this resource id is being created by another request; retry shortly")
 
-    def _try_create(
-        self, account_id: str, rid: str, name: str, extra: dict[str, Any]
-    ) -> Resource | Item | None:
-        state = guarded(lambda: self._counters.read(account_id), "the create")
-        limit = state.effective_limit(self._counters.default_limit)
-        if not state.admits(limit):
+    def _try_create(self, request: Request, rid: str) -> Resource | Item | None:
+        account_id, kind, units = request.account_id, request.kind, request.units
+        state = guarded(lambda: self._counters.read(account_id, kind=kind), "the create")
+        judged = request.judge(state)
+        if not state.admits(judged.limit, units):
             self._obs.count("LimitExceeded")
-            raise AtLimit(LimitExceeded(limit, state.used))
+            raise AtLimit(LimitExceeded(judged.limit, state.used, kind, units))
         incarnation = self._fx.incarnation()
-        item = items.pending_item(account_id, rid, name, extra, incarnation, now=self._fx.clock())
+        item = items.pending_item(
+            account_id,
+            rid,
+            request.name,
+            request.extra,
+            incarnation,
+            now=self._fx.clock(),
+            kind=kind,
+            units=units,
+        )
         put = guarded(lambda: self._table.put_pending(item), "the create")
         if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:
             return put.item
         # Refused with our own incarnation: botocore retried our put after a lost response; go on.
 
         admission_token = token(rid, incarnation)
-        admission = self._counters.admit(account_id, rid, admission_token, state)
+        admission = self._counters.admit(
+            account_id, rid, admission_token, state, kind=kind, units=units, judge=request.judge
+        )
         if admission.outcome is AdmissionOutcome.REJECTED:
-            self._roll_back(account_id, rid, incarnation)
+            self._roll_back(account_id, kind, rid, incarnation)
             self._obs.count("LimitExceeded")
-            rejected = admission.state
-            raise LimitExceeded(rejected.effective_limit(self._counters.default_limit), rejected.used)
+            limit = admission.judged.limit if admission.judged else judged.limit
+            raise LimitExceeded(limit, admission.state.used, kind, units)
         if admission.outcome is AdmissionOutcome.NOT_APPLIED:
-            self._roll_back(account_id, rid, incarnation)
+            self._roll_back(account_id, kind, rid, incarnation)
             if admission.throttled:
                 self._obs.count("CreateThrottled")
                 raise Throttled(
@@ -131,12 +165,12 @@ class CreateFlow:
                 "the data store is unavailable; the create was not done, retry the request"
             )
         certain = admission.outcome is AdmissionOutcome.ADMITTED or self._admitted_after_all(
-            account_id, rid, incarnation, admission_token
+            account_id, kind, rid, incarnation, admission_token
         )
         try:
             # Refused only if the stream path made it live first (and a delete may have followed):
             # either way the create happened.
-            self._table.make_live(account_id, rid, incarnation, index=not certain)
+            self._table.make_live(account_id, rid, incarnation, index=not certain, kind=kind)
         except (ClientError, BotoCoreError) as error:
             # Still pending, so nobody may be told it exists: a 201 for an item that stays pending
             # would be lost if its admission's stream record were too (the audit rolls back every
@@ -153,29 +187,31 @@ class CreateFlow:
         self._obs.count("ResourcesCreated")
         return items.resource_from_item(item)
 
-    def _admitted_after_all(self, account_id: str, rid: str, incarnation: str, admission_token: str) -> bool:
+    def _admitted_after_all(
+        self, account_id: str, kind: str, rid: str, incarnation: str, admission_token: str
+    ) -> bool:
         """After an admission whose outcome is unknown: did it apply? The counter item's
         last_admission answers unless another admission came since; then the stream path,
         which counts the resource only if its admission applied, usually answers within a second."""
 
         def counted() -> bool | None:
-            found = self._table.get(account_id, rid)
+            found = self._table.get(account_id, rid, kind=kind)
             if found is not None and items.incarnation_of(found) == incarnation and items.is_counted(found):
                 return True
             return None
 
         try:
-            if self._counters.read(account_id).last_admission == admission_token:
+            if self._counters.read(account_id, kind=kind).last_admission == admission_token:
                 return True
             return self._fx.waiter.until(counted) is not None
         except (ClientError, BotoCoreError):
             return False
 
-    def _roll_back(self, account_id: str, rid: str, incarnation: str) -> None:
+    def _roll_back(self, account_id: str, kind: str, rid: str, incarnation: str) -> None:
         """Remove the refused create's item. If that fails it stays pending (invisible, holding no
         slot) until its TTL, or until a PUT of the same id adopts it after the grace period."""
         try:
-            self._table.roll_back(account_id, rid, incarnation)
+            self._table.roll_back(account_id, rid, incarnation, kind=kind)
         except Exception as error:  # a failed rollback must not change the caller's answer
             self._obs.count("RollbackFailed")
             self._obs.logger.warning(
@@ -183,7 +219,7 @@ class CreateFlow:
                 extra={"account_id": account_id, "resource_id": rid, "error": repr(error)},
             )
 
-    def _existing(self, account_id: str, rid: str, seen: Item | None) -> Resource | None:
+    def existing(self, account_id: str, kind: str, rid: str, seen: Item | None) -> Resource | None:
         """What a PUT finds under its id: a live resource (200), nothing (create it), or a create
         or a delete still running, waited for. A resource whose delete has released its slot no
         longer exists, even while its item is still there (its delete could not remove it):
@@ -197,14 +233,14 @@ class CreateFlow:
             if state == items.LIVE:
                 return Found(items.resource_from_item(item))
             if state == items.PENDING and self._stale(item):
-                adopted = self._table.adopt(account_id, rid, items.incarnation_of(item))
+                adopted = self._table.adopt(account_id, rid, items.incarnation_of(item), kind=kind)
                 if adopted.applied:
                     self._obs.count("PendingAdopted")
                     return Found(items.resource_from_item(item))
             return None  # a create or a delete in flight: wait for it
 
         def settled() -> Found | None:
-            last[0] = self._table.get(account_id, rid)
+            last[0] = self._table.get(account_id, rid, kind=kind)
             return probe(last[0])
 
         try:
@@ -212,21 +248,22 @@ class CreateFlow:
             if found is None:
                 found = self._fx.waiter.until(settled)
             if found is None and items.state_of(last[0]) == items.DELETING:
-                found = self._after_release(account_id, rid, last[0])
+                found = self._after_release(account_id, kind, rid, last[0])
         except (ClientError, BotoCoreError) as error:
             raise store_error(error, "the create") from error
         if found is None:
             raise InProgress("this resource id is being created or deleted by another request; retry shortly")
         return found.resource
 
-    def _after_release(self, account_id: str, rid: str, item: Item | None) -> Found | None:
+    def _after_release(self, account_id: str, kind: str, rid: str, item: Item | None) -> Found | None:
         """A delete that outlasted the wait: if its release applied (``last_release`` names it),
         it has happened, so its item is removed here, as the stream path would, and the id is
         free; otherwise it may still be running, and nothing can be said yet."""
         assert item is not None
-        if self._counters.read(account_id).last_release != token(rid, items.incarnation_of(item)):
+        release = token(rid, items.incarnation_of(item))
+        if self._counters.read(account_id, kind=kind).last_release != release:
             return None
-        self._table.remove(account_id, rid, items.since(item, "delete_request"))
+        self._table.remove(account_id, rid, items.since(item, "delete_request"), kind=kind)
         return Found(None)
 
     def _stale(self, item: Item) -> bool:

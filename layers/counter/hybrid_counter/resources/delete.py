@@ -19,13 +19,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import Effect
 from hybrid_counter.errors import InProgress, NotFound, StoreUnavailable, Throttled
-from hybrid_counter.keys import epoch_of, token
+from hybrid_counter.keys import DEFAULT_KIND, epoch_of, token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
@@ -44,10 +44,25 @@ class Claim:
     incarnation: str
     counted: bool  # as of the claim; the stream path does not count a claimed resource
     taken_over: bool = False
+    kind: str = DEFAULT_KIND
+    units: int = 1  # what the release frees (no resize can change it while the claim stands)
 
     @classmethod
     def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
-        return cls(request_id, items.incarnation_of(item), items.is_counted(item), taken_over)
+        return cls(
+            request_id,
+            items.incarnation_of(item),
+            items.is_counted(item),
+            taken_over,
+            items.kind_of(item),
+            items.units_of(item),
+        )
+
+
+class ResizeSettler(Protocol):
+    """What a delete needs of resizes: to end one whose request died (resize.py)."""
+
+    def settle_stale(self, account_id: str, kind: str, rid: str, seen: Item) -> bool: ...
 
 
 class DeleteFlow:
@@ -60,13 +75,14 @@ class DeleteFlow:
         obs: Observability,
     ) -> None:
         self._table = table
-        self._counters = counters
+        self.counters = counters
         self._grace = grace_seconds
         self._fx = effects
-        self._obs = obs
+        self.obs = obs
+        self.resizes: ResizeSettler | None = None  # set by the service (resize.py)
 
-    def delete(self, account_id: str, rid: str) -> None:
-        claim = self._claim(account_id, rid, self._fx.new_id())
+    def delete(self, account_id: str, rid: str, *, kind: str | None = None) -> None:
+        claim = self._claim(account_id, kind or self.counters.default_kind, rid, self._fx.new_id())
         if not self.finish(account_id, rid, claim):
             # An earlier delete released it: it was deleted then, and this one finds nothing
             # (it only removed the item that delete could not).
@@ -83,29 +99,32 @@ class DeleteFlow:
             request_id,
             taking_over=items.since(seen, "delete_request"),
             incarnation=items.incarnation_of(seen),
+            kind=items.kind_of(seen),
         )
         if not taken.applied or taken.item is None:
             return None
-        self._obs.count("DeleteTakenOver")
+        self.obs.count("DeleteTakenOver")
         return Claim.of(request_id, taken.item, taken_over=True)
 
     def finish(self, account_id: str, rid: str, claim: Claim) -> bool:
         """Release the claimed incarnation's slot (at most once) and remove the item. True if
         this call released it; False if a taken-over claim's own release had applied."""
-        request_id = claim.request_id
+        request_id, kind = claim.request_id, claim.kind
         release_token = token(rid, claim.incarnation)
-        if claim.taken_over and self._last_release(account_id) == release_token:
-            self._remove(account_id, rid, request_id)  # the earlier delete's release did apply
+        if claim.taken_over and self._last_release(account_id, kind) == release_token:
+            self._remove(account_id, kind, rid, request_id)  # the earlier delete's release did apply
             return False
-        attempt = self._counters.release(account_id, rid, release_token, claim.counted)
+        attempt = self.counters.release(
+            account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
+        )
         if attempt.applied or self._released_after_all(account_id, rid, claim, release_token, attempt.effect):
-            self._remove(account_id, rid, request_id)
-            self._obs.count("ResourcesDeleted")
+            self._remove(account_id, kind, rid, request_id)
+            self.obs.count("ResourcesDeleted")
             return True
         if attempt.effect is Effect.NOT_APPLIED:
-            self._revert(account_id, rid, request_id, claim)
+            self._revert(account_id, kind, rid, request_id, claim)
             if attempt.throttled:
-                self._obs.count("DeleteThrottled")
+                self.obs.count("DeleteThrottled")
                 raise Throttled(
                     "too many requests for this account; the delete was not done, retry the request"
                 )
@@ -115,21 +134,24 @@ class DeleteFlow:
         # Unknown, and still unknown: the claim stays; a retry after the grace period takes it over.
         raise InProgress("the delete could not be confirmed; retry the request")
 
-    def _claim(self, account_id: str, rid: str, request_id: str) -> Claim:
+    def _claim(self, account_id: str, kind: str, rid: str, request_id: str) -> Claim:
         for _ in range(3):
-            claimed = guarded(lambda: self._table.claim(account_id, rid, request_id), "the delete")
+            claimed = guarded(lambda: self._table.claim(account_id, rid, request_id, kind=kind), "the delete")
             if claimed.applied and claimed.item is not None:
                 return Claim.of(request_id, claimed.item)
             item = claimed.item
             state = items.state_of(item)
             if item is None or state == items.PENDING:
                 raise NotFound(f"resource {rid} not found")
+            if state == items.LIVE and items.resizing(item):
+                self._after_resize(account_id, kind, rid, item)
+                continue
             if state != items.DELETING:
                 continue  # it became live again between the claim and its refusal
             owner = items.since(item, "delete_request")
             if owner == request_id:
                 return Claim.of(request_id, item)  # our own claim, retried by botocore after a lost response
-            if self._stale(item):
+            if self._stale(item, "deleting_since"):
                 taken = guarded(
                     partial(
                         self._table.claim,
@@ -138,15 +160,17 @@ class DeleteFlow:
                         request_id,
                         taking_over=owner,
                         incarnation=items.incarnation_of(item),
+                        kind=kind,
                     ),
                     "the delete",
                 )
                 if taken.applied and taken.item is not None:
-                    self._obs.count("DeleteTakenOver")
+                    self.obs.count("DeleteTakenOver")
                     return Claim.of(request_id, taken.item, taken_over=True)
                 continue
             settled = guarded(
-                partial(self._fx.waiter.until, partial(self._settled, account_id, rid, owner)), "the delete"
+                partial(self._fx.waiter.until, partial(self._settled, account_id, kind, rid, owner)),
+                "the delete",
             )
             if settled == GONE:
                 raise NotFound(f"resource {rid} not found")
@@ -154,9 +178,22 @@ class DeleteFlow:
                 raise InProgress("another delete of this resource is still running; retry shortly")
         raise InProgress("the resource changed while it was being deleted; retry the request")
 
-    def _settled(self, account_id: str, rid: str, owner: str) -> str | None:
+    def _after_resize(self, account_id: str, kind: str, rid: str, item: Item) -> None:
+        """A resize of the resource is in flight: it owns the counters until it ends. Wait for it;
+        one whose request died (claimed longer ago than the grace period) is ended here."""
+        if self._stale(item, "resizing_since") and self.resizes is not None:
+            guarded(lambda: self.resizes.settle_stale(account_id, kind, rid, item), "the delete")  # type: ignore[union-attr]
+            return
+
+        def ended() -> bool | None:
+            return None if items.resizing(self._table.get(account_id, rid, kind=kind)) else True
+
+        if guarded(partial(self._fx.waiter.until, ended), "the delete") is None:
+            raise InProgress("a resize of this resource is still running; retry shortly")
+
+    def _settled(self, account_id: str, kind: str, rid: str, owner: str) -> str | None:
         """How another delete of this resource ended, or None while it is still running."""
-        item = self._table.get(account_id, rid)
+        item = self._table.get(account_id, rid, kind=kind)
         state = items.state_of(item)
         if item is None or state == items.PENDING:
             return GONE
@@ -174,33 +211,34 @@ class DeleteFlow:
             return False
 
         def removed() -> bool | None:
-            item = self._table.get(account_id, rid)
+            item = self._table.get(account_id, rid, kind=claim.kind)
             return True if item is None or items.incarnation_of(item) != claim.incarnation else None
 
         try:
-            if self._last_release(account_id) == release_token:
+            if self._last_release(account_id, claim.kind) == release_token:
                 return True
             return self._fx.waiter.until(removed) is not None
         except (ClientError, BotoCoreError):
             return False
 
-    def _last_release(self, account_id: str) -> str | None:
-        return self._counters.read(account_id).last_release
+    def _last_release(self, account_id: str, kind: str) -> str | None:
+        return self.counters.read(account_id, kind=kind).last_release
 
-    def _remove(self, account_id: str, rid: str, request_id: str) -> None:
+    def _remove(self, account_id: str, kind: str, rid: str, request_id: str) -> None:
         try:
-            self._table.remove(account_id, rid, request_id)
+            self._table.remove(account_id, rid, request_id, kind=kind)
         except (ClientError, BotoCoreError) as error:
             # The release applied, so the delete happened: the stream path removes the item.
-            self._obs.logger.warning("could not remove a released resource", extra={"error": repr(error)})
+            self.obs.logger.warning("could not remove a released resource", extra={"error": repr(error)})
 
-    def _revert(self, account_id: str, rid: str, request_id: str, claim: Claim) -> None:
+    def _revert(self, account_id: str, kind: str, rid: str, request_id: str, claim: Claim) -> None:
         try:
-            self._table.revert(account_id, rid, request_id, index=not claim.counted)
+            self._table.revert(account_id, rid, request_id, index=not claim.counted, kind=kind)
         except (ClientError, BotoCoreError) as error:
             # Left claimed (visible, holding its slot): a delete after the grace period takes it over.
-            self._obs.count("RevertFailed")
-            self._obs.logger.warning("could not revert a delete's claim", extra={"error": repr(error)})
+            self.obs.count("RevertFailed")
+            self.obs.logger.warning("could not revert a delete's claim", extra={"error": repr(error)})
 
-    def _stale(self, item: Item) -> bool:
-        return epoch_of(items.since(item, "deleting_since")) < self._fx.clock() - self._grace
+    def _stale(self, item: Item, attribute: str) -> bool:
+        since = items.since(item, attribute)
+        return bool(since) and epoch_of(since) < self._fx.clock() - self._grace

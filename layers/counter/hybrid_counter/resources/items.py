@@ -11,9 +11,13 @@
   until that delete's release is applied, after which the item is deleted (by the delete, or by
   the stream path if the delete could not finish).
 
-``counter_processed`` says the stream path has counted it into ``eventual`` (exactly once: the
-flag flips in the same transaction). ``pending_shard``/``pending_since`` are set only on failure
-paths (the sparse PendingIndex the sweeper reads).
+``kind`` is the kind of resource it is, ``units`` how many units of that kind it holds (1 unless
+the create said otherwise). ``counter_processed`` says the stream path has counted it into
+``eventual`` (exactly once: the flag flips in the same transaction); a counted resource
+contributes its ``units`` there. While a resize is in flight, ``resize_request`` (with
+``resize_from``, ``resize_to``, ``resizing_since``) names the one request that may move its
+counters (resize.py). ``pending_shard``/``pending_since`` are set only on failure paths (the
+sparse PendingIndex the sweeper reads).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_counter.keys import account_pk, iso_utc, pending_shard, resource_sk
+from hybrid_counter.keys import DEFAULT_KIND, account_pk, iso_utc, pending_shard, resource_sk
 
 PENDING = "pending"
 LIVE = "live"
@@ -39,13 +43,17 @@ class Resource:
     name: str
     created_at: str
     extra: dict[str, Any] = field(default_factory=dict)
+    kind: str = DEFAULT_KIND
+    units: int = 1
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.extra,
             "account_id": self.account_id,
+            "kind": self.kind,
             "resource_id": self.resource_id,
             "name": self.name,
+            "units": self.units,
             "created_at": self.created_at,
         }
 
@@ -62,6 +70,25 @@ def is_counted(item: dict[str, Any]) -> bool:
     return bool(item.get("counter_processed", {}).get("BOOL", False))
 
 
+def units_of(item: dict[str, Any]) -> int:
+    return int(item.get("units", {}).get("N", "1"))
+
+
+def kind_of(item: dict[str, Any]) -> str:
+    return str(item.get("kind", {}).get("S", DEFAULT_KIND))
+
+
+def resizing(item: dict[str, Any] | None) -> bool:
+    return bool(item) and "resize_request" in item  # type: ignore[operator]
+
+
+def slot_units(item: dict[str, Any]) -> int:
+    """The most units the item may hold a slot for: with a resize in flight, whether its
+    counters moved yet is not known from the item, so the larger size."""
+    resize_to = item.get("resize_to", {}).get("N")
+    return max(units_of(item), int(resize_to)) if resize_to is not None else units_of(item)
+
+
 def since(item: dict[str, Any], attribute: str) -> str:
     return str(item.get(attribute, {}).get("S", ""))
 
@@ -72,6 +99,8 @@ def resource_from_item(item: dict[str, Any]) -> Resource:
         resource_id=item["resource_id"]["S"],
         name=item["name"]["S"],
         created_at=item["created_at"]["S"],
+        kind=kind_of(item),
+        units=units_of(item),
         extra=json.loads(item.get("extra_json", {"S": "{}"})["S"], parse_constant=_non_finite_as_null),
     )
 
@@ -82,14 +111,24 @@ def _non_finite_as_null(_: str) -> None:
 
 
 def pending_item(
-    account_id: str, resource_id: str, name: str, extra: dict[str, Any], incarnation: str, *, now: float
+    account_id: str,
+    resource_id: str,
+    name: str,
+    extra: dict[str, Any],
+    incarnation: str,
+    *,
+    now: float,
+    kind: str = DEFAULT_KIND,
+    units: int = 1,
 ) -> dict[str, Any]:
     created = iso_utc(now)
     return {
         "pk": {"S": account_pk(account_id)},
-        "sk": {"S": resource_sk(resource_id)},
+        "sk": {"S": resource_sk(resource_id, kind=kind)},
         "account_id": {"S": account_id},
+        "kind": {"S": kind},
         "resource_id": {"S": resource_id},
+        "units": {"N": str(units)},
         "name": {"S": name},
         "extra_json": {"S": json.dumps(extra, separators=(",", ":"), sort_keys=True, allow_nan=False)},
         "created_at": {"S": created},
@@ -100,9 +139,11 @@ def pending_item(
     }
 
 
-def pending_index(account_id: str, resource_id: str, now: float) -> dict[str, Any]:
+def pending_index(
+    account_id: str, resource_id: str, now: float, *, kind: str = DEFAULT_KIND
+) -> dict[str, Any]:
     """The attribute values that put an item into the sweeper's PendingIndex."""
     return {
-        ":pending_shard": {"S": pending_shard(account_id, resource_id)},
+        ":pending_shard": {"S": pending_shard(account_id, resource_id, kind=kind)},
         ":pending_since": {"S": iso_utc(now)},
     }

@@ -24,6 +24,7 @@ from hybrid_counter.keys import epoch_of
 from hybrid_counter.observability import default_observability
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import DeleteFlow
+from hybrid_counter.resources.resize import ResizeFlow
 from hybrid_counter.resources.table import Item, ResourceTable
 
 if TYPE_CHECKING:
@@ -35,12 +36,19 @@ if TYPE_CHECKING:
 
 class Repairs:
     def __init__(
-        self, table: ResourceTable, deletes: DeleteFlow, grace_seconds: float, effects: Effects
+        self,
+        table: ResourceTable,
+        deletes: DeleteFlow,
+        grace_seconds: float,
+        effects: Effects,
+        *,
+        resizes: ResizeFlow | None = None,
     ) -> None:
         self._table = table
         self._deletes = deletes
         self._grace = grace_seconds
         self._fx = effects
+        self._resizes = resizes or ResizeFlow(table, deletes.counters, grace_seconds, effects, deletes.obs)
 
     @classmethod
     def on(
@@ -57,7 +65,9 @@ class Repairs:
         what is stale)."""
         table = ResourceTable(table_name, clients, effects)
         deletes = DeleteFlow(table, counters, grace_seconds, effects, obs or default_observability())
-        return cls(table, deletes, grace_seconds, effects)
+        resizes = ResizeFlow(table, counters, grace_seconds, effects, obs or default_observability())
+        deletes.resizes = resizes
+        return cls(table, deletes, grace_seconds, effects, resizes=resizes)
 
     def stale(self, item: Item, attribute: str) -> bool:
         """Older than the grace period by this repair's clock (ops tools: the server's, clock.py)."""
@@ -80,4 +90,10 @@ class Repairs:
         released by the census that found it); True if this repair removed it."""
         if items.state_of(seen) != items.PENDING or not self.stale(seen, "created_at"):
             return False
-        return self._table.roll_back(account_id, rid, items.incarnation_of(seen)).applied
+        return self._table.roll_back(
+            account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
+        ).applied
+
+    def settle_stale_resize(self, account_id: str, rid: str, seen: Item) -> bool:
+        """End the resize of ``seen`` whose request died (resize.py: on that claim only)."""
+        return self._resizes.settle_stale(account_id, items.kind_of(seen), rid, seen)

@@ -9,45 +9,26 @@ from functools import partial
 from typing import Any
 
 from hybrid_counter.aws import Clients
-from hybrid_counter.counters import CounterStore
+from hybrid_counter.counters import CounterState, CounterStore
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import NotFound, ValidationError
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, is_valid_id, parse_resource_sk, resource_sk
+from hybrid_counter.keys import account_pk, is_valid_id, kind_prefix, parse_resource_sk, resource_sk
 from hybrid_counter.observability import Observability, default_observability
+from hybrid_counter.plans import Limits, Plan, PlanPage, PlanStore
 from hybrid_counter.resources import items
-from hybrid_counter.resources.create import CreateFlow
+from hybrid_counter.resources.create import CreateFlow, same_request
 from hybrid_counter.resources.delete import DeleteFlow
 from hybrid_counter.resources.items import Resource
 from hybrid_counter.resources.repairs import Repairs
+from hybrid_counter.resources.resize import ResizeFlow
 from hybrid_counter.resources.table import ResourceTable, guarded
 from hybrid_counter.settings import Settings
+from hybrid_counter.usage import KindUsage, Usage, WouldAdmit
 
 # A list request skips invisible (pending) items: as many as creates in flight, plus failed creates
 # until their TTL. It stops skipping after this many once it has something to return, and after
 # ten times as many in any case (then, and only then, a page may be empty with a next_token).
 LIST_READ_BUDGET = 1000
-
-
-@dataclass(frozen=True)
-class Usage:
-    account_id: str
-    limit: int
-    best_effort: int
-    eventual: int
-
-    @property
-    def used(self) -> int:
-        return max(self.best_effort, self.eventual, 0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "account_id": self.account_id,
-            "limit": self.limit,
-            "best_effort": max(self.best_effort, 0),
-            "eventual": max(self.eventual, 0),
-            "used": self.used,
-            "remaining": max(0, self.limit - self.used),
-        }
 
 
 @dataclass(frozen=True)
@@ -57,62 +38,177 @@ class ResourcePage:
 
 
 class ResourceService:
+    """The API path: every request's entry into the domain (one object, so the HTTP layer has
+    one dependency); the work is in the flows, the plans and the counters."""
+
     def __init__(
         self,
         settings: Settings,
         clients: Clients | None = None,
         obs: Observability | None = None,
         effects: Effects | None = None,
+        *,
+        limits: Limits | None = None,
     ) -> None:
         self._settings = settings
         self._clients = clients or Clients()
         self._obs = obs or default_observability()
         self._fx = effects or Effects()
+        self.plans = PlanStore(
+            settings.table_name,
+            self._clients,
+            default_kind=settings.default_kind,
+            default_limit=settings.default_limit,
+            clock=self._fx.clock,
+        )
+        self.limits = limits or Limits(
+            self.plans, cache_seconds=settings.plan_cache_seconds, clock=self._fx.clock
+        )
         self.counters = CounterStore(
-            settings.table_name, settings.default_limit, self._clients, self._obs, self._fx
+            settings.table_name,
+            settings.default_limit,
+            self._clients,
+            self._obs,
+            self._fx,
+            default_kind=settings.default_kind,
         )
         self._table = ResourceTable(settings.table_name, self._clients, self._fx)
         grace = settings.pending_grace_seconds
         self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
-        self.repairs = Repairs(self._table, self._delete, grace, self._fx)
+        self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs)
+        self._delete.resizes = self._resize
+        self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
 
-    # ---- limits and usage -----------------------------------------------------------------------
-    def set_limit(self, account_id: str, limit: int) -> dict[str, Any]:
-        guarded(lambda: self.counters.set_limit(account_id, limit), "the limit change")
-        return {"account_id": account_id, "limit": limit}
+    def kind(self, kind: str | None) -> str:
+        return kind or self._settings.default_kind
+
+    # ---- limits, plans and usage ------------------------------------------------------------------
+    def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> dict[str, Any]:
+        """The account's override for a kind (the routes without a kind: the default kind)."""
+        kind = self.kind(kind)
+        guarded(lambda: self.counters.set_limit(account_id, limit, kind=kind), "the limit change")
+        return {"account_id": account_id, "kind": kind, "limit": limit}
+
+    def remove_limit(self, account_id: str, *, kind: str) -> None:
+        guarded(lambda: self.counters.remove_limit(account_id, kind=kind), "the limit change")
 
     def usage(self, account_id: str) -> Usage:
-        state = guarded(lambda: self.counters.read(account_id), "the read")
-        return Usage(
-            account_id=account_id,
-            limit=state.effective_limit(self._settings.default_limit),
-            best_effort=state.best_effort,
-            eventual=state.eventual,
-        )
+        states = guarded(lambda: self.counters.read_all(account_id), "the read")
+        plan_id = guarded(lambda: self.limits.plan_id_of(account_id), "the read")
+        plan = guarded(lambda: self.limits.plan(plan_id), "the read")
+        kinds = {self._settings.default_kind, *states, *(plan.limits if plan else {})}
+        per_kind = {
+            kind: KindUsage.of(
+                kind,
+                states.get(kind, CounterState()),
+                self.limits.judge(account_id, kind)(states.get(kind, CounterState())),
+            )
+            for kind in kinds
+        }
+        default = per_kind[self._settings.default_kind]
+        return Usage(account_id, default.limit, default.best_effort, default.eventual, plan_id, per_kind)
+
+    def put_plan(self, plan_id: str, limits: dict[str, int]) -> Plan:
+        plan = guarded(lambda: self.plans.put(plan_id, limits), "the plan change")
+        self.limits.forget(plan_id=plan_id)
+        return plan
+
+    def get_plan(self, plan_id: str) -> Plan:
+        plan = guarded(lambda: self.plans.get(plan_id), "the read")
+        if plan is None:
+            raise NotFound(f"plan {plan_id} not found")
+        return plan
+
+    def list_plans(self, page_size: int = 50, next_token: str | None = None) -> PlanPage:
+        return guarded(lambda: self.plans.list(page_size, next_token), "the list")
+
+    def assign_plan(self, account_id: str, plan_id: str) -> dict[str, Any]:
+        """Move the account to a plan that exists (else ValidationError, nothing changed)."""
+        if guarded(lambda: self.plans.get(plan_id), "the plan change") is None:
+            raise ValidationError(f"plan {plan_id} does not exist")
+        guarded(lambda: self.plans.assign(account_id, plan_id), "the plan change")
+        self.limits.forget(account_id=account_id)
+        return {"account_id": account_id, "plan_id": plan_id}
 
     # ---- writes -----------------------------------------------------------------------------
     def create(
-        self, account_id: str, name: str, extra: dict[str, Any], resource_id: str | None = None
+        self,
+        account_id: str,
+        name: str,
+        extra: dict[str, Any],
+        resource_id: str | None = None,
+        *,
+        kind: str | None = None,
+        units: int = 1,
     ) -> tuple[Resource, bool]:
-        return self._create.create(account_id, name, extra, resource_id)
+        kind = self.kind(kind)
+        judge = self.limits.judge(account_id, kind)
+        return self._create.create(account_id, name, extra, resource_id, kind=kind, units=units, judge=judge)
 
-    def delete(self, account_id: str, resource_id: str) -> None:
-        self._delete.delete(account_id, resource_id)
+    def would_create(
+        self,
+        account_id: str,
+        name: str,
+        extra: dict[str, Any],
+        resource_id: str | None = None,
+        *,
+        kind: str | None = None,
+        units: int = 1,
+    ) -> WouldAdmit:
+        """Would this create be admitted now? Nothing is written (a PUT of an id that exists with
+        the same body would answer 200: admitted, adding nothing)."""
+        kind = self.kind(kind)
+        if resource_id is not None:
+            item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
+            if items.state_of(item) == items.LIVE:
+                assert item is not None
+                same_request(items.resource_from_item(item), name, extra, units)
+                return self._would_admit(account_id, kind, 0)
+        return self._would_admit(account_id, kind, units)
+
+    def resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None) -> Resource:
+        kind = self.kind(kind)
+        return self._resize.resize(
+            account_id, kind, resource_id, units, judge=self.limits.judge(account_id, kind)
+        )
+
+    def would_resize(
+        self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
+    ) -> WouldAdmit:
+        kind = self.kind(kind)
+        item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
+        if items.state_of(item) not in items.VISIBLE:
+            raise NotFound(f"resource {resource_id} not found")
+        assert item is not None
+        return self._would_admit(account_id, kind, units - items.units_of(item))
+
+    def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:
+        state = guarded(lambda: self.counters.read(account_id, kind=kind), "the read")
+        judged = self.limits.judge(account_id, kind)(state)
+        admits = units <= 0 or state.admits(judged.limit, units)
+        return WouldAdmit(kind, units, judged.limit, state.used, admits)
+
+    def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
+        self._delete.delete(account_id, resource_id, kind=self.kind(kind))
 
     # ---- reads ------------------------------------------------------------------------------
-    def get(self, account_id: str, resource_id: str) -> Resource:
-        item = guarded(lambda: self._table.get(account_id, resource_id), "the read")
+    def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
+        kind = self.kind(kind)
+        item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
         if items.state_of(item) not in items.VISIBLE:
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         return items.resource_from_item(item)
 
-    def list(self, account_id: str, page_size: int = 50, next_token: str | None = None) -> ResourcePage:
+    def list(
+        self, account_id: str, page_size: int = 50, next_token: str | None = None, *, kind: str | None = None
+    ) -> ResourcePage:
         """A full page, or the last one: reads go on past invisible items until the page is full
         or the account ends (bounded by LIST_READ_BUDGET). The token is the last item read, so a
         resource after it is never skipped."""
-        start = resource_sk(self._decode_token(next_token)) if next_token else None
+        kind = self.kind(kind)
+        start = resource_sk(self._decode_token(next_token), kind=kind) if next_token else None
         found: list[Resource] = []
         skipped = 0
         more = True
@@ -126,7 +222,7 @@ class ResourceService:
                 "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
                 "ExpressionAttributeValues": {
                     ":pk": {"S": account_pk(account_id)},
-                    ":prefix": {"S": RESOURCE_PREFIX},
+                    ":prefix": {"S": kind_prefix(kind)},
                 },
                 "ConsistentRead": True,
                 "Limit": page_size - len(found) + 10,

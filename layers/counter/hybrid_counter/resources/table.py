@@ -2,7 +2,8 @@
 
 Every one is idempotent by its condition, so botocore may retry it after a lost response; a
 condition failure returns the item as it is now (ReturnValuesOnConditionCheckFailure), which is
-how a flow recognises its own earlier write and how it learns what another flow did.
+how a flow recognises its own earlier write and how it learns what another flow did. Every
+method takes the resource's kind (its key and its counter item are the kind's).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import CONDITION_FAILED, THROTTLING_ERRORS, Clients, error_code, retry_conflicts
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError, StoreUnavailable, Throttled
-from hybrid_counter.keys import iso_utc, resource_key
+from hybrid_counter.keys import DEFAULT_KIND, iso_utc, resource_key
 from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_index
 
 Item = dict[str, Any]
+NOT_RESIZING = "attribute_not_exists(resize_request)"
+RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since"
 
 
 def store_error(error: Exception, what: str) -> DomainError:
@@ -42,9 +45,9 @@ class ResourceTable:
         self._clients = clients
         self._effects = effects
 
-    def get(self, account_id: str, resource_id: str) -> Item | None:
+    def get(self, account_id: str, resource_id: str, *, kind: str = DEFAULT_KIND) -> Item | None:
         response = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=resource_key(account_id, resource_id), ConsistentRead=True
+            TableName=self._table, Key=resource_key(account_id, resource_id, kind=kind), ConsistentRead=True
         )
         return response.get("Item")
 
@@ -57,11 +60,21 @@ class ResourceTable:
             return Written(dict(error.response.get("Item") or {}) or None, applied=False)  # type: ignore[call-overload]
         return Written(dict(response.get("Attributes") or {}) or None, applied=True)
 
-    def _update(self, account_id: str, resource_id: str, **kwargs: Any) -> Written:
+    def _update(self, account_id: str, resource_id: str, kind: str, **kwargs: Any) -> Written:
         return self._write(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,
-                Key=resource_key(account_id, resource_id),
+                Key=resource_key(account_id, resource_id, kind=kind),
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                **kwargs,
+            )
+        )
+
+    def _delete(self, account_id: str, resource_id: str, kind: str, **kwargs: Any) -> Written:
+        return self._write(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=resource_key(account_id, resource_id, kind=kind),
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
                 **kwargs,
             )
@@ -78,40 +91,45 @@ class ResourceTable:
             )
         )
 
-    def make_live(self, account_id: str, resource_id: str, incarnation: str, *, index: bool) -> Written:
+    def make_live(
+        self, account_id: str, resource_id: str, incarnation: str, *, index: bool, kind: str = DEFAULT_KIND
+    ) -> Written:
         """pending -> live. ``index``: also put it in the sweeper's PendingIndex (its admission
         outcome is unknown, so the stream path may never count it)."""
         values: dict[str, Any] = {":inc": {"S": incarnation}, ":pending": {"S": PENDING}}
-        update = self._set_live(account_id, resource_id, values, index=index)
+        update = self._set_live(account_id, resource_id, kind, values, index=index)
         return self._update(
             account_id,
             resource_id,
+            kind,
             UpdateExpression=f"{update} REMOVE expires_at",
             ConditionExpression="incarnation = :inc AND #state = :pending",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
 
-    def _set_live(self, account_id: str, resource_id: str, values: dict[str, Any], *, index: bool) -> str:
+    def _set_live(
+        self, account_id: str, resource_id: str, kind: str, values: dict[str, Any], *, index: bool
+    ) -> str:
         """The SET clause that makes an item live, its values added to ``values``; with ``index``,
         the item also goes into the sweeper's PendingIndex."""
         values[":live"] = {"S": LIVE}
         if not index:
             return "SET #state = :live"
-        values.update(pending_index(account_id, resource_id, self._effects.clock()))
+        values.update(pending_index(account_id, resource_id, self._effects.clock(), kind=kind))
         return "SET #state = :live, pending_shard = :pending_shard, pending_since = :pending_since"
 
-    def roll_back(self, account_id: str, resource_id: str, incarnation: str) -> Written:
+    def roll_back(
+        self, account_id: str, resource_id: str, incarnation: str, *, kind: str = DEFAULT_KIND
+    ) -> Written:
         """Remove a pending item whose admission was refused (it never held a slot)."""
-        return self._write(
-            lambda: self._clients.dynamodb.delete_item(
-                TableName=self._table,
-                Key=resource_key(account_id, resource_id),
-                ConditionExpression="incarnation = :inc AND #state = :pending",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":inc": {"S": incarnation}, ":pending": {"S": PENDING}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        return self._delete(
+            account_id,
+            resource_id,
+            kind,
+            ConditionExpression="incarnation = :inc AND #state = :pending",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={":inc": {"S": incarnation}, ":pending": {"S": PENDING}},
         )
 
     # ---- delete -----------------------------------------------------------------------------
@@ -123,10 +141,12 @@ class ResourceTable:
         *,
         taking_over: str | None = None,
         incarnation: str | None = None,
+        kind: str = DEFAULT_KIND,
     ) -> Written:
-        """live -> deleting, owned by ``request_id``. With ``taking_over``: take a stale claim
-        of that request over instead, only on the incarnation it was judged on (``incarnation``):
-        a repair must never act on a resource created again under the same id since it read it.
+        """live -> deleting, owned by ``request_id`` (never while a resize is in flight: the
+        resize owns the counters until it ends). With ``taking_over``: take a stale claim of that
+        request over instead, only on the incarnation it was judged on (``incarnation``): a repair
+        must never act on a resource created again under the same id since it read it.
         Applied: ``item`` is the item as claimed (ALL_NEW)."""
         values: dict[str, Any] = {
             ":req": {"S": request_id},
@@ -134,7 +154,7 @@ class ResourceTable:
             ":deleting": {"S": DELETING},
         }
         if taking_over is None:
-            condition = "#state = :live"
+            condition = f"#state = :live AND {NOT_RESIZING}"
             values[":live"] = {"S": LIVE}
         else:
             if incarnation is None:
@@ -145,6 +165,7 @@ class ResourceTable:
         return self._update(
             account_id,
             resource_id,
+            kind,
             UpdateExpression="SET #state = :deleting, delete_request = :req, deleting_since = :now",
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state"},
@@ -152,38 +173,110 @@ class ResourceTable:
             ReturnValues="ALL_NEW",
         )
 
-    def revert(self, account_id: str, resource_id: str, request_id: str, *, index: bool) -> Written:
+    def revert(
+        self, account_id: str, resource_id: str, request_id: str, *, index: bool, kind: str = DEFAULT_KIND
+    ) -> Written:
         """deleting -> live, when the claim's release was refused (nothing was released). An
         uncounted item goes to the PendingIndex: the stream path skipped it while it was claimed."""
         values: dict[str, Any] = {":req": {"S": request_id}, ":deleting": {"S": DELETING}}
-        update = self._set_live(account_id, resource_id, values, index=index)
+        update = self._set_live(account_id, resource_id, kind, values, index=index)
         return self._update(
             account_id,
             resource_id,
+            kind,
             UpdateExpression=f"{update} REMOVE delete_request, deleting_since",
             ConditionExpression="#state = :deleting AND delete_request = :req",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
 
-    def remove(self, account_id: str, resource_id: str, request_id: str) -> Written:
+    def remove(
+        self, account_id: str, resource_id: str, request_id: str, *, kind: str = DEFAULT_KIND
+    ) -> Written:
         """Delete the item of a claim whose release has applied."""
-        return self._write(
-            lambda: self._clients.dynamodb.delete_item(
-                TableName=self._table,
-                Key=resource_key(account_id, resource_id),
-                ConditionExpression="#state = :deleting AND delete_request = :req",
-                ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues={":deleting": {"S": DELETING}, ":req": {"S": request_id}},
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            )
+        return self._delete(
+            account_id,
+            resource_id,
+            kind,
+            ConditionExpression="#state = :deleting AND delete_request = :req",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={":deleting": {"S": DELETING}, ":req": {"S": request_id}},
         )
 
-    def adopt(self, account_id: str, resource_id: str, incarnation: str) -> Written:
+    def adopt(
+        self, account_id: str, resource_id: str, incarnation: str, *, kind: str = DEFAULT_KIND
+    ) -> Written:
         """A pending item older than the grace period (its create is long gone) -> live, indexed
         so the sweeper counts it. Its admission may never have applied: best_effort may then
         undercount it until it is counted and healed, never overcount."""
-        return self.make_live(account_id, resource_id, incarnation, index=True)
+        return self.make_live(account_id, resource_id, incarnation, index=True, kind=kind)
+
+    # ---- resize -----------------------------------------------------------------------------
+    def claim_resize(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        kind: str,
+        incarnation: str,
+        units: int,
+        target: int,
+        taking_over: str | None = None,
+    ) -> Written:
+        """Make ``request_id`` the one request that moves this live incarnation's counters from
+        ``units`` to ``target`` (the stream path does not count it, and no delete claims it, while
+        the claim stands). With ``taking_over``: take a stale resize claim of that request over.
+        Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        values: dict[str, Any] = {
+            ":req": {"S": request_id},
+            ":now": {"S": iso_utc(self._effects.clock())},
+            ":inc": {"S": incarnation},
+            ":live": {"S": LIVE},
+            ":from": {"N": str(units)},
+            ":to": {"N": str(target)},
+        }
+        if taking_over is None:
+            condition = f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}"
+            update = "SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now"
+        else:
+            condition = "#state = :live AND incarnation = :inc AND resize_request = :old"
+            values[":old"] = {"S": taking_over}
+            del values[":from"], values[":to"]
+            update = "SET resize_request = :req, resizing_since = :now"
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression=update,
+            ConditionExpression=condition,
+            ExpressionAttributeNames={"#state": "state", "#units": "units"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+
+    def finish_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
+        """The resize's counters moved: the resource now holds ``resize_to`` units."""
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+            ConditionExpression="resize_request = :req",
+            ExpressionAttributeNames={"#units": "units"},
+            ExpressionAttributeValues={":req": {"S": request_id}},
+        )
+
+    def revert_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
+        """The resize's counters did not move: the resource keeps its units."""
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression=f"REMOVE {RESIZE_FIELDS}",
+            ConditionExpression="resize_request = :req",
+            ExpressionAttributeValues={":req": {"S": request_id}},
+        )
 
 
 def guarded[T](call: Callable[[], T], what: str) -> T:

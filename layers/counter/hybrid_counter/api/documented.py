@@ -1,0 +1,70 @@
+"""What the OpenAPI description says of each route's errors: the project's error body, by status."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+from pydantic import BaseModel
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    limit: int | None = None  # LimitExceeded
+    used: int | None = None  # LimitExceeded
+    kind: str | None = None  # LimitExceeded
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class WouldAdmitBody(BaseModel):
+    would_admit: bool
+    kind: str
+    units: int
+    limit: int
+    used: int
+    remaining: int
+
+
+def _error(description: str) -> OpenAPIResponse:
+    return {"description": description, "content": {"application/json": {"model": ErrorBody}}}
+
+
+COMMON: dict[int, OpenAPIResponse] = {
+    400: _error("ValidationError: malformed JSON, wrong types, ids not matching the id pattern"),
+    403: _error("Forbidden: the token may not act on that account"),
+    429: _error(
+        "TooManyRequests: DynamoDB throttled the account's counter item; nothing was done. Retry-After"
+    ),
+    503: _error(
+        "ServiceUnavailable: done or not, retry the request (PUT, PATCH, DELETE and GET are safe to retry). Retry-After"
+    ),
+}
+NOT_FOUND: dict[int, OpenAPIResponse] = {404: _error("NotFound: no such resource or plan")}
+AT_LIMIT: dict[int, OpenAPIResponse] = {
+    409: _error(
+        "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind)"
+    )
+}
+PUT_CONFLICT: dict[int, OpenAPIResponse] = {
+    409: _error(
+        "LimitExceeded (no room under the limit), or IdempotencyConflict: the id exists with another body"
+    )
+}
+
+
+def responses(*groups: dict[int, OpenAPIResponse]) -> dict[int, OpenAPIResponse]:
+    merged: dict[int, OpenAPIResponse] = {}
+    for group in (COMMON, *groups):
+        merged.update(group)
+    return merged
+
+
+DRY_RUN: dict[int, OpenAPIResponse] = {
+    200: {
+        "description": "The resource (200: it exists, or was resized), or with ?dry_run=true whether the request "
+        "would be admitted now, nothing written",
+        "content": {"application/json": {"model": WouldAdmitBody}},
+    }
+}

@@ -1,0 +1,72 @@
+"""The operators' routes: plans, an account's plan and overrides, and any account's limits.
+
+Each has `AuthorizationScopes: [OperatorScope]` in template.yaml: API Gateway grants them
+(api/access.py). Changing a plan's limits is one write, whatever the number of accounts on it;
+it takes effect for every account within `PlanCacheSeconds` (plans/limits.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.api_gateway import Router
+from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
+
+from hybrid_counter.api.documented import NOT_FOUND, responses
+from hybrid_counter.api.json_response import json_response
+from hybrid_counter.api.models import AccountPlanBody, LimitBody, PlanBody
+from hybrid_counter.api.resource_routes import AccountId, Kind
+from hybrid_counter.keys import ID_PATTERN
+from hybrid_counter.resources import ResourceService
+
+PlanId = Annotated[str, Path(pattern=ID_PATTERN, description="Plan id: 1-64 of A-Z a-z 0-9 _ . -")]
+
+
+def limit_routes(service: Callable[[], ResourceService]) -> Router:
+    router = Router()  # type: ignore[no-untyped-call]
+
+    @router.get("/accounts/<account_id>/limits", responses=responses())
+    def get_limits(account_id: AccountId) -> Response[str]:
+        return json_response(200, service().usage(account_id).to_json())
+
+    @router.put("/accounts/<account_id>/limit", responses=responses())
+    def put_limit(account_id: AccountId, body: Annotated[LimitBody, Body()]) -> Response[str]:
+        changed = service().set_limit(account_id, body.limit)
+        return json_response(200, {"account_id": account_id, "limit": changed["limit"]})
+
+    @router.put("/accounts/<account_id>/limits/<kind>", responses=responses())
+    def put_kind_limit(
+        account_id: AccountId, kind: Kind, body: Annotated[LimitBody, Body()]
+    ) -> Response[str]:
+        return json_response(200, service().set_limit(account_id, body.limit, kind=kind))
+
+    @router.delete("/accounts/<account_id>/limits/<kind>", responses=responses())
+    def delete_kind_limit(account_id: AccountId, kind: Kind) -> Response[str]:
+        service().remove_limit(account_id, kind=kind)
+        return Response(status_code=204, body="")
+
+    @router.put("/accounts/<account_id>/plan", responses=responses())
+    def put_account_plan(account_id: AccountId, body: Annotated[AccountPlanBody, Body()]) -> Response[str]:
+        return json_response(200, service().assign_plan(account_id, body.plan_id))
+
+    @router.put("/plans/<plan_id>", responses=responses())
+    def put_plan(plan_id: PlanId, body: Annotated[PlanBody, Body()]) -> Response[str]:
+        return json_response(200, service().put_plan(plan_id, dict(body.limits)).to_json())
+
+    @router.get("/plans/<plan_id>", responses=responses(NOT_FOUND))
+    def get_plan(plan_id: PlanId) -> Response[str]:
+        return json_response(200, service().get_plan(plan_id).to_json())
+
+    @router.get("/plans", responses=responses())
+    def list_plans(
+        limit: Annotated[int, Query(ge=1, le=100)] = 50,
+        next_token: Annotated[str | None, Query(max_length=512)] = None,
+    ) -> Response[str]:
+        page = service().list_plans(limit, next_token)
+        return json_response(
+            200, {"items": [plan.to_json() for plan in page.items], "next_token": page.next_token}
+        )
+
+    return router

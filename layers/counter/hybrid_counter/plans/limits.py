@@ -1,0 +1,77 @@
+"""The limit an admission is judged by: the account's override for the kind, else its plan's.
+
+The override sits on the kind's counter item (``limit``), which the admission reads and writes
+anyway, so it costs nothing and is exact: the admission's write is conditional on it (or on its
+absence). The plan's limit is not on that item: an account's plan and the plan's limits are read
+through caches that keep what they read for ``cache_seconds`` (``PlanCacheSeconds``, 60 s by
+default). So a plan change, or an account moved to another plan, writes one item and takes
+effect for every account within that time, however many accounts are on the plan; in steady
+state a create reads nothing more than before. An admission always uses one value for both its
+check and its conditional write (judged by the old limit or the new, never a mix), and a create
+racing a change of the override is judged again on what refused its write.
+
+cachetools' TTLCache does the expiry (with the injected clock, so tests and the explorer move
+time); the caches are bounded, so a function that sees a million accounts keeps the most recent.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from cachetools import TTLCache
+
+from hybrid_counter.counters import CounterState, Judge, Judged
+from hybrid_counter.plans.store import Plan, PlanStore
+
+ACCOUNTS_CACHED = 10_000
+PLANS_CACHED = 1_000
+
+
+class Limits:
+    def __init__(self, plans: PlanStore, *, cache_seconds: float, clock: Callable[[], float]) -> None:
+        self._plans = plans
+        self._lock = threading.Lock()
+        self._plan_of: TTLCache[str, str] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
+        self._plan: TTLCache[str, Plan | None] = TTLCache(PLANS_CACHED, cache_seconds, timer=clock)
+
+    def plan_id_of(self, account_id: str) -> str:
+        with self._lock:
+            cached = self._plan_of.get(account_id)
+        if cached is None:
+            cached = self._plans.plan_of(account_id)
+            with self._lock:
+                self._plan_of[account_id] = cached
+        return cached
+
+    def plan(self, plan_id: str) -> Plan | None:
+        with self._lock:
+            if plan_id in self._plan:
+                return self._plan[plan_id]
+        found = self._plans.get(plan_id)
+        with self._lock:
+            self._plan[plan_id] = found
+        return found
+
+    def plan_limit(self, account_id: str, kind: str) -> int:
+        plan = self.plan(self.plan_id_of(account_id))
+        return 0 if plan is None else plan.limit_for(kind)
+
+    def judge(self, account_id: str, kind: str) -> Judge:
+        """How an admission of this account and kind is judged, given the counter item it read."""
+
+        def judged(state: CounterState) -> Judged:
+            if state.limit is not None:
+                return Judged(state.limit, "override")
+            return Judged(self.plan_limit(account_id, kind), "plan")
+
+        return judged
+
+    def forget(self, account_id: str | None = None, plan_id: str | None = None) -> None:
+        """Drop what this process cached after it changed it itself (its own next request sees
+        the change at once; other processes within cache_seconds)."""
+        with self._lock:
+            if account_id is not None:
+                self._plan_of.pop(account_id, None)
+            if plan_id is not None:
+                self._plan.pop(plan_id, None)

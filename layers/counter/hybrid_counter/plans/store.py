@@ -1,0 +1,129 @@
+"""Plans and accounts' plan assignments in the table.
+
+- A plan: ``PLANS`` / ``<plan id>``, with ``limits`` (a map of kind to limit) and ``updated_at``.
+  Changing a plan's limits is one write, whatever the number of accounts on it: accounts read
+  their plan through a cache (limits.py), never per account.
+- The plan ``default`` always exists: stored, once an operator has written it; until then the
+  stack's own (``DefaultKind``: ``DefaultResourceLimit``), so a stack without plans behaves as
+  one with a single flat limit.
+- An account's plan: ``ACCOUNT#<id>`` / ``PLAN`` with ``plan_id``; absent means ``default``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_counter.aws import Clients, RetryPolicy, retry_conflicts
+from hybrid_counter.errors import ValidationError
+from hybrid_counter.keys import PLANS_PK, is_valid_id, iso_utc, plan_key, profile_key
+
+DEFAULT_PLAN = "default"
+
+
+@dataclass(frozen=True)
+class Plan:
+    plan_id: str
+    limits: dict[str, int] = field(default_factory=dict)
+    stored: bool = True  # False: the built-in default plan, never written
+
+    def limit_for(self, kind: str) -> int:
+        """A kind the plan does not list is not included: 0."""
+        return self.limits.get(kind, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"plan_id": self.plan_id, "limits": dict(sorted(self.limits.items()))}
+
+
+@dataclass(frozen=True)
+class PlanPage:
+    items: list[Plan]
+    next_token: str | None
+
+
+def _limits_of(item: dict[str, Any]) -> dict[str, int]:
+    return {kind: int(value["N"]) for kind, value in item.get("limits", {}).get("M", {}).items()}
+
+
+class PlanStore:
+    def __init__(
+        self, table_name: str, clients: Clients, *, default_kind: str, default_limit: int, clock: Any
+    ) -> None:
+        self._table = table_name
+        self._clients = clients
+        self._builtin = Plan(DEFAULT_PLAN, {default_kind: default_limit}, stored=False)
+        self._clock = clock
+        self._retry = RetryPolicy()
+
+    def get(self, plan_id: str) -> Plan | None:
+        item = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=plan_key(plan_id), ConsistentRead=True
+        ).get("Item")
+        if item is None:
+            return self._builtin if plan_id == DEFAULT_PLAN else None
+        return Plan(plan_id, _limits_of(dict(item)))
+
+    def put(self, plan_id: str, limits: dict[str, int]) -> Plan:
+        """Replace the plan's limits (one write, whatever the number of accounts on it)."""
+        plan = Plan(plan_id, dict(limits))
+        item: dict[str, Any] = {
+            **plan_key(plan_id),
+            "limits": {"M": {kind: {"N": str(limit)} for kind, limit in limits.items()}},
+            "updated_at": {"S": iso_utc(self._clock())},
+        }
+        retry_conflicts(
+            lambda: self._clients.dynamodb.put_item(TableName=self._table, Item=item), self._retry
+        )
+        return plan
+
+    def list(self, page_size: int = 50, next_token: str | None = None) -> PlanPage:
+        """Plans in id order; the built-in default first if it was never written."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": PLANS_PK}},
+            "ConsistentRead": True,
+            "Limit": page_size,
+        }
+        if next_token:
+            query["ExclusiveStartKey"] = {**plan_key(self._decode(next_token))}
+        response = self._clients.dynamodb.query(**query)
+        plans = [Plan(str(item["sk"]["S"]), _limits_of(dict(item))) for item in response.get("Items", [])]
+        if (
+            next_token is None
+            and all(plan.plan_id != DEFAULT_PLAN for plan in plans)
+            and self.get(DEFAULT_PLAN) == self._builtin
+        ):
+            plans.insert(0, self._builtin)
+        last = response.get("LastEvaluatedKey")
+        token = base64.urlsafe_b64encode(str(last["sk"]["S"]).encode()).decode() if last else None
+        return PlanPage(plans, token)
+
+    def plan_of(self, account_id: str) -> str:
+        item = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=profile_key(account_id), ConsistentRead=True
+        ).get("Item")
+        return DEFAULT_PLAN if item is None else str(item["plan_id"]["S"])
+
+    def assign(self, account_id: str, plan_id: str) -> None:
+        """Move the account to a plan (one write: the account's own item)."""
+        item: dict[str, Any] = {
+            **profile_key(account_id),
+            "plan_id": {"S": plan_id},
+            "updated_at": {"S": iso_utc(self._clock())},
+        }
+        retry_conflicts(
+            lambda: self._clients.dynamodb.put_item(TableName=self._table, Item=item), self._retry
+        )
+
+    @staticmethod
+    def _decode(token: str) -> str:
+        try:
+            plan_id = base64.urlsafe_b64decode(token.encode()).decode()
+        except (binascii.Error, UnicodeDecodeError, ValueError) as error:
+            raise ValidationError("next_token is not valid") from error
+        if not is_valid_id(plan_id):
+            raise ValidationError("next_token is not valid")
+        return plan_id

@@ -1,0 +1,208 @@
+"""Resize a resource (PATCH): set its units to a target, moving its counters by the difference.
+
+1. Read the resource. Absent or pending: 404. Being deleted: wait for the delete (404 if it went,
+   go on if it was reverted). Its units already the target: 200, nothing written (a retried PATCH
+   is a no-op: resizes are by target, not by delta).
+2. Claim the resize: the live incarnation's item names this request (``resize_request``, with
+   ``resize_from``/``resize_to``), conditional on the units read and on no other resize in
+   flight. While it stands no delete claims the resource and the stream path does not count it,
+   so whether it was counted, as read here, stays true until the resize ends.
+3. Move the counters by ``delta = target - units``: one single-attempt write on the kind's
+   counter item (counters/store.py): growing is admitted like a create of ``delta`` units (409
+   LimitExceeded if there is no room: the claim is reverted, nothing changed), shrinking is
+   released like a delete of ``-delta``; ``eventual`` moves too if the resource was counted.
+   ``last_resize`` names the resize, so the stream path can finish it if this request cannot.
+4. Finish: the item takes ``resize_to`` as its units and drops the claim. 200.
+
+A resize whose request died leaves its claim; a PATCH or a DELETE of the resource (or a repair)
+that finds it older than the grace period ends it (``settle_stale``): finished if ``last_resize``
+names it (its counters moved), otherwise the resource keeps the larger of its two sizes, so a
+counter can only ever undercount it (healed like any undercount), never overcount.
+
+Why the order (call by call, against every other flow): docs/design.md.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.counters import AdmissionOutcome, Judge
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, StoreUnavailable, Throttled
+from hybrid_counter.keys import epoch_of, resize_token
+from hybrid_counter.resources import items
+from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.table import Item, ResourceTable, guarded
+
+if TYPE_CHECKING:
+    from hybrid_counter.counters import CounterStore
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+
+class ResizeFlow:
+    def __init__(
+        self,
+        table: ResourceTable,
+        counters: CounterStore,
+        grace_seconds: float,
+        effects: Effects,
+        obs: Observability,
+    ) -> None:
+        self._table = table
+        self._counters = counters
+        self._grace = grace_seconds
+        self._fx = effects
+        self._obs = obs
+
+    def resize(
+        self, account_id: str, kind: str, rid: str, target: int, *, judge: Judge | None = None
+    ) -> Resource:
+        request_id = self._fx.new_id()
+        for _ in range(3):
+            item = self.current(account_id, kind, rid)
+            if items.units_of(item) == target and not items.resizing(item):
+                return items.resource_from_item(item)  # already that size: nothing to do
+            claim = partial(
+                self._table.claim_resize,
+                account_id,
+                rid,
+                request_id,
+                kind=kind,
+                incarnation=items.incarnation_of(item),
+                units=items.units_of(item),
+                target=target,
+            )
+            claimed = guarded(claim, "the resize")
+            if claimed.applied and claimed.item is not None:
+                return self._move(account_id, kind, rid, request_id, claimed=claimed.item, judge=judge)
+            if claimed.item is not None and items.since(claimed.item, "resize_request") == request_id:
+                # botocore retried our claim after a lost response
+                return self._move(account_id, kind, rid, request_id, claimed=claimed.item, judge=judge)
+        raise InProgress("the resource changed while it was being resized; retry the request")
+
+    def current(self, account_id: str, kind: str, rid: str) -> Item:
+        """The live item to resize, once no delete or other resize of it is in flight."""
+        for _ in range(3):
+            item = guarded(lambda: self._table.get(account_id, rid, kind=kind), "the resize")
+            state = items.state_of(item)
+            if item is None or state == items.PENDING:
+                raise NotFound(f"resource {rid} not found")
+            if state == items.LIVE and not items.resizing(item):
+                return item
+            if state == items.LIVE and self._stale(item, "resizing_since"):
+                guarded(partial(self.settle_stale, account_id, kind, rid, item), "the resize")
+                continue
+            since = items.since(item, "delete_request" if state == items.DELETING else "resize_request")
+            if (
+                guarded(
+                    partial(self._fx.waiter.until, partial(self._ended, account_id, kind, rid, since)),
+                    "the resize",
+                )
+                is None
+            ):
+                raise InProgress("another request on this resource is still running; retry shortly")
+        raise InProgress("the resource changed while it was being resized; retry the request")
+
+    def _ended(self, account_id: str, kind: str, rid: str, owner: str) -> bool | None:
+        """True once the delete or resize named ``owner`` no longer holds the resource."""
+        item = self._table.get(account_id, rid, kind=kind)
+        if item is None or items.state_of(item) == items.PENDING:
+            return True
+        held_by = {items.since(item, "delete_request"), items.since(item, "resize_request")}
+        return None if owner in held_by else True
+
+    def _move(
+        self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item, judge: Judge | None
+    ) -> Resource:
+        units, target = int(claimed["resize_from"]["N"]), int(claimed["resize_to"]["N"])
+        incarnation, counted = items.incarnation_of(claimed), items.is_counted(claimed)
+        resize = resize_token(rid, incarnation, request_id)
+        state = guarded(lambda: self._counters.read(account_id, kind=kind), "the resize")
+        moved = self._counters.resize(
+            account_id, rid, resize, target - units, counted=counted, seen=state, kind=kind, judge=judge
+        )
+        if moved.outcome is AdmissionOutcome.ADMITTED or (
+            moved.outcome is AdmissionOutcome.UNKNOWN
+            and self._moved_after_all(account_id, kind, rid, resize, request_id)
+        ):
+            return self._finish(account_id, kind, rid, request_id, claimed=claimed, target=target)
+        if moved.outcome is AdmissionOutcome.UNKNOWN:
+            # The claim stays: a retry after the grace period ends it (settle_stale).
+            raise InProgress("the resize could not be confirmed; retry the request")
+        self._revert(account_id, kind, rid, request_id)
+        if moved.outcome is AdmissionOutcome.REJECTED:
+            self._obs.count("LimitExceeded")
+            limit = moved.judged.limit if moved.judged else 0
+            raise LimitExceeded(limit, moved.state.used, kind, target - units)
+        if moved.throttled:
+            self._obs.count("ResizeThrottled")
+            raise Throttled("too many requests for this account; the resize was not done, retry the request")
+        raise StoreUnavailable("the data store is unavailable; the resize was not done, retry the request")
+
+    def _moved_after_all(self, account_id: str, kind: str, rid: str, resize: str, request_id: str) -> bool:
+        """After a counter write whose outcome is unknown: ``last_resize`` answers unless another
+        resize of the kind came since; then the stream path, which finishes the resize only if
+        the write applied, usually answers within a second."""
+
+        def finished() -> bool | None:
+            item = self._table.get(account_id, rid, kind=kind)
+            return None if item is not None and items.since(item, "resize_request") == request_id else True
+
+        try:
+            if self._counters.read(account_id, kind=kind).last_resize == resize:
+                return True
+            return self._fx.waiter.until(finished) is not None
+        except (ClientError, BotoCoreError):
+            return False
+
+    def _finish(
+        self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item, target: int
+    ) -> Resource:
+        try:
+            self._table.finish_resize(account_id, rid, request_id, kind=kind)
+        except (ClientError, BotoCoreError) as error:
+            # The counters moved; the stream path finishes the item when it sees last_resize.
+            raise StoreUnavailable(
+                "the data store is unavailable; the resize may not have finished, retry the request"
+            ) from error
+        self._obs.count("ResourcesResized")
+        resource = items.resource_from_item(claimed)
+        return Resource(**{**resource.__dict__, "units": target})
+
+    def _revert(self, account_id: str, kind: str, rid: str, request_id: str) -> None:
+        try:
+            self._table.revert_resize(account_id, rid, request_id, kind=kind)
+        except (ClientError, BotoCoreError) as error:
+            # Left claimed: a request after the grace period ends it (settle_stale), by the
+            # larger-size rule, which here is exact for a shrink and errs low for a growth.
+            self._obs.count("RevertFailed")
+            self._obs.logger.warning("could not revert a resize's claim", extra={"error": repr(error)})
+
+    def settle_stale(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
+        """End the resize of ``seen`` whose request died (claimed longer ago than the grace
+        period), on that incarnation and that claim only. True if this call ended it."""
+        if not items.resizing(seen) or not self._stale(seen, "resizing_since"):
+            return False
+        old = items.since(seen, "resize_request")
+        incarnation = items.incarnation_of(seen)
+        mine = self._fx.new_id()
+        taken = self._table.claim_resize(
+            account_id, rid, mine, kind=kind, incarnation=incarnation, units=0, target=0, taking_over=old
+        )
+        if not taken.applied:
+            return False
+        self._obs.count("ResizeTakenOver")
+        grows = int(seen["resize_to"]["N"]) > int(seen["resize_from"]["N"])
+        moved = self._counters.read(account_id, kind=kind).last_resize == resize_token(rid, incarnation, old)
+        if moved or grows:
+            self._table.finish_resize(account_id, rid, mine, kind=kind)
+        else:
+            self._table.revert_resize(account_id, rid, mine, kind=kind)
+        return True
+
+    def _stale(self, item: Item, attribute: str) -> bool:
+        since = items.since(item, attribute)
+        return bool(since) and epoch_of(since) < self._fx.clock() - self._grace

@@ -1,0 +1,90 @@
+"""What an account uses of its limits, per kind and in units, and what a dry run answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hybrid_counter.counters import CounterState, Judged
+
+
+@dataclass(frozen=True)
+class KindUsage:
+    kind: str
+    limit: int
+    limit_source: str  # "override" | "plan"
+    best_effort: int
+    eventual: int
+
+    @classmethod
+    def of(cls, kind: str, state: CounterState, judged: Judged) -> KindUsage:
+        return cls(kind, judged.limit, judged.source, state.best_effort, state.eventual)
+
+    @property
+    def used(self) -> int:
+        return max(self.best_effort, self.eventual, 0)
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "limit_source": self.limit_source,
+            "best_effort": max(self.best_effort, 0),
+            "eventual": max(self.eventual, 0),
+            "used": self.used,
+            "remaining": self.remaining,
+        }
+
+
+@dataclass(frozen=True)
+class Usage:
+    """An account's usage. The top-level fields are the default kind's (the routes without a
+    kind, and their callers, read those); ``kinds`` holds every kind the plan lists, an override
+    names, or the account has used."""
+
+    account_id: str
+    limit: int
+    best_effort: int
+    eventual: int
+    plan_id: str = "default"
+    kinds: dict[str, KindUsage] = field(default_factory=dict)
+
+    @property
+    def used(self) -> int:
+        return max(self.best_effort, self.eventual, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "account_id": self.account_id,
+            "plan_id": self.plan_id,
+            "limit": self.limit,
+            "best_effort": max(self.best_effort, 0),
+            "eventual": max(self.eventual, 0),
+            "used": self.used,
+            "remaining": max(0, self.limit - self.used),
+            "kinds": {kind: usage.to_json() for kind, usage in sorted(self.kinds.items())},
+        }
+
+
+@dataclass(frozen=True)
+class WouldAdmit:
+    """A dry run's answer: would the request be admitted now (nothing was written)."""
+
+    kind: str
+    units: int  # what the request would add (a resize: the difference; a repeated PUT: 0)
+    limit: int
+    used: int
+    would_admit: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "would_admit": self.would_admit,
+            "kind": self.kind,
+            "units": self.units,
+            "limit": self.limit,
+            "used": self.used,
+            "remaining": max(0, self.limit - self.used),
+        }
