@@ -8,6 +8,7 @@ import uuid
 import boto3
 import pytest
 
+from hybrid_counter.keys import counter_key
 from tests.e2e.conftest import eventually
 
 pytestmark = pytest.mark.e2e
@@ -23,7 +24,7 @@ def test_poison_record_reaches_the_operator_queue_and_blocks_nothing(target, loc
     # Given a counter item whose admission marker no code can interpret (a poison record)
     dynamodb.update_item(
         TableName=runtime.table_name,
-        Key={"pk": {"S": f"ACCOUNT#{poisoned}"}, "sk": {"S": "COUNTER"}},
+        Key=counter_key(poisoned),
         UpdateExpression="SET last_admission = :bad",
         ExpressionAttributeValues={":bad": {"S": "no-incarnation-here"}},
     )

@@ -132,7 +132,8 @@ def test_hostile_json_bodies_are_400_and_write_nothing(target: Target) -> None:
     schema = load_schema(target)
     operations = [result.ok() for result in schema.get_all_operations()]
     with_body = [operation for operation in operations if len(operation.body) > 0]
-    assert len(with_body) == 3
+    # every operation that takes a body (the limits, plans, resources and resizes)
+    assert {op.method.upper() for op in with_body} == {"PUT", "POST", "PATCH"}
     cases = 0
     for operation in with_body:
 
@@ -152,7 +153,7 @@ def test_hostile_json_bodies_are_400_and_write_nothing(target: Target) -> None:
             cases += 1
 
         fuzz()
-    assert cases >= 3 * 10
+    assert cases >= len(with_body) * 10
     print(f"\nhostile body cases: {cases}")
 
 

@@ -13,6 +13,7 @@ from hybrid_counter.counting.replay import Replayer, ReplayFailed
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.keys import counter_key
 from hybrid_counter.resources import ResourceService
 from tests.faults import injected
 
@@ -58,7 +59,7 @@ def test_replay_of_a_poison_record_fails_so_the_message_is_retried(
     # A counter item with a malformed admission marker cannot be interpreted.
     clients.dynamodb.update_item(
         TableName=settings.table_name,
-        Key={"pk": {"S": f"ACCOUNT#{account}"}, "sk": {"S": "COUNTER"}},
+        Key=counter_key(account),
         UpdateExpression="SET last_admission = :bad",
         ExpressionAttributeValues={":bad": {"S": "malformed"}},
     )
