@@ -23,7 +23,7 @@ def components() -> Components:
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     parts = components()
     records = event.get("Records") or []
-    outcome = process_stream_batch(records, parts.eventual)
+    outcome = process_stream_batch(records, parts.eventual, parts.watcher)
     log = parts.obs.logger
     if outcome.failed_sequence_numbers:
         parts.obs.count("StreamRecordsFailed", len(outcome.failed_sequence_numbers))

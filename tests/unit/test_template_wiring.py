@@ -61,7 +61,7 @@ def test_sparse_indexes_for_the_sweeper_and_the_healer(template):
     # The sweeper reads what it acts on from the projection, not one GetItem per entry.
     assert indexes["PendingIndex"]["Projection"] == {
         "ProjectionType": "INCLUDE",
-        "NonKeyAttributes": ["state", "incarnation", "counter_processed", "units", "resize_request"],
+        "NonKeyAttributes": ["state", "incarnation", "counter_processed", "units", "resize_request", "event"],
     }
     assert indexes["CounterIndex"]["Projection"]["ProjectionType"] == "KEYS_ONLY"
 

@@ -38,6 +38,7 @@ from botocore.parsers import ResponseParserError
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
+    from mypy_boto3_events import EventBridgeClient
 
 RETRYING = Config(retries={"mode": "standard", "total_max_attempts": 5}, connect_timeout=2, read_timeout=5)
 SINGLE_ATTEMPT = Config(
@@ -333,8 +334,14 @@ class Clients:
         default_factory=lambda: boto3.client("dynamodb", config=SINGLE_ATTEMPT)
     )
     streams: DynamoDBStreamsClient | None = None
+    events: EventBridgeClient | None = None
 
     def streams_client(self) -> DynamoDBStreamsClient:
         if self.streams is None:
             self.streams = boto3.client("dynamodbstreams", config=RETRYING)
         return self.streams
+
+    def events_client(self) -> EventBridgeClient:
+        if self.events is None:
+            self.events = boto3.client("events", config=RETRYING)
+        return self.events

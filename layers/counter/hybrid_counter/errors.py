@@ -35,6 +35,20 @@ class IdempotencyConflict(DomainError):
     code = "IdempotencyConflict"
 
 
+class LimitBelowUsage(DomainError):
+    """A limit change would put a kind's limit below what the account already uses (refused
+    unless forced: lowering never removes resources, it only refuses creates)."""
+
+    code = "LimitBelowUsage"
+
+    def __init__(self, below: list[tuple[str, int, int]]) -> None:
+        described = ", ".join(f"{kind}: limit {limit} < {used} in use" for kind, limit, used in below)
+        super().__init__(
+            f"the new limit is below current use ({described}); send force: true to apply it anyway"
+        )
+        self.below = below  # (kind, new limit, used)
+
+
 class Throttled(DomainError):
     """DynamoDB throttled the account's writes on every attempt; nothing was written."""
 

@@ -11,6 +11,7 @@ from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.replay import Replayer
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects
+from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
 from hybrid_counter.healing import Healer
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
@@ -50,11 +51,27 @@ class Components:
             clock=self.effects.clock,
             recounter=self.recounter,
             obs=self.obs,
+            changes=self.resources.changes,
+        )
+
+    @cached_property
+    def watcher(self) -> ThresholdWatcher:
+        """The stream path's judge of threshold crossings (its plan cache lives with it)."""
+        settings = self.settings
+        return ThresholdWatcher(
+            settings.table_name,
+            Thresholds(settings.usage_thresholds, settings.threshold_hysteresis_percent),
+            limits=self.resources.limits,
+            changes=self.resources.changes,
+            clients=self.clients,
+            obs=self.obs,
+            enabled=settings.event_bus_name is not None,
+            clock=self.effects.clock,
         )
 
     @cached_property
     def replayer(self) -> Replayer:
-        return Replayer(self.eventual, self.sweeper, self.clients)
+        return Replayer(self.eventual, self.sweeper, self.clients, watcher=self.watcher)
 
     @cached_property
     def healer(self) -> Healer:

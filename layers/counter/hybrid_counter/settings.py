@@ -20,6 +20,10 @@ class Settings:
     pending_grace_seconds: int = 300
     default_kind: str = DEFAULT_KIND
     plan_cache_seconds: float = 60.0
+    event_bus_name: str | None = None  # None: no events are published (or kept to publish)
+    usage_thresholds: tuple[int, ...] = (80, 100)
+    threshold_hysteresis_percent: int = 5
+    history_retention_days: int = 0  # 0: keep every history record for ever
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -39,6 +43,13 @@ class Settings:
         plan_cache_seconds = float(env.get("PLAN_CACHE_SECONDS", "60"))
         if plan_cache_seconds < 0:
             raise RuntimeError("PLAN_CACHE_SECONDS must be >= 0")
+        thresholds = _thresholds(env.get("USAGE_THRESHOLDS", "80,100"))
+        hysteresis = int(env.get("THRESHOLD_HYSTERESIS_PERCENT", "5"))
+        if not 0 <= hysteresis <= 50:
+            raise RuntimeError("THRESHOLD_HYSTERESIS_PERCENT must be between 0 and 50")
+        retention = int(env.get("HISTORY_RETENTION_DAYS", "0"))
+        if retention < 0:
+            raise RuntimeError("HISTORY_RETENTION_DAYS must be >= 0 (0: for ever)")
         return cls(
             table_name=table_name,
             default_limit=default_limit,
@@ -46,4 +57,21 @@ class Settings:
             pending_grace_seconds=int(env.get("PENDING_GRACE_SECONDS", "300")),
             default_kind=default_kind,
             plan_cache_seconds=plan_cache_seconds,
+            event_bus_name=env.get("EVENT_BUS_NAME") or None,
+            usage_thresholds=thresholds,
+            threshold_hysteresis_percent=hysteresis,
+            history_retention_days=retention,
         )
+
+
+def _thresholds(text: str) -> tuple[int, ...]:
+    """ "80,100" -> (80, 100): percentages of a limit, each 1..1000, strictly increasing."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError as error:
+        raise RuntimeError(f"USAGE_THRESHOLDS must be comma-separated integers, not {text!r}") from error
+    if not values or any(not 1 <= v <= 1000 for v in values) or list(values) != sorted(set(values)):
+        raise RuntimeError(
+            f"USAGE_THRESHOLDS must be increasing percentages between 1 and 1000, not {text!r}"
+        )
+    return values

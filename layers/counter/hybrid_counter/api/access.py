@@ -74,6 +74,8 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("PUT", "/plans/{plan_id}"): Access.OPERATOR,
     ("GET", "/plans/{plan_id}"): Access.OPERATOR,
     ("GET", "/plans"): Access.OPERATOR,
+    ("GET", "/accounts/{account_id}/limits/history"): Access.OPERATOR,
+    ("GET", "/plans/{plan_id}/history"): Access.OPERATOR,
     # The account's own token
     ("GET", "/accounts/{account_id}/usage"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/kinds/{kind}/resources"): Access.OWN_ACCOUNT,
@@ -185,6 +187,17 @@ class AccessPolicy:
                 else:
                     operation["security"] = [{SECURITY_SCHEME: []}]
         return schema
+
+
+def caller_of(event: Mapping[str, Any]) -> str:
+    """Who makes the request, for the history of limit changes: the token's ``sub`` (or its
+    ``client_id``: client-credentials tokens), or the IAM principal."""
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    iam = authorizer.get("iam")
+    if isinstance(iam, Mapping):
+        return str(iam.get("userArn") or iam.get("callerId") or iam.get("accessKey") or "iam")
+    claims = (authorizer.get("jwt") or {}).get("claims") or {}
+    return str(claims.get("sub") or claims.get("client_id") or "unknown")
 
 
 def token_scopes(jwt: Mapping[str, Any]) -> set[str]:

@@ -6,12 +6,19 @@ from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from pydantic import BaseModel
 
 
+class KindBelowUsage(BaseModel):
+    kind: str
+    limit: int
+    used: int
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
-    limit: int | None = None  # LimitExceeded
-    used: int | None = None  # LimitExceeded
-    kind: str | None = None  # LimitExceeded
+    limit: int | None = None  # LimitExceeded, LimitBelowUsage
+    used: int | None = None  # LimitExceeded, LimitBelowUsage
+    kind: str | None = None  # LimitExceeded, LimitBelowUsage
+    kinds: list[KindBelowUsage] | None = None  # LimitBelowUsage
 
 
 class ErrorBody(BaseModel):
@@ -42,6 +49,12 @@ COMMON: dict[int, OpenAPIResponse] = {
     ),
 }
 NOT_FOUND: dict[int, OpenAPIResponse] = {404: _error("NotFound: no such resource or plan")}
+BELOW_USAGE: dict[int, OpenAPIResponse] = {
+    409: _error(
+        "LimitBelowUsage: the new limit is below the kind's current use (error.limit, error.used, "
+        "error.kinds); nothing changed. Send force: true (?force=true) to apply it anyway"
+    )
+}
 AT_LIMIT: dict[int, OpenAPIResponse] = {
     409: _error(
         "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind)"

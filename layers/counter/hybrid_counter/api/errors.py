@@ -11,6 +11,7 @@ from hybrid_counter.api.access import Forbidden, Unauthorized
 from hybrid_counter.errors import (
     DomainError,
     IdempotencyConflict,
+    LimitBelowUsage,
     LimitExceeded,
     NotFound,
     StoreUnavailable,
@@ -25,6 +26,7 @@ STATUS = {
     NotFound: 404,
     LimitExceeded: 409,
     IdempotencyConflict: 409,
+    LimitBelowUsage: 409,
     # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.
     Throttled: 429,
     StoreUnavailable: 503,
@@ -50,6 +52,11 @@ def domain_error_response(error: DomainError) -> Response[str]:
         extra = {"limit": error.limit, "used": error.used}
         if error.kind is not None:
             extra["kind"] = error.kind
+    if isinstance(error, LimitBelowUsage):
+        if len(error.below) == 1:
+            kind, limit, used = error.below[0]
+            extra = {"kind": kind, "limit": limit, "used": used}
+        extra["kinds"] = [{"kind": kind, "limit": limit, "used": used} for kind, limit, used in error.below]
     headers = None if error.retry_after is None else {"Retry-After": str(error.retry_after)}
     return error_response(status, error.code, str(error), headers, **extra)
 

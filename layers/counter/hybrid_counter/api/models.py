@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from hybrid_counter.keys import ID_PATTERN
 
@@ -19,6 +19,7 @@ class LimitBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     limit: Count
+    force: Annotated[StrictBool, Field(description="Apply it even below the kind's current use")] = False
 
 
 class PlanBody(BaseModel):
@@ -33,6 +34,9 @@ class AccountPlanBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     plan_id: Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+    force: Annotated[StrictBool, Field(description="Move it even if a kind would be below current use")] = (
+        False
+    )
 
 
 class ResizeBody(BaseModel):

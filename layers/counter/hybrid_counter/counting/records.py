@@ -40,6 +40,8 @@ from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, Finis
 from hybrid_counter.keys import (
     CONTROL_PREFIX,
     COUNTER_PREFIX,
+    EVENT_PREFIX,
+    HISTORY_PREFIX,
     PLANS_PK,
     PROFILE_SK,
     REPAIR_PREFIX,
@@ -123,11 +125,11 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
     event = record.raw_event.get("eventName")
     if event not in ("INSERT", "MODIFY", "REMOVE"):
         raise PoisonRecord(f"unknown eventName {event!r}")
-    if pk.startswith(CONTROL_PREFIX) or pk == PLANS_PK:
-        return [], None  # the sweeper's own bookkeeping, plans
+    if pk.startswith((CONTROL_PREFIX, HISTORY_PREFIX)) or pk == PLANS_PK:
+        return [], None  # the sweeper's own bookkeeping, plans, the history of limit changes
     account_id = parse_account_pk(pk)
-    if sk.startswith(REPAIR_PREFIX) or sk == PROFILE_SK:
-        return [], None  # a census request (recount_requests.py), the account's plan
+    if sk.startswith((REPAIR_PREFIX, EVENT_PREFIX)) or sk == PROFILE_SK:
+        return [], None  # census requests, events to publish, the account's plan
     if sk.startswith(RESOURCE_PREFIX):
         kind, resource_id = parse_kind_resource_sk(sk)
         return _resource_ops(record, account_id, kind, resource_id, event)

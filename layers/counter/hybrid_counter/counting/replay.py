@@ -34,6 +34,7 @@ from hybrid_counter.counting.ops import Op
 from hybrid_counter.counting.records import ops_from_records, sequence_number
 from hybrid_counter.counting.stream_batch import first_poison
 from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.governance.thresholds import CrossingNotRecorded, ThresholdWatcher
 
 RECORDS_GONE = frozenset(
     {"TrimmedDataAccessException", "ResourceNotFoundException", "ExpiredIteratorException"}
@@ -99,12 +100,14 @@ class Replayer:
         *,
         read_seconds: float = READ_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        watcher: ThresholdWatcher | None = None,
     ) -> None:
         self._counter = counter
         self._sweeper = sweeper
         self._clients = clients or Clients()
         self._read_seconds = read_seconds
         self._clock = clock
+        self._watcher = watcher  # judges the replayed records' threshold crossings too
 
     def read_range(self, info: BatchInfo) -> RangeRead:
         """The range's records, read until one at or past its end; a read that stops before (the
@@ -176,6 +179,11 @@ class Replayer:
             report = self._counter.apply(ops)
         except CountingError as error:
             raise ReplayFailed(f"counting failed while replaying {info.shard_id}: {error}") from error
+        if self._watcher is not None:
+            try:
+                self._watcher.observe(usable)
+            except CrossingNotRecorded as error:
+                raise ReplayFailed(str(error)) from error
         if poison:
             raise ReplayFailed(f"records that cannot be applied: {'; '.join(poison)}")
         return ReplayOutcome(records_read=len(records), report=report)

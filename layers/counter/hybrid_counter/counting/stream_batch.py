@@ -15,6 +15,8 @@ from typing import Any
 
 from hybrid_counter.counting.eventual import ApplyReport, ChunkFailed, EventualCounter
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record, ops_from_records, sequence_number
+from hybrid_counter.governance.thresholds import CrossingNotRecorded, ThresholdWatcher
+from hybrid_counter.keys import counter_key
 
 
 @dataclass
@@ -36,7 +38,9 @@ def first_poison(records: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None
     return None
 
 
-def process_stream_batch(records: Sequence[Mapping[str, Any]], counter: EventualCounter) -> BatchOutcome:
+def process_stream_batch(
+    records: Sequence[Mapping[str, Any]], counter: EventualCounter, watcher: ThresholdWatcher | None = None
+) -> BatchOutcome:
     first_failed: int | None = None
     error: str | None = None
     poison = first_poison(records)
@@ -52,10 +56,28 @@ def process_stream_batch(records: Sequence[Mapping[str, Any]], counter: Eventual
         if first_failed is None or failed_at < first_failed:
             first_failed, error = failed_at, str(failure)
 
+    if watcher is not None:
+        applied = records if first_failed is None else records[:first_failed]
+        try:
+            watcher.observe(applied)
+        except CrossingNotRecorded as failure:
+            # Redeliver from the first record of that counter item: its crossings are judged
+            # again (the counting of the records before it is idempotent).
+            at = _first_of(applied, failure.account_id, failure.kind)
+            if first_failed is None or at < first_failed:
+                first_failed, error = at, str(failure)
     if first_failed is None:
         return BatchOutcome([], report)
     failed = [_seq_or_empty(record) for record in records[first_failed:]]
     return BatchOutcome(failed, report, error)
+
+
+def _first_of(records: Sequence[Mapping[str, Any]], account_id: str, kind: str) -> int:
+    wanted = counter_key(account_id, kind=kind)
+    for index, record in enumerate(records):
+        if (record.get("dynamodb") or {}).get("Keys") == wanted:
+            return index
+    return 0
 
 
 def _seq_or_empty(record: Mapping[str, Any]) -> str:

@@ -37,10 +37,14 @@ from hybrid_counter.counting.ops import op_for_item
 from hybrid_counter.counting.recount import HasRepairs, Recounter
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
+from hybrid_counter.governance.publisher import OUTBOX, OutboxEvent
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import (
     ACCOUNT_PREFIX,
     CONTROL_PREFIX,
+    COUNTER_PREFIX,
+    PLANS_PK,
+    PROFILE_SK,
     RESOURCE_PREFIX,
     iso_utc,
     parse_account_pk,
@@ -53,6 +57,7 @@ from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
 
 if TYPE_CHECKING:
+    from hybrid_counter.governance.changes import LimitChanges
     from hybrid_counter.observability import Observability
 
 __all__ = ["PENDING_INDEX", "SweepOutcome", "Sweeper", "op_for_item"]
@@ -72,6 +77,8 @@ class SweepOutcome:
     pending_rolled_back: int = 0
     ranges_recounted: int = 0
     ranges_unsettled: int = 0
+    events_published: int = 0
+    changes_recorded: int = 0
     pages: int = 0
     finished: bool = True  # False: cut off by the time budget; the next run goes on
     report: ApplyReport = field(default_factory=ApplyReport)
@@ -87,6 +94,8 @@ class SweepOutcome:
             "stale_pending_rolled_back": self.pending_rolled_back,
             "ranges_recounted": self.ranges_recounted,
             "ranges_unsettled": self.ranges_unsettled,
+            "events_published": self.events_published,
+            "limit_changes_recorded": self.changes_recorded,
             "pages": self.pages,
             "finished": self.finished,
         }
@@ -104,6 +113,7 @@ class Sweeper:
         deletes: HasRepairs | None = None,
         recounter: Recounter | None = None,
         obs: Observability | None = None,
+        changes: LimitChanges | None = None,
     ) -> None:
         self._table = table_name
         self._counter = counter
@@ -112,6 +122,7 @@ class Sweeper:
         self._clock = clock
         self._retry = RetryPolicy()
         self._requests = RecountRequests(table_name, self._clients, clock)
+        self._changes = changes  # completes limit changes and publishes events left waiting
         # Takes the censuses that requests ask for; its repairs finish what died (the audit).
         self._recounter = recounter or self._own_recounter(deletes.repairs if deletes else None, obs)
 
@@ -180,7 +191,7 @@ class Sweeper:
 
     def _apply_page(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
         outcome.pages += 1
-        resources = [entry for entry in page if not is_request(entry)]
+        resources = [entry for entry in page if _sort_key(entry).startswith(RESOURCE_PREFIX)]
         ops = [op for op in (op_for_item(item) for item in resources) if op is not None]
         outcome.found += len(ops)
         if ops:
@@ -192,6 +203,20 @@ class Sweeper:
             if is_request(entry):
                 kind, range_id = requested_range(entry)
                 self._take_census(parse_account_pk(entry["pk"]["S"]), kind, range_id, outcome)
+        self._finish_governance(page, outcome)
+
+    def _finish_governance(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
+        """Limit changes whose history a process did not get to write, and events it did not get
+        to publish (governance/): both wait in the PendingIndex."""
+        if self._changes is None:
+            return
+        waiting = [OutboxEvent.of(entry) for entry in page if OUTBOX in entry]
+        if waiting:
+            outcome.events_published += self._changes.publish(waiting)
+        for entry in page:
+            key = {"pk": entry["pk"], "sk": entry["sk"]}
+            if _holds_limits(entry) and self._changes.complete_pending(key):
+                outcome.changes_recorded += 1
 
     def _take_census(self, account_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """Recount a requested range and drop the request once settled (else it stays for the
@@ -342,3 +367,13 @@ class Sweeper:
         self._clients.dynamodb.delete_item(
             TableName=self._table, Key={"pk": {"S": CONTROL_PK}, "sk": {"S": job}}
         )
+
+
+def _sort_key(entry: dict[str, Any]) -> str:
+    return str(entry.get("sk", {}).get("S", ""))
+
+
+def _holds_limits(entry: dict[str, Any]) -> bool:
+    """An item a limit change writes: a counter item (override), a plan, an account's plan."""
+    pk, sk = str(entry.get("pk", {}).get("S", "")), _sort_key(entry)
+    return sk.startswith(COUNTER_PREFIX) or sk == PROFILE_SK or pk == PLANS_PK

@@ -61,9 +61,13 @@ class PlanStore:
         item = self._clients.dynamodb.get_item(
             TableName=self._table, Key=plan_key(plan_id), ConsistentRead=True
         ).get("Item")
+        return self.plan_of_item(plan_id, None if item is None else dict(item))
+
+    def plan_of_item(self, plan_id: str, item: dict[str, Any] | None) -> Plan | None:
+        """The plan a stored item (or its absence) stands for."""
         if item is None:
             return self._builtin if plan_id == DEFAULT_PLAN else None
-        return Plan(plan_id, _limits_of(dict(item)))
+        return Plan(plan_id, _limits_of(item))
 
     def put(self, plan_id: str, limits: dict[str, int]) -> Plan:
         """Replace the plan's limits (one write, whatever the number of accounts on it)."""

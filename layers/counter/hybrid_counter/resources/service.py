@@ -12,7 +12,17 @@ from hybrid_counter.aws import Clients
 from hybrid_counter.counters import CounterState, CounterStore
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import NotFound, ValidationError
-from hybrid_counter.keys import account_pk, is_valid_id, kind_prefix, parse_resource_sk, resource_sk
+from hybrid_counter.governance.changes import LimitChanges
+from hybrid_counter.governance.history import HistoryPage, HistoryStore
+from hybrid_counter.governance.publisher import EventPublisher
+from hybrid_counter.keys import (
+    HISTORY_PREFIX,
+    account_pk,
+    is_valid_id,
+    kind_prefix,
+    parse_resource_sk,
+    resource_sk,
+)
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.plans import Limits, Plan, PlanPage, PlanStore
 from hybrid_counter.resources import items
@@ -29,6 +39,7 @@ from hybrid_counter.usage import KindUsage, Usage, WouldAdmit
 # until their TTL. It stops skipping after this many once it has something to return, and after
 # ten times as many in any case (then, and only then, a page may be empty with a next_token).
 LIST_READ_BUDGET = 1000
+OPERATOR_TOOL = "operator-tool"  # who changed a limit when no caller identity is given
 
 
 @dataclass(frozen=True)
@@ -79,19 +90,68 @@ class ResourceService:
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._delete.resizes = self._resize
         self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
+        self.history = HistoryStore(
+            settings.table_name, self._clients, retention_days=settings.history_retention_days
+        )
+        self.changes = LimitChanges(
+            settings.table_name,
+            self._clients,
+            counters=self.counters,
+            plans=self.plans,
+            limits=self.limits,
+            history=self.history,
+            publisher=EventPublisher(settings.event_bus_name, self._clients, self._obs),
+            effects=self._fx,
+        )
 
     def kind(self, kind: str | None) -> str:
         return kind or self._settings.default_kind
 
     # ---- limits, plans and usage ------------------------------------------------------------------
-    def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> dict[str, Any]:
-        """The account's override for a kind (the routes without a kind: the default kind)."""
+    def set_limit(
+        self,
+        account_id: str,
+        limit: int,
+        *,
+        kind: str | None = None,
+        force: bool = False,
+        by: str = OPERATOR_TOOL,
+    ) -> dict[str, Any]:
+        """The account's override for a kind (the routes without a kind: the default kind).
+        Below current use: LimitBelowUsage, unless ``force``. Recorded in history, by ``by``."""
         kind = self.kind(kind)
-        guarded(lambda: self.counters.set_limit(account_id, limit, kind=kind), "the limit change")
+        guarded(
+            lambda: self.changes.set_override(account_id, kind, limit, force=force, by=by), "the limit change"
+        )
         return {"account_id": account_id, "kind": kind, "limit": limit}
 
-    def remove_limit(self, account_id: str, *, kind: str) -> None:
-        guarded(lambda: self.counters.remove_limit(account_id, kind=kind), "the limit change")
+    def remove_limit(
+        self, account_id: str, *, kind: str, force: bool = False, by: str = OPERATOR_TOOL
+    ) -> None:
+        """Back to the plan's limit (the same rule as setting one)."""
+        guarded(
+            lambda: self.changes.set_override(account_id, kind, None, force=force, by=by), "the limit change"
+        )
+
+    def account_history(
+        self, account_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> HistoryPage:
+        return guarded(
+            lambda: self.history.page(
+                f"{HISTORY_PREFIX}ACCOUNT#{account_id}", kind=kind, page_size=page_size, next_token=next_token
+            ),
+            "the read",
+        )
+
+    def plan_history(
+        self, plan_id: str, *, page_size: int = 50, next_token: str | None = None
+    ) -> HistoryPage:
+        return guarded(
+            lambda: self.history.page(
+                f"{HISTORY_PREFIX}PLAN#{plan_id}", page_size=page_size, next_token=next_token
+            ),
+            "the read",
+        )
 
     def usage(self, account_id: str) -> Usage:
         states = guarded(lambda: self.counters.read_all(account_id), "the read")
@@ -109,10 +169,8 @@ class ResourceService:
         default = per_kind[self._settings.default_kind]
         return Usage(account_id, default.limit, default.best_effort, default.eventual, plan_id, per_kind)
 
-    def put_plan(self, plan_id: str, limits: dict[str, int]) -> Plan:
-        plan = guarded(lambda: self.plans.put(plan_id, limits), "the plan change")
-        self.limits.forget(plan_id=plan_id)
-        return plan
+    def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str = OPERATOR_TOOL) -> Plan:
+        return guarded(lambda: self.changes.put_plan(plan_id, limits, by=by), "the plan change")
 
     def get_plan(self, plan_id: str) -> Plan:
         plan = guarded(lambda: self.plans.get(plan_id), "the read")
@@ -123,12 +181,12 @@ class ResourceService:
     def list_plans(self, page_size: int = 50, next_token: str | None = None) -> PlanPage:
         return guarded(lambda: self.plans.list(page_size, next_token), "the list")
 
-    def assign_plan(self, account_id: str, plan_id: str) -> dict[str, Any]:
-        """Move the account to a plan that exists (else ValidationError, nothing changed)."""
-        if guarded(lambda: self.plans.get(plan_id), "the plan change") is None:
-            raise ValidationError(f"plan {plan_id} does not exist")
-        guarded(lambda: self.plans.assign(account_id, plan_id), "the plan change")
-        self.limits.forget(account_id=account_id)
+    def assign_plan(
+        self, account_id: str, plan_id: str, *, force: bool = False, by: str = OPERATOR_TOOL
+    ) -> dict[str, Any]:
+        """Move the account to a plan that exists (else ValidationError); a kind it would put
+        below current use refuses the move (LimitBelowUsage) unless ``force``."""
+        guarded(lambda: self.changes.assign_plan(account_id, plan_id, force=force, by=by), "the plan change")
         return {"account_id": account_id, "plan_id": plan_id}
 
     # ---- writes -----------------------------------------------------------------------------

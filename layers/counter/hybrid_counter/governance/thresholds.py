@@ -1,0 +1,283 @@
+"""Events when an (account, kind)'s use crosses a threshold of its limit: exactly one per crossing.
+
+``used`` is max(best_effort, eventual), in units; a threshold t (``UsageThresholds``, percent of
+the effective limit) is *reached* when used >= t% of the limit and *cleared* again only when
+used falls below (t - h)% (``ThresholdHysteresisPercent``), so use that hovers around t makes no
+storm of events. Which thresholds are reached is state on the kind's counter item
+(``alert_reached``, a bit per threshold) with a count of transitions (``alert_seq``).
+
+The stream path sees every write to a counter item. For each counter item in a batch it replays
+the images of its records in order against that state, and when one moves it, writes the move
+in one transaction: the counter item's new state, conditional on ``alert_seq`` being the one it
+moved from, and one event item per threshold crossed (the outbox, publisher.py), keyed by the new
+``alert_seq``. A record delivered twice, by two workers, bisected, retried or replayed later
+finds ``alert_seq`` moved on: its transaction is refused and it judges the item as it is now, so
+a crossing is recorded once, and its event id (account, kind, transition, threshold) is the same
+however often it is published. Then the events are published and taken off the outbox; a
+PutEvents that fails leaves them for the sweeper, and never fails the batch.
+
+What counts as a crossing is what the counter item's writes show: use that crosses a threshold
+and comes back between two writes of the item shows none. A plan's limits changing moves no
+counter item (a plan may hold a million accounts): the accounts it moves across a threshold are
+judged on their next counter write; an override change is a counter write, judged at once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.aws import error_code
+from hybrid_counter.counters import CounterState, Judged
+from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
+from hybrid_counter.keys import (
+    COUNTER_PREFIX,
+    account_pk,
+    counter_key,
+    iso_utc,
+    parse_account_pk,
+    parse_counter_sk,
+    pending_shard,
+)
+
+if TYPE_CHECKING:
+    from hybrid_counter.aws import Clients
+    from hybrid_counter.governance.changes import LimitChanges
+    from hybrid_counter.observability import Observability
+    from hybrid_counter.plans import Limits
+
+ALERT_REACHED = "alert_reached"
+ALERT_SEQ = "alert_seq"
+RETRYABLE = frozenset(
+    {"TransactionConflict", "ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+)
+ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    percents: tuple[int, ...] = (80, 100)
+    hysteresis: int = 5
+
+    def reached(self, previous: int, used: int, limit: int) -> int:
+        """The thresholds reached (a bit each) once ``used`` is seen, coming from ``previous``."""
+        mask = previous
+        for index, percent in enumerate(self.percents):
+            bit = 1 << index
+            if limit <= 0:  # a kind the plan does not include: any use is over it
+                at, below = used > 0, used <= 0
+            else:
+                at = used * 100 >= percent * limit
+                below = used * 100 < (percent - self.hysteresis) * limit
+            if not mask & bit and at:
+                mask |= bit
+            elif mask & bit and below:
+                mask &= ~bit
+        return mask
+
+
+@dataclass(frozen=True)
+class Image:
+    """What one write left on a counter item: its counts, its override, its alert state."""
+
+    account_id: str
+    kind: str
+    state: CounterState
+    reached: int
+    seq: int
+
+    @classmethod
+    def of(cls, account_id: str, kind: str, item: Mapping[str, Any]) -> Image:
+        state = CounterState.from_item(item)
+        reached = int(item.get(ALERT_REACHED, {}).get("N", "0"))
+        seq = int(item.get(ALERT_SEQ, {}).get("N", "0"))
+        return cls(account_id, kind, state, reached, seq)
+
+
+def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Image]]:
+    """The new images of the counter items' records, per (account, kind), in record order."""
+    found: dict[tuple[str, str], list[Image]] = {}
+    for raw in records:
+        record = DynamoDBRecord(dict(raw))
+        stream = record.dynamodb
+        if stream is None or record.raw_event.get("eventName") not in ("INSERT", "MODIFY"):
+            continue
+        keys = raw["dynamodb"].get("Keys", {})
+        sk = str(keys.get("sk", {}).get("S", ""))
+        if not sk.startswith(COUNTER_PREFIX) or "NewImage" not in raw["dynamodb"]:
+            continue
+        account_id, kind = parse_account_pk(str(keys["pk"]["S"])), parse_counter_sk(sk)
+        found.setdefault((account_id, kind), []).append(
+            Image.of(account_id, kind, raw["dynamodb"]["NewImage"])
+        )
+    return found
+
+
+class CrossingNotRecorded(RuntimeError):
+    """A counter item's crossing could not be recorded (the store refused, not the condition)."""
+
+    def __init__(self, account_id: str, kind: str, cause: Exception) -> None:
+        super().__init__(f"could not record a threshold crossing of {account_id}/{kind}: {cause!r}")
+        self.account_id = account_id
+        self.kind = kind
+
+
+class ThresholdWatcher:
+    def __init__(
+        self,
+        table_name: str,
+        thresholds: Thresholds,
+        *,
+        limits: Limits,
+        changes: LimitChanges,
+        clients: Clients,
+        obs: Observability,
+        enabled: bool,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._table = table_name
+        self._thresholds = thresholds
+        self._limits = limits
+        self._changes = changes  # publishes the outbox
+        self._clients = clients
+        self._obs = obs
+        self._enabled = enabled
+        self._clock = clock
+        self._sleep = sleep
+
+    def observe(self, records: Sequence[Mapping[str, Any]]) -> int:
+        """Judge every counter item these records wrote; returns the events published. Raises
+        (the batch is then retried) only when a crossing could not be recorded."""
+        if not self._enabled:
+            return 0
+        published = 0
+        for (account_id, kind), images in counter_images(records).items():
+            try:
+                published += self._follow(account_id, kind, images)
+            except (ClientError, BotoCoreError) as error:
+                raise CrossingNotRecorded(account_id, kind, error) from error
+        return published
+
+    def _follow(self, account_id: str, kind: str, images: list[Image]) -> int:
+        judge = self._limits.judge(account_id, kind)
+        reached, seq = images[0].reached, images[0].seq
+        events: list[OutboxEvent] = []
+        for image in images:
+            if image.seq > seq:  # another worker moved the state before this write
+                reached, seq = image.reached, image.seq
+            moved = self._move(image, judge(image.state), reached, seq)
+            if moved is None:  # refused: the state moved on elsewhere; judge the item as it is now
+                now = self._current(account_id, kind)
+                moved = self._move(now, judge(now.state), now.reached, now.seq) if now else None
+                if moved is not None:
+                    events += moved[2]
+                break
+            reached, seq, crossed = moved
+            events += crossed
+        return self._changes.publish(events) if events else 0
+
+    def _move(
+        self, image: Image, judged: Judged, reached: int, seq: int
+    ) -> tuple[int, int, list[OutboxEvent]] | None:
+        """Record the crossings ``image`` shows from (reached, seq): the new (reached, seq) and
+        the events to publish; the same if none; None if the item's state was no longer that."""
+        used = image.state.used
+        target = self._thresholds.reached(reached, used, judged.limit)
+        if target == reached:
+            return reached, seq, []
+        events = [
+            self._event(image, judged, seq + 1, percent, reached_now=bool(target & (1 << index)))
+            for index, percent in enumerate(self._thresholds.percents)
+            if (target ^ reached) & (1 << index)
+        ]
+        if not self._transition(image.account_id, image.kind, seq, target=target, events=events):
+            return None
+        self._obs.count("ThresholdCrossings", len(events))
+        return target, seq + 1, events
+
+    def _event(
+        self, image: Image, judged: Judged, seq: int, percent: int, *, reached_now: bool
+    ) -> OutboxEvent:
+        event_id = (
+            f"{image.account_id}/{image.kind}/{seq}/{percent}/{'reached' if reached_now else 'cleared'}"
+        )
+        detail = {
+            "event_id": event_id,
+            "account_id": image.account_id,
+            "kind": image.kind,
+            "threshold": percent,
+            "used": image.state.used,
+            "limit": judged.limit,
+            "limit_source": judged.source,
+            "time": iso_utc(self._clock()),
+        }
+        key = {
+            "pk": {"S": account_pk(image.account_id)},
+            "sk": {"S": f"EVENT#{image.kind}#{seq:012d}#{percent}"},
+        }
+        return OutboxEvent(THRESHOLD_REACHED if reached_now else THRESHOLD_CLEARED, detail, key)
+
+    def _transition(
+        self, account_id: str, kind: str, seq: int, target: int, events: list[OutboxEvent]
+    ) -> bool:
+        """One transaction: the counter item's new state (conditional on the state it moves
+        from) and the events' outbox items. False if the state was no longer that."""
+        condition = f"{ALERT_SEQ} = :seq" if seq else f"attribute_not_exists({ALERT_SEQ})"
+        values: dict[str, Any] = {":reached": {"N": str(target)}, ":next": {"N": str(seq + 1)}}
+        if seq:
+            values[":seq"] = {"N": str(seq)}
+        actions: list[Any] = [
+            {
+                "Update": {
+                    "TableName": self._table,
+                    "Key": counter_key(account_id, kind=kind),
+                    "UpdateExpression": f"SET {ALERT_REACHED} = :reached, {ALERT_SEQ} = :next",
+                    "ConditionExpression": condition,
+                    "ExpressionAttributeValues": values,
+                }
+            }
+        ]
+        for event in events:
+            actions.append(
+                {
+                    "Put": {
+                        "TableName": self._table,
+                        "Item": {
+                            **event.key,
+                            OUTBOX: {"S": event.text()},
+                            "pending_shard": {"S": pending_shard(account_id, event.event_id, kind="event")},
+                            "pending_since": {"S": str(event.detail["time"])},
+                        },
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                }
+            )
+        delay = 0.05
+        for attempt in range(ATTEMPTS):
+            try:
+                self._clients.dynamodb.transact_write_items(TransactItems=actions)
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+                if reasons and reasons[0] == "ConditionalCheckFailed":
+                    return False
+                if not any(reason in RETRYABLE for reason in reasons) or attempt == ATTEMPTS - 1:
+                    raise
+                self._sleep(delay)
+                delay = min(delay * 2, 1.0)
+                continue
+            return True
+        return False
+
+    def _current(self, account_id: str, kind: str) -> Image | None:
+        item = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=counter_key(account_id, kind=kind), ConsistentRead=True
+        ).get("Item")
+        return None if item is None else Image.of(account_id, kind, dict(item))
