@@ -1,8 +1,10 @@
-"""The operators' routes: plans, an account's plan and overrides, and any account's limits.
+"""The operators' routes: plans, an account's plan and overrides, any account's limits, history.
 
 Each has `AuthorizationScopes: [OperatorScope]` in template.yaml: API Gateway grants them
 (api/access.py). Changing a plan's limits is one write, whatever the number of accounts on it;
-it takes effect for every account within `PlanCacheSeconds` (plans/limits.py).
+it takes effect for every account within `PlanCacheSeconds` (plans/limits.py). Every change is
+refused below current use unless forced, and recorded in history with who made it
+(governance/changes.py).
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from hybrid_counter.api.documented import NOT_FOUND, responses
+from hybrid_counter.api.access import caller_of
+from hybrid_counter.api.documented import BELOW_USAGE, NOT_FOUND, responses
 from hybrid_counter.api.json_response import json_response
 from hybrid_counter.api.models import AccountPlanBody, LimitBody, PlanBody
-from hybrid_counter.api.resource_routes import AccountId, Kind
+from hybrid_counter.api.resource_routes import AccountId, Kind, NextToken, PageSize
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
@@ -29,43 +32,59 @@ KindFilter = Annotated[str | None, Query(pattern=ID_PATTERN, description="Only t
 def limit_routes(service: Callable[[], ResourceService]) -> Router:
     router = Router()  # type: ignore[no-untyped-call]
 
+    def by() -> str:
+        """Who is changing a limit: the token's sub, or the IAM principal (for history)."""
+        return caller_of(router.current_event.raw_event)
+
     @router.get("/accounts/<account_id>/limits", responses=responses())
     def get_limits(account_id: AccountId) -> Response[str]:
         return json_response(200, service().usage(account_id).to_json())
 
-    @router.put("/accounts/<account_id>/limit", responses=responses())
+    @router.put("/accounts/<account_id>/limit", responses=responses(BELOW_USAGE))
     def put_limit(account_id: AccountId, body: Annotated[LimitBody, Body()]) -> Response[str]:
-        changed = service().set_limit(account_id, body.limit)
+        changed = service().set_limit(account_id, body.limit, force=body.force, by=by())
         return json_response(200, {"account_id": account_id, "limit": changed["limit"]})
 
-    @router.put("/accounts/<account_id>/limits/<kind>", responses=responses())
+    @router.put("/accounts/<account_id>/limits/<kind>", responses=responses(BELOW_USAGE))
     def put_kind_limit(
         account_id: AccountId, kind: Kind, body: Annotated[LimitBody, Body()]
     ) -> Response[str]:
-        return json_response(200, service().set_limit(account_id, body.limit, kind=kind))
+        changed = service().set_limit(account_id, body.limit, kind=kind, force=body.force, by=by())
+        return json_response(200, changed)
 
-    @router.delete("/accounts/<account_id>/limits/<kind>", responses=responses())
-    def delete_kind_limit(account_id: AccountId, kind: Kind) -> Response[str]:
-        service().remove_limit(account_id, kind=kind)
+    @router.delete("/accounts/<account_id>/limits/<kind>", responses=responses(BELOW_USAGE))
+    def delete_kind_limit(account_id: AccountId, kind: Kind, force: Force = False) -> Response[str]:
+        service().remove_limit(account_id, kind=kind, force=force, by=by())
         return Response(status_code=204, body="")
 
-    @router.put("/accounts/<account_id>/plan", responses=responses())
+    @router.get("/accounts/<account_id>/limits/history", responses=responses())
+    def get_account_history(
+        account_id: AccountId, kind: KindFilter = None, limit: PageSize = 50, next_token: NextToken = None
+    ) -> Response[str]:
+        page = service().account_history(account_id, kind=kind, page_size=limit, next_token=next_token)
+        return json_response(200, {"items": page.items, "next_token": page.next_token})
+
+    @router.put("/accounts/<account_id>/plan", responses=responses(BELOW_USAGE))
     def put_account_plan(account_id: AccountId, body: Annotated[AccountPlanBody, Body()]) -> Response[str]:
-        return json_response(200, service().assign_plan(account_id, body.plan_id))
+        return json_response(200, service().assign_plan(account_id, body.plan_id, force=body.force, by=by()))
 
     @router.put("/plans/<plan_id>", responses=responses())
     def put_plan(plan_id: PlanId, body: Annotated[PlanBody, Body()]) -> Response[str]:
-        return json_response(200, service().put_plan(plan_id, dict(body.limits)).to_json())
+        return json_response(200, service().put_plan(plan_id, dict(body.limits), by=by()).to_json())
 
     @router.get("/plans/<plan_id>", responses=responses(NOT_FOUND))
     def get_plan(plan_id: PlanId) -> Response[str]:
         return json_response(200, service().get_plan(plan_id).to_json())
 
-    @router.get("/plans", responses=responses())
-    def list_plans(
-        limit: Annotated[int, Query(ge=1, le=100)] = 50,
-        next_token: Annotated[str | None, Query(max_length=512)] = None,
+    @router.get("/plans/<plan_id>/history", responses=responses())
+    def get_plan_history(
+        plan_id: PlanId, limit: PageSize = 50, next_token: NextToken = None
     ) -> Response[str]:
+        page = service().plan_history(plan_id, page_size=limit, next_token=next_token)
+        return json_response(200, {"items": page.items, "next_token": page.next_token})
+
+    @router.get("/plans", responses=responses())
+    def list_plans(limit: PageSize = 50, next_token: NextToken = None) -> Response[str]:
         page = service().list_plans(limit, next_token)
         return json_response(
             200, {"items": [plan.to_json() for plan in page.items], "next_token": page.next_token}
