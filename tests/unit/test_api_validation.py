@@ -9,6 +9,7 @@ import pytest
 
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound
+from hybrid_counter.governance.history import HistoryPage
 from hybrid_counter.plans import Plan, PlanPage
 from hybrid_counter.resources import Resource, ResourcePage, Usage
 from hybrid_counter.usage import WouldAdmit
@@ -20,17 +21,30 @@ class RecordingService:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
+        self.callers: list[str] = []  # who each limit change was made by
 
     def _record(self, name: str, args: tuple[Any, ...], options: dict[str, Any]) -> None:
         given = {k: v for k, v in options.items() if v is not None and not (k == "units" and v == 1)}
         self.calls.append((name, (*args, given) if given else args))
 
-    def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> dict[str, Any]:
-        self._record("set_limit", (account_id, limit), {"kind": kind})
+    def set_limit(
+        self, account_id: str, limit: int, *, kind: str | None = None, force: bool = False, by: str = ""
+    ) -> dict[str, Any]:
+        self._record("set_limit", (account_id, limit), {"kind": kind, "force": force or None})
+        self.callers.append(by)
         return {"account_id": account_id, "kind": kind or "resources", "limit": limit}
 
-    def remove_limit(self, account_id: str, *, kind: str) -> None:
-        self._record("remove_limit", (account_id,), {"kind": kind})
+    def remove_limit(self, account_id: str, *, kind: str, force: bool = False, by: str = "") -> None:
+        self._record("remove_limit", (account_id,), {"kind": kind, "force": force or None})
+        self.callers.append(by)
+
+    def account_history(self, account_id: str, *, kind=None, page_size=50, next_token=None):
+        self._record("account_history", (account_id,), {"kind": kind})
+        return HistoryPage([{"what": "override", "new": 5}], None)
+
+    def plan_history(self, plan_id: str, *, page_size=50, next_token=None):
+        self._record("plan_history", (plan_id,), {})
+        return HistoryPage([], None)
 
     def usage(self, account_id: str) -> Usage:
         self.calls.append(("usage", (account_id,)))
@@ -76,7 +90,7 @@ class RecordingService:
     def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
         self._record("delete", (account_id, resource_id), {"kind": kind})
 
-    def put_plan(self, plan_id: str, limits: dict[str, int]) -> Plan:
+    def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str = "") -> Plan:
         self.calls.append(("put_plan", (plan_id, limits)))
         return Plan(plan_id, limits)
 
@@ -90,7 +104,9 @@ class RecordingService:
         self.calls.append(("list_plans", (page_size, next_token)))
         return PlanPage([Plan("default", {"resources": 100})], None)
 
-    def assign_plan(self, account_id: str, plan_id: str) -> dict[str, Any]:
+    def assign_plan(
+        self, account_id: str, plan_id: str, *, force: bool = False, by: str = ""
+    ) -> dict[str, Any]:
         self.calls.append(("assign_plan", (account_id, plan_id)))
         return {"account_id": account_id, "plan_id": plan_id}
 
