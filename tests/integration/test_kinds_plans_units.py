@@ -311,8 +311,9 @@ def test_a_plan_change_takes_effect_within_the_cache_time_and_at_once_where_it_w
     changer.put_plan(plan_id, {"projects": 1})
     changer.assign_plan(account, plan_id)
     other.create(account, "p0", {}, kind="projects")
-    with pytest.raises(LimitExceeded):
-        other.create(account, "p1", {}, kind="projects")  # the other process has read the plan
+    for process in (changer, other):  # each has read the plan, and keeps it
+        with pytest.raises(LimitExceeded):
+            process.create(account, "p1", {}, kind="projects")
     # When the process that changes the plan raises it to 3
     changer.put_plan(plan_id, {"projects": 3})
     # Then that process judges by it at once (it forgot what it had cached)
@@ -339,7 +340,9 @@ def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(se
     changer.put_plan(large, {"projects": 2})
     changer.assign_plan(account, small)
     other.create(account, "p0", {}, kind="projects")
-    assert other.usage(account).plan_id == small
+    for process in (changer, other):  # each has read the account's plan, and keeps it
+        assert process.usage(account).plan_id == small
+        assert process.would_create(account, "p1", {}, kind="projects").would_admit is False
     # When the account is moved to the larger plan
     changer.assign_plan(account, large)
     # Then the process that moved it judges by the new plan at once, the other after expiry
