@@ -20,6 +20,8 @@ import boto3
 import pytest
 import requests
 
+from hybrid_counter.plans import PlanStore
+from localrun.aws_clients import domain_clients
 from tests.e2e.conftest import Target
 
 pytestmark = pytest.mark.e2e
@@ -186,6 +188,23 @@ def test_plans_overrides_units_and_resizes(stack):
         sent_at = admitted_by(stack, account, "projects", deadline=changed_at + stack.cache_seconds + 5)
         assert sent_at - changed_at <= stack.cache_seconds + 0.5
     assert usage(stack, first)["kinds"]["projects"]["limit"] == 10
+    if stack.target.runtime is None:
+        return
+    # When another process changes pro (another instance of the function: here a write to the
+    # table, so no instance serving these requests forgets what it cached), to 4 projects
+    PlanStore(
+        stack.table or "",
+        domain_clients(stack.target.runtime.dynamodb_url),
+        default_kind=stack.default_kind,
+        default_limit=100,
+        clock=time.time,
+    ).put(pro, {"projects": 4, "seats": 10})
+    time.sleep(stack.cache_seconds + 0.3)
+    # Then once PlanCacheSeconds have passed, every request judges by it, for every account
+    for account in (first, second):
+        for _ in range(3):
+            dry = stack.call("POST", kind_path(account, "projects") + "?dry_run=true", {"name": "x"})
+            assert (dry.json()["would_admit"], dry.json()["limit"]) == (False, 4)
 
 
 def admitted_by(stack: Stack, account: str, kind: str, deadline: float) -> float:
