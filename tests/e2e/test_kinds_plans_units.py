@@ -335,6 +335,16 @@ def test_plans_are_listed_in_pages_and_a_missing_plan_is_a_404(stack):
     error_of(stack.call("GET", f"/plans/{new_plan()}"), 404, "NotFound")
 
 
+def test_a_page_of_plans_holds_no_more_than_the_limit_asked(stack):
+    # Given at least two stored plans (and the built-in default, never written)
+    for n in (1, 2):
+        put_plan(stack, new_plan(), {"projects": n})
+    # When the plans are listed one at a time
+    pages = plan_pages(stack, 1)
+    # Then no page holds more than one
+    assert [len(page) for page in pages if len(page) > 1] == []
+
+
 def test_the_routes_without_a_kind_act_on_the_default_kind(stack):
     # Given an account limited to 2 by the route without a kind
     account = new_account()

@@ -218,6 +218,19 @@ def test_assigning_a_plan_that_does_not_exist_is_refused_and_changes_nothing(
     assert fresh.usage(account).plan_id == plan_id
 
 
+def test_a_page_of_plans_holds_no_more_than_the_page_size(service):
+    # Given two stored plans, and the built-in default (never written)
+    for n in (1, 2):
+        service.put_plan(new_plan(), {"projects": n})
+    # When the plans are listed one at a time
+    pages = [service.list_plans(1)]
+    while pages[-1].next_token and len(pages) < 10_000:
+        pages.append(service.list_plans(1, pages[-1].next_token))
+    # Then no page holds more than one, and the default is listed once
+    assert [len(page.items) for page in pages if len(page.items) > 1] == []
+    assert [plan.plan_id for page in pages for plan in page.items].count("default") == 1
+
+
 def test_a_put_of_an_existing_id_with_other_units_is_an_idempotency_conflict(service, account, drain):
     # Given a resource of 2 units created by PUT
     service.set_limit(account, 10, kind="volume_gb")
