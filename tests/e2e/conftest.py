@@ -118,6 +118,8 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             failure_visibility_seconds=0.5,
             record_calls_to=calls,
             built=kind == "built",
+            # A plan change is seen within 2 s, not the default 60 (test_kinds_plans_units.py).
+            parameter_overrides={"PlanCacheSeconds": "2"},
         )
         with LocalRuntime(options) as runtime:
             tokens = local_tokens(runtime.issuer)
