@@ -165,8 +165,11 @@ def test_plans_overrides_units_and_resizes(stack):
     )
     assert [create(stack, first, "projects", f"p{n}").status_code for n in (3, 4, 5)] == [201, 201, 409]
     assert usage(stack, first)["kinds"]["projects"]["limit_source"] == "override"
-    # When the override is removed, the plan's 3 holds again: creates are refused, nothing removed
-    assert stack.call("DELETE", f"/accounts/{first}/limits/projects").status_code == 204
+    # When the override is removed (below use: refused unless forced), the plan's 3 holds again:
+    # creates are refused, nothing removed
+    refused = error_of(stack.call("DELETE", f"/accounts/{first}/limits/projects"), 409, "LimitBelowUsage")
+    assert (refused["limit"], refused["used"]) == (3, 5)
+    assert stack.call("DELETE", f"/accounts/{first}/limits/projects?force=true").status_code == 204
     back = error_of(create(stack, first, "projects", "p5"), 409, "LimitExceeded")
     assert (back["limit"], back["used"]) == (3, 5)
     projects = usage(stack, first)["kinds"]["projects"]
@@ -253,7 +256,7 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
     stack.call("PUT", f"/accounts/{account}/limits/volume_gb", {"limit": 500})
     stack.call("PUT", f"/accounts/{account}/limits/gpus", {"limit": 2})
     assert create(stack, account, "gpus", "gpu").status_code == 201
-    assert stack.call("DELETE", f"/accounts/{account}/limits/gpus").status_code == 204
+    assert stack.call("DELETE", f"/accounts/{account}/limits/gpus?force=true").status_code == 204
     # When its usage is read, by its own token and by an operator
     own = usage(stack, account)
     operators = stack.call("GET", f"/accounts/{account}/limits")

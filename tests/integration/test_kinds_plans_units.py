@@ -17,6 +17,7 @@ from hybrid_counter.aws import Clients
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import (
     IdempotencyConflict,
+    LimitBelowUsage,
     LimitExceeded,
     NotFound,
     StoreUnavailable,
@@ -156,7 +157,7 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
     service.set_limit(account, 2, kind="gpus")
     service.create(account, "gpu", {}, kind="gpus")
     service.create(account, "p", {}, kind="projects")
-    service.remove_limit(account, kind="gpus")
+    service.remove_limit(account, kind="gpus", force=True)  # below use: the plan's 0
     # When its usage is read
     usage = service.usage(account)
     # Then every such kind is listed, each with its limit and where that limit comes from
@@ -279,8 +280,12 @@ def test_an_override_applies_at_once_and_removing_it_returns_to_the_plan(service
     with pytest.raises(LimitExceeded) as at_five:
         service.create(account, "p5", {}, kind="projects")
     assert at_five.value.limit == 5
-    # When it is removed, the plan's 3 is the limit again: creates are refused, nothing removed
-    service.remove_limit(account, kind="projects")
+    # When it is removed (below use, so only when forced), the plan's 3 is the limit again:
+    # creates are refused, nothing removed
+    with pytest.raises(LimitBelowUsage):
+        service.remove_limit(account, kind="projects")
+    assert usage_of(service, account, "projects") == (5, 5, 0, "override")
+    service.remove_limit(account, kind="projects", force=True)
     with pytest.raises(LimitExceeded) as back_to_plan:
         service.create(account, "p5", {}, kind="projects")
     assert (back_to_plan.value.limit, back_to_plan.value.used) == (3, 5)

@@ -21,6 +21,9 @@ from hybrid_counter.errors import ValidationError
 from hybrid_counter.keys import PLANS_PK, is_valid_id, iso_utc, plan_key, profile_key
 
 DEFAULT_PLAN = "default"
+# A page position before every plan id (ids start with a letter or digit, after "!"): the page
+# after a first page that held only the built-in default.
+_BEFORE_EVERY_ID = "!"
 
 
 @dataclass(frozen=True)
@@ -83,27 +86,30 @@ class PlanStore:
         return plan
 
     def list(self, page_size: int = 50, next_token: str | None = None) -> PlanPage:
-        """Plans in id order; the built-in default first if it was never written."""
+        """Plans in id order, at most ``page_size`` a page; the built-in default first, on the
+        first page, while it was never written (once written it is in id order with the rest)."""
+        start = None if next_token is None else self._decode(next_token)
+        builtin = [self._builtin] if start is None and not self._default_stored() else []
+        room = page_size - len(builtin)
+        if room == 0:  # a page of one: the built-in default; the stored plans follow
+            return PlanPage(builtin, self._encode(_BEFORE_EVERY_ID))
         query: dict[str, Any] = {
             "TableName": self._table,
             "KeyConditionExpression": "pk = :pk",
             "ExpressionAttributeValues": {":pk": {"S": PLANS_PK}},
             "ConsistentRead": True,
-            "Limit": page_size,
+            "Limit": room,
         }
-        if next_token:
-            query["ExclusiveStartKey"] = {**plan_key(self._decode(next_token))}
+        if start is not None and start != _BEFORE_EVERY_ID:
+            query["ExclusiveStartKey"] = {**plan_key(start)}
         response = self._clients.dynamodb.query(**query)
-        plans = [Plan(str(item["sk"]["S"]), _limits_of(dict(item))) for item in response.get("Items", [])]
-        if (
-            next_token is None
-            and all(plan.plan_id != DEFAULT_PLAN for plan in plans)
-            and self.get(DEFAULT_PLAN) == self._builtin
-        ):
-            plans.insert(0, self._builtin)
+        stored = [Plan(str(item["sk"]["S"]), _limits_of(dict(item))) for item in response.get("Items", [])]
         last = response.get("LastEvaluatedKey")
-        token = base64.urlsafe_b64encode(str(last["sk"]["S"]).encode()).decode() if last else None
-        return PlanPage(plans, token)
+        return PlanPage(builtin + stored, self._encode(str(last["sk"]["S"])) if last else None)
+
+    def _default_stored(self) -> bool:
+        default = self.get(DEFAULT_PLAN)
+        return default is not None and default.stored
 
     def plan_of(self, account_id: str) -> str:
         item = self._clients.dynamodb.get_item(
@@ -123,11 +129,15 @@ class PlanStore:
         )
 
     @staticmethod
+    def _encode(position: str) -> str:
+        return base64.urlsafe_b64encode(position.encode()).decode()
+
+    @staticmethod
     def _decode(token: str) -> str:
         try:
             plan_id = base64.urlsafe_b64decode(token.encode()).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError) as error:
             raise ValidationError("next_token is not valid") from error
-        if not is_valid_id(plan_id):
+        if not (is_valid_id(plan_id) or plan_id == _BEFORE_EVERY_ID):
             raise ValidationError("next_token is not valid")
         return plan_id
