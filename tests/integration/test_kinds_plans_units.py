@@ -232,6 +232,23 @@ def test_a_page_of_plans_holds_no_more_than_the_page_size(service):
     assert [plan.plan_id for page in pages for plan in page.items].count("default") == 1
 
 
+def test_a_written_default_plan_is_listed_once_in_id_order(service, settings, clients):
+    # Given the default plan written (with the built-in's own limits, so other tests see no change)
+    service.put_plan("default", {"resources": 100})
+    try:
+        # When the plans are listed one at a time
+        pages = [service.list_plans(1)]
+        while pages[-1].next_token and len(pages) < 10_000:
+            pages.append(service.list_plans(1, pages[-1].next_token))
+        ids = [plan.plan_id for page in pages for plan in page.items]
+        # Then the default is listed once, in its place, and every page holds one plan at most
+        assert ids.count("default") == 1
+        assert ids == sorted(ids)
+        assert max(len(page.items) for page in pages) == 1
+    finally:
+        clients.dynamodb.delete_item(TableName=settings.table_name, Key=plan_key("default"))
+
+
 def test_a_put_of_an_existing_id_with_other_units_is_an_idempotency_conflict(service, account, drain):
     # Given a resource of 2 units created by PUT
     service.set_limit(account, 10, kind="volume_gb")
