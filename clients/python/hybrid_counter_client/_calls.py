@@ -1,0 +1,235 @@
+"""Every API call as data: what it sends, how its answer is read, whether it may be sent twice.
+
+`Client` and `AsyncClient` build the same `Call`s and differ only in how they send them
+(`_http.py`), so the two cannot drift apart on a path, a body or a retry rule.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from hybrid_counter_client.models import (
+    AccountPlan,
+    ChangeRecord,
+    Override,
+    Page,
+    Plan,
+    Resource,
+    Usage,
+    WouldAdmit,
+    page_from_json,
+)
+
+RESERVED = frozenset({"name", "units", "account_id", "resource_id", "created_at", "kind"})
+
+
+@dataclass(frozen=True, slots=True)
+class Call[T]:
+    method: str
+    path: str
+    read: Callable[[httpx.Response], T]
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    body: object | None = None
+    writes_nothing: bool = False
+
+    @property
+    def retryable(self) -> bool:
+        """Whether sending it again can do no harm. GET, PUT (by id: the API recognises its own
+        earlier create), DELETE (by id) and PATCH (to a target size, not by a delta) are; a POST
+        creates another resource each time it arrives, so it never is, unless it writes nothing
+        (a dry run)."""
+        return self.method != "POST" or self.writes_nothing
+
+
+# ---- paths --------------------------------------------------------------------------------------
+def segment(value: str) -> str:
+    """One path segment, percent-encoded, so an id can never reach another route."""
+    if value in ("", ".", ".."):
+        raise ValueError(f"{value!r} is not an id")
+    return quote(value, safe="")
+
+
+def resources_path(account_id: str, kind: str | None) -> str:
+    """A kind's resources, or (kind None) the stack's default kind's through the routes from before kinds."""
+    account = f"/accounts/{segment(account_id)}"
+    return f"{account}/resources" if kind is None else f"{account}/kinds/{segment(kind)}/resources"
+
+
+def resource_body(name: str, units: int, fields: Mapping[str, Any] | None) -> dict[str, Any]:
+    extra = dict(fields or {})
+    clash = RESERVED.intersection(extra)
+    if clash:
+        raise ValueError(f"fields may not hold {', '.join(sorted(clash))}: pass name and units as arguments")
+    return {**extra, "name": name, "units": units}
+
+
+def _dry(dry_run: bool) -> dict[str, str | int]:
+    return {"dry_run": "true"} if dry_run else {}
+
+
+def _paging(page_size: int, next_token: str | None) -> dict[str, str | int]:
+    return {"limit": page_size} | ({"next_token": next_token} if next_token else {})
+
+
+def _forced(body: dict[str, Any], force: bool) -> dict[str, Any]:
+    # Sent only when set: a stack from before `force` refuses fields it does not know.
+    return {**body, "force": True} if force else body
+
+
+# ---- readers ------------------------------------------------------------------------------------
+def _nothing(response: httpx.Response) -> None:
+    return None
+
+
+def _usage(response: httpx.Response) -> Usage:
+    return Usage.from_json(response.json())
+
+
+def _would_admit(response: httpx.Response) -> WouldAdmit:
+    return WouldAdmit.from_json(response.json())
+
+
+def _resource(response: httpx.Response) -> Resource:
+    return Resource.from_json(response.json())
+
+
+def _created(response: httpx.Response) -> Resource:
+    return Resource.from_json(response.json(), created=True)
+
+
+def _put(response: httpx.Response) -> Resource:
+    """201: this PUT created it; 200: the id existed with this body (a retry), nothing changed."""
+    return Resource.from_json(response.json(), created=response.status_code == 201)
+
+
+def _override(response: httpx.Response) -> Override:
+    return Override.from_json(response.json())
+
+
+def _plan(response: httpx.Response) -> Plan:
+    return Plan.from_json(response.json())
+
+
+def _account_plan(response: httpx.Response) -> AccountPlan:
+    return AccountPlan.from_json(response.json())
+
+
+def _resources(response: httpx.Response) -> Page[Resource]:
+    return page_from_json(response.json(), Resource.from_json)
+
+
+def _plans(response: httpx.Response) -> Page[Plan]:
+    return page_from_json(response.json(), Plan.from_json)
+
+
+def _changes(response: httpx.Response) -> Page[ChangeRecord]:
+    return page_from_json(response.json(), ChangeRecord.from_json)
+
+
+# ---- the tenant's calls -------------------------------------------------------------------------
+def usage(account_id: str) -> Call[Usage]:
+    return Call("GET", f"/accounts/{segment(account_id)}/usage", _usage)
+
+
+def create(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[Resource]:
+    return Call("POST", resources_path(account_id, kind), _created, body=body)
+
+
+def create_by_put(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[Resource]:
+    """A create that may be sent again: a PUT of an id made here, once, so every retry names the
+    same resource. The id is new, so whichever attempt created it, this call did: a 200 (the
+    answer to a retry whose first attempt's answer was lost) is reported as created too."""
+    path = f"{resources_path(account_id, kind)}/{uuid.uuid4().hex}"
+    return Call("PUT", path, _created, body=body)
+
+
+def would_create(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[WouldAdmit]:
+    path = resources_path(account_id, kind)
+    return Call("POST", path, _would_admit, params=_dry(True), body=body, writes_nothing=True)
+
+
+def put(account_id: str, kind: str | None, resource_id: str, body: dict[str, Any]) -> Call[Resource]:
+    return Call("PUT", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _put, body=body)
+
+
+def would_put(account_id: str, kind: str | None, resource_id: str, body: dict[str, Any]) -> Call[WouldAdmit]:
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    return Call("PUT", path, _would_admit, params=_dry(True), body=body, writes_nothing=True)
+
+
+def get(account_id: str, kind: str | None, resource_id: str) -> Call[Resource]:
+    return Call("GET", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _resource)
+
+
+def resources_page(
+    account_id: str, kind: str | None, page_size: int, next_token: str | None
+) -> Call[Page[Resource]]:
+    return Call("GET", resources_path(account_id, kind), _resources, params=_paging(page_size, next_token))
+
+
+def delete(account_id: str, kind: str | None, resource_id: str) -> Call[None]:
+    return Call("DELETE", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _nothing)
+
+
+def resize(account_id: str, kind: str, resource_id: str, units: int) -> Call[Resource]:
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    return Call("PATCH", path, _resource, body={"units": units})
+
+
+def would_resize(account_id: str, kind: str, resource_id: str, units: int) -> Call[WouldAdmit]:
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    return Call("PATCH", path, _would_admit, params=_dry(True), body={"units": units}, writes_nothing=True)
+
+
+# ---- the operators' calls -----------------------------------------------------------------------
+def limits(account_id: str) -> Call[Usage]:
+    return Call("GET", f"/accounts/{segment(account_id)}/limits", _usage)
+
+
+def set_limit(account_id: str, limit: int, force: bool) -> Call[Override]:
+    body = _forced({"limit": limit}, force)
+    return Call("PUT", f"/accounts/{segment(account_id)}/limit", _override, body=body)
+
+
+def set_override(account_id: str, kind: str, limit: int, force: bool) -> Call[Override]:
+    body = _forced({"limit": limit}, force)
+    return Call("PUT", f"/accounts/{segment(account_id)}/limits/{segment(kind)}", _override, body=body)
+
+
+def remove_override(account_id: str, kind: str, force: bool) -> Call[None]:
+    params: dict[str, str | int] = {"force": "true"} if force else {}
+    return Call("DELETE", f"/accounts/{segment(account_id)}/limits/{segment(kind)}", _nothing, params=params)
+
+
+def assign_plan(account_id: str, plan_id: str, force: bool) -> Call[AccountPlan]:
+    body = _forced({"plan_id": plan_id}, force)
+    return Call("PUT", f"/accounts/{segment(account_id)}/plan", _account_plan, body=body)
+
+
+def put_plan(plan_id: str, plan_limits: Mapping[str, int]) -> Call[Plan]:
+    return Call("PUT", f"/plans/{segment(plan_id)}", _plan, body={"limits": dict(plan_limits)})
+
+
+def get_plan(plan_id: str) -> Call[Plan]:
+    return Call("GET", f"/plans/{segment(plan_id)}", _plan)
+
+
+def plans_page(page_size: int, next_token: str | None) -> Call[Page[Plan]]:
+    return Call("GET", "/plans", _plans, params=_paging(page_size, next_token))
+
+
+def account_history_page(
+    account_id: str, kind: str | None, page_size: int, next_token: str | None
+) -> Call[Page[ChangeRecord]]:
+    params = _paging(page_size, next_token) | ({"kind": kind} if kind else {})
+    return Call("GET", f"/accounts/{segment(account_id)}/limits/history", _changes, params=params)
+
+
+def plan_history_page(plan_id: str, page_size: int, next_token: str | None) -> Call[Page[ChangeRecord]]:
+    return Call("GET", f"/plans/{segment(plan_id)}/history", _changes, params=_paging(page_size, next_token))

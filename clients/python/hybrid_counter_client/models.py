@@ -1,0 +1,256 @@
+"""Typed results: frozen dataclasses read from the API's JSON.
+
+Dataclasses rather than pydantic models: the client's only dependency stays httpx, so a service
+embedding it does not have to agree with it on a pydantic major version, and the bodies were
+already validated by the API. Each `from_json` reads the fields it knows, checks their JSON types
+(a wrong one raises `ValueError`, turned into `UnexpectedResponse` by the client) and ignores
+fields it does not know, so a newer API that adds a field does not break an older client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+RESOURCE_FIELDS = frozenset({"account_id", "kind", "resource_id", "name", "units", "created_at"})
+
+
+@dataclass(frozen=True, slots=True)
+class Page[T]:
+    """One page of a listing; `next_token` resumes after it (None: it was the last)."""
+
+    items: list[T]
+    next_token: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A resource. `fields` holds the caller's own fields, stored and returned as given.
+
+    `created` says what the request that returned it did: True, it created it (201); False, it
+    existed already with this very body (an idempotent PUT's retry, 200); None for reads.
+    """
+
+    account_id: str
+    kind: str
+    resource_id: str
+    name: str
+    units: int
+    created_at: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    created: bool | None = None
+
+    @classmethod
+    def from_json(cls, data: object, *, created: bool | None = None) -> Resource:
+        body = _object(data)
+        return cls(
+            account_id=_str(body, "account_id"),
+            kind=_str(body, "kind"),
+            resource_id=_str(body, "resource_id"),
+            name=_str(body, "name"),
+            units=_int(body, "units"),
+            created_at=_str(body, "created_at"),
+            fields={key: value for key, value in body.items() if key not in RESOURCE_FIELDS},
+            created=created,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class KindUsage:
+    """An account's use of one kind, in units. `used` is max(best_effort, eventual)."""
+
+    limit: int
+    limit_source: str  # "override" (the account's own) or "plan"
+    best_effort: int
+    eventual: int
+    used: int
+    remaining: int
+
+    @classmethod
+    def from_json(cls, data: object) -> KindUsage:
+        body = _object(data)
+        return cls(
+            limit=_int(body, "limit"),
+            limit_source=_str(body, "limit_source"),
+            best_effort=_int(body, "best_effort"),
+            eventual=_int(body, "eventual"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """An account's usage. The top-level numbers are the stack's default kind's (what the
+    routes without a kind act on); `kinds` has every kind its plan lists, an override names,
+    or it has used."""
+
+    account_id: str
+    plan_id: str
+    limit: int
+    best_effort: int
+    eventual: int
+    used: int
+    remaining: int
+    kinds: dict[str, KindUsage] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: object) -> Usage:
+        body = _object(data)
+        kinds = _object(body.get("kinds", {}))
+        return cls(
+            account_id=_str(body, "account_id"),
+            plan_id=str(body.get("plan_id", "default")),
+            limit=_int(body, "limit"),
+            best_effort=_int(body, "best_effort"),
+            eventual=_int(body, "eventual"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+            kinds={str(kind): KindUsage.from_json(usage) for kind, usage in kinds.items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WouldAdmit:
+    """A dry run's answer: would the request be admitted now? Nothing was written, and a real
+    request a moment later may be judged otherwise (others create and delete meanwhile).
+
+    `units` is what the request would add: a create's units, a resize's difference (negative
+    when shrinking), 0 for a PUT that would repeat an existing create."""
+
+    would_admit: bool
+    kind: str
+    units: int
+    limit: int
+    used: int
+    remaining: int
+
+    @classmethod
+    def from_json(cls, data: object) -> WouldAdmit:
+        body = _object(data)
+        admit = body.get("would_admit")
+        if not isinstance(admit, bool):
+            raise TypeError("would_admit is not a boolean")
+        return cls(
+            would_admit=admit,
+            kind=_str(body, "kind"),
+            units=_int(body, "units"),
+            limit=_int(body, "limit"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Override:
+    """An account's own limit for a kind (`kind` is None for the legacy `set_limit` answer,
+    which acts on the stack's default kind and does not name it)."""
+
+    account_id: str
+    limit: int
+    kind: str | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> Override:
+        body = _object(data)
+        kind = body.get("kind")
+        return cls(_str(body, "account_id"), _int(body, "limit"), kind if isinstance(kind, str) else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """A plan: a limit per kind (a kind it does not list has limit 0 for its accounts)."""
+
+    plan_id: str
+    limits: dict[str, int]
+
+    @classmethod
+    def from_json(cls, data: object) -> Plan:
+        body = _object(data)
+        limits = _object(body.get("limits"))
+        return cls(_str(body, "plan_id"), {str(kind): _int(limits, kind) for kind in limits})
+
+
+@dataclass(frozen=True, slots=True)
+class AccountPlan:
+    account_id: str
+    plan_id: str
+
+    @classmethod
+    def from_json(cls, data: object) -> AccountPlan:
+        body = _object(data)
+        return cls(_str(body, "account_id"), _str(body, "plan_id"))
+
+
+@dataclass(frozen=True, slots=True)
+class ChangeRecord:
+    """One recorded limit change, newest first in history.
+
+    `what`: "override", "override_removed", "plan_limits" or "account_plan". `old`/`new`: an
+    override's limit (int or None), a plan's limits ({kind: limit}), or an account's plan id.
+    `by`: the token's subject or the IAM principal that made it; `at`: ISO 8601 UTC."""
+
+    change_id: str
+    at: str
+    by: str
+    what: str
+    old: Any
+    new: Any
+    force: bool = False
+    account_id: str | None = None
+    kind: str | None = None
+    plan_id: str | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> ChangeRecord:
+        body = _object(data)
+        return cls(
+            change_id=_str(body, "change_id"),
+            at=_str(body, "at"),
+            by=_str(body, "by"),
+            what=_str(body, "what"),
+            old=body.get("old"),
+            new=body.get("new"),
+            force=body.get("force") is True,
+            account_id=_optional_str(body, "account_id"),
+            kind=_optional_str(body, "kind"),
+            plan_id=_optional_str(body, "plan_id"),
+        )
+
+
+def page_from_json[T](data: object, item: Callable[[object], T]) -> Page[T]:
+    """`{"items": [...], "next_token": ...}` with each item read by `item`."""
+    body = _object(data)
+    items = body.get("items")
+    if not isinstance(items, list):
+        raise TypeError("items is not a list")
+    token = body.get("next_token")
+    if token is not None and not isinstance(token, str):
+        raise TypeError("next_token is not a string")
+    return Page([item(entry) for entry in items], token or None)
+
+
+def _object(data: object) -> Mapping[str, Any]:
+    if not isinstance(data, Mapping):
+        raise TypeError("expected a JSON object")
+    return data
+
+
+def _str(body: Mapping[str, Any], key: str) -> str:
+    value = body.get(key)
+    if not isinstance(value, str):
+        raise TypeError(f"{key} is not a string")
+    return value
+
+
+def _optional_str(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    return value if isinstance(value, str) else None
+
+
+def _int(body: Mapping[str, Any], key: str) -> int:
+    value = body.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{key} is not an integer")
+    return value
