@@ -67,9 +67,11 @@ def test_the_caller_is_the_tokens_sub_or_the_iam_principal():
 
 
 def test_a_limit_below_use_answers_409_with_the_limit_and_the_use():
-    one = json.loads(domain_error_response(LimitBelowUsage([("projects", 5, 8)])).body)["error"]
+    one = json.loads(domain_error_response(LimitBelowUsage([("projects", 5, 8)])).body or "")["error"]
     assert (one["code"], one["kind"], one["limit"], one["used"]) == ("LimitBelowUsage", "projects", 5, 8)
-    several = json.loads(domain_error_response(LimitBelowUsage([("a", 1, 2), ("b", 0, 3)])).body)["error"]
+    several = json.loads(domain_error_response(LimitBelowUsage([("a", 1, 2), ("b", 0, 3)])).body or "")[
+        "error"
+    ]
     assert several["kinds"] == [{"kind": "a", "limit": 1, "used": 2}, {"kind": "b", "limit": 0, "used": 3}]
     assert "force" in several["message"]
 
