@@ -32,11 +32,11 @@ help:
 	@echo "make sam-local  every function with every events/ file through sam local invoke (needs Docker)"
 	@echo "make localstack-e2e  deploy to LocalStack and run the e2e suite there (needs Docker and a token)"
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml clients/python/pyproject.toml
 	@test -n "$(PYTHON312)" || { echo "python3.12 not found (PATH or pyenv); set PYTHON312=/path/to/python3.12" >&2; exit 1; }
 	$(PYTHON312) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev]' -e clients/python
 	touch $@
 
 # aws-sam-cli pins its own boto3; keep it out of the project's environment.

@@ -292,3 +292,22 @@ def test_async_client_retry_safe_create_and_async_token_provider():
     assert {m for m, _ in script.sent} == {"PUT"}
     assert len({p for _, p in script.sent}) == 1
     assert len(time.waits) == 1
+
+
+# ---- a delete whose first answer was lost -----------------------------------------------------------
+def test_a_delete_retried_after_its_first_attempt_deleted_is_success_only_when_missing_ok():
+    # Given a delete answered 503 (it did, or will, finish) and then 404 (it had finished)
+    gone = error(404, "NotFound")
+    strict = Script(UNAVAILABLE_2S, gone)
+    # Then by default the 404 is the caller's to judge, and with missing_ok it is success
+    with pytest.raises(HybridCounterError) as raised:
+        client(strict, FakeTime()).delete("acme", "r1")
+    assert raised.value.code == "NotFound"
+    lenient = Script(UNAVAILABLE_2S, gone)
+    assert client(lenient, FakeTime()).delete("acme", "r1", missing_ok=True) is None
+    assert [r.method for r in lenient.requests] == ["DELETE", "DELETE"]
+    # and the async client agrees
+    assert (
+        run(async_client(Script(UNAVAILABLE_2S, gone), FakeTime()).delete("acme", "r1", missing_ok=True))
+        is None
+    )

@@ -16,6 +16,7 @@ from hybrid_counter_client._calls import Call
 from hybrid_counter_client._http import AsyncSender, RetryPolicy, Settings
 from hybrid_counter_client.auth import AsyncBearerTokens, AsyncTokenProvider, SigV4
 from hybrid_counter_client.client import DEFAULT_HEADERS
+from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
@@ -144,8 +145,14 @@ class AsyncClient:
             lambda token: self._send(_calls.resources_page(account_id, kind, page_size, token)), next_token
         )
 
-    async def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
-        await self._send(_calls.delete(account_id, kind, resource_id))
+    async def delete(
+        self, account_id: str, resource_id: str, *, kind: str | None = None, missing_ok: bool = False
+    ) -> None:
+        try:
+            await self._send(_calls.delete(account_id, kind, resource_id))
+        except NotFound:
+            if not missing_ok:
+                raise
 
     async def resize(self, account_id: str, resource_id: str, units: int, *, kind: str) -> Resource:
         return await self._send(_calls.resize(account_id, kind, resource_id, units))

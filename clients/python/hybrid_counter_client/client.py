@@ -14,6 +14,7 @@ from hybrid_counter_client import _calls
 from hybrid_counter_client._calls import Call
 from hybrid_counter_client._http import RetryPolicy, Sender, Settings
 from hybrid_counter_client.auth import BearerTokens, SigV4, TokenProvider
+from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
@@ -163,10 +164,17 @@ class Client:
             lambda token: self._send(_calls.resources_page(account_id, kind, page_size, token)), next_token
         )
 
-    def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
-        """Delete it and free its units at once. NotFound if it does not exist (also when a
-        retry follows a first attempt that deleted it but whose answer was lost)."""
-        self._send(_calls.delete(account_id, kind, resource_id))
+    def delete(
+        self, account_id: str, resource_id: str, *, kind: str | None = None, missing_ok: bool = False
+    ) -> None:
+        """Delete it and free its units at once. NotFound if it does not exist, which is also
+        the answer to a retry whose first attempt deleted it but lost its answer: with
+        ``missing_ok=True`` ("make sure it is gone") a NotFound is success."""
+        try:
+            self._send(_calls.delete(account_id, kind, resource_id))
+        except NotFound:
+            if not missing_ok:
+                raise
 
     def resize(self, account_id: str, resource_id: str, units: int, *, kind: str) -> Resource:
         """Set the resource's size to `units` (a target, not a delta, so a retry asks the same):
