@@ -11,6 +11,7 @@ import io
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -202,6 +203,33 @@ def test_the_command_tails_the_queue_it_is_given_without_a_table(
     (line,) = capsys.readouterr().out.splitlines()  # one JSON line, no summary after it
     assert json.loads(line)["detail"] in ({"account_id": "a3"}, {"account_id": "a4"})
     assert stack.depth() == (1, 0)
+
+
+def test_the_queue_flag_wins_over_the_local_state(
+    stack: Stack, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    state = tmp_path / "runtime.json"
+    urls = {"OperatorQueue": "o", "RetryQueue": "r"}
+    state.write_text(
+        json.dumps(
+            {
+                "dynamodb_url": None,
+                "sqs_url": None,
+                "table_name": "t",
+                "queue_urls": urls,
+                "events_queue_url": "x",
+            }
+        )
+    )
+    stack.publish("Quota Limit Changed", {"account_id": "a5"})
+
+    cli.main(
+        ["--local", "--local-state", str(state), "--events-queue-url", stack.queue_url, "events", "tail"]
+    )
+
+    assert [json.loads(line)["detail"] for line in capsys.readouterr().out.splitlines()] == [
+        {"account_id": "a5"}
+    ]
 
 
 @pytest.mark.parametrize(

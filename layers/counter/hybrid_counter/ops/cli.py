@@ -83,6 +83,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         table = outputs["TableName"]
         queues = {"operator": outputs.get("OperatorQueueUrl"), "retry": outputs.get("RetryQueueUrl")}
         events_queue = outputs.get("QuotaEventsQueueUrl")
+    events_queue = args.events_queue_url or events_queue  # the flag wins over --local and --stack
     if not table and getattr(args, "needs_table", True):
         raise SystemExit("no table: use --stack, --local or --table (see --help)")
 
