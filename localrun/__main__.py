@@ -33,7 +33,7 @@ def _parameter(text: str) -> tuple[str, str]:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="hybrid-counter-local",
-        description="Run hybrid-counter locally: DynamoDB Local + moto SQS + the handlers in Lambda-like execution environments.",
+        description="Run hybrid-counter locally: DynamoDB Local + moto (SQS, EventBridge) + the handlers in Lambda-like execution environments.",
     )
     parser.add_argument(
         "--port", type=int, default=int(os.environ.get("PORT", "3000")), help="HTTP port (PORT)"
@@ -90,15 +90,20 @@ def banner(runtime: LocalRuntime) -> str:
         f"  API             {runtime.api_url}",
         f"  DynamoDB Local  {runtime.dynamodb_url}",
         f"  SQS (moto)      {runtime.sqs_url}",
+        f"  EventBridge     {runtime.events_url}  (moto)",
     ]
     lines += [f"  table           {name}  ({logical_id})" for logical_id, name in runtime.table_names.items()]
     lines += [f"  queue           {url}  ({logical_id})" for logical_id, url in runtime.queue_urls.items()]
+    lines += [f"  event bus       {name}  ({arn})" for name, arn in runtime.event_bus_arns.items()]
+    if EVENTS_QUEUE in runtime.queue_urls:
+        lines.append("  quota events    .venv/bin/hybrid-counter-ops --local events tail --follow")
     lines += banner_lines(describe(runtime), runtime.api_url)
     lines += ["Ctrl-C to stop", ""]
     return "\n".join(lines)
 
 
 STATE_FILE = Path(".local/runtime.json")
+EVENTS_QUEUE = "QuotaEventsQueue"  # where the quota events' rule delivers (template.yaml)
 log = logging.getLogger("localrun.main")
 
 
@@ -112,9 +117,21 @@ def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
         "table_name": runtime.table_name,
         "stream_arn": runtime.stream_arn,
         "queue_urls": runtime.queue_urls,
+        "events_url": runtime.events_url,
+        "event_bus_name": event_bus_name(runtime),
+        "events_queue_url": runtime.queue_urls.get(EVENTS_QUEUE),
         "auth": describe(runtime),  # for hybrid-counter-token
     }
     path.write_text(json.dumps(state, indent=2))
+
+
+def event_bus_name(runtime: LocalRuntime) -> str | None:
+    """The bus the functions publish quota events on (their EVENT_BUS_NAME), if they do."""
+    for logical_id in runtime.resources.functions:
+        name = runtime.function_environment(logical_id).get("EVENT_BUS_NAME")
+        if name:
+            return name
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:

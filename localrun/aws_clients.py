@@ -51,6 +51,11 @@ def sqs_client(endpoint_url: str, config: Config | None = None) -> SQSClient:
     return client("sqs", endpoint_url, config)  # type: ignore[no-any-return]
 
 
+def events_client(endpoint_url: str, config: Config | None = None) -> Any:
+    """EventBridge (moto): untyped, the project installs no stubs for it."""
+    return client("events", endpoint_url, config)
+
+
 def domain_clients(endpoint_url: str, extra: Config | None = None) -> Clients:
     """The domain's clients for a local DynamoDB (retrying, single attempt, streams), each
     configured as in Lambda; ``extra`` is merged into the two DynamoDB ones (a bigger pool)."""

@@ -5,7 +5,8 @@ its handler's calls (`call_recorder_hook`, loaded by the worker) and the event s
 mappings' clients record the calls Lambda makes with the function's role (reading the stream,
 polling the queue, sending on-failure records). `least_privilege_report()` turns each call
 into the IAM requests it needs (a transaction needs the item action on each item's table; a
-batch call the action of its entries; a stream read the stream's ARN) and checks each against
+batch call the action of its entries; a stream read the stream's ARN; PutEvents the ARN of each
+bus its entries name) and checks each against
 the function's policies (`localrun.iam_policies`).
 
 Not counted: calls the local emulation makes that Lambda does not (the SQS mapping's
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from localrun.call_recorder_hook import ENVIRONMENT_VARIABLE, CallLog
 from localrun.iam_policies import Statement, function_policies
+from localrun.template import ACCOUNT_ID, REGION
 
 if TYPE_CHECKING:
     from localrun.runtime import LocalRuntime
@@ -141,6 +143,8 @@ def iam_requests(record: dict[str, Any], runtime: LocalRuntime) -> list[tuple[st
         ]
     if operation in {"BatchWriteItem", "BatchGetItem"}:
         return [(f"dynamodb:{operation}", table_arn(table)) for table in params["RequestItems"]]
+    if "EventBusNames" in params:
+        return [(f"{service}:{operation}", event_bus_arn(name, runtime)) for name in params["EventBusNames"]]
     action = f"{service}:{_BATCH_ACTIONS.get((service, operation), operation)}"
     return [(action, _resource(params, table_arn, runtime))]
 
@@ -157,6 +161,14 @@ def _resource(params: dict[str, Any], table_arn: Any, runtime: LocalRuntime) -> 
         found = [queue.arn for queue in queues if wanted in {queue.url, queue.name}]
         return found[0] if found else f"arn:aws:sqs:unknown:unknown:{wanted}"
     return "*"
+
+
+def event_bus_arn(name_or_arn: str, runtime: LocalRuntime) -> str:
+    """PutEvents is authorized on the bus's ARN (an entry's EventBusName may be either)."""
+    if name_or_arn.startswith("arn:"):
+        return name_or_arn
+    bus = runtime.resources.event_buses.get(name_or_arn)
+    return bus.arn if bus is not None else f"arn:aws:events:{REGION}:{ACCOUNT_ID}:event-bus/{name_or_arn}"
 
 
 def _unused(statements: list[Statement], used: set[tuple[str, str]]) -> list[str]:

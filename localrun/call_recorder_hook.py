@@ -8,8 +8,9 @@ nothing.
 
 Each call becomes one JSON line in `<directory>/<principal>-<pid>.jsonl`: the service's
 signing name (the IAM prefix), the operation, and the parameters that name resources
-(tables, indexes, streams, queues, the items of a transaction). Shard iterators are opaque,
-so the stream each one came from is remembered from the calls that handed it out.
+(tables, indexes, streams, queues, the items of a transaction, the buses of PutEvents' entries).
+Shard iterators are opaque, so the stream each one came from is remembered from the calls
+that handed it out.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class CallLog:
             context["localrun_stream_arn"] = self._iterators.get(str(params["ShardIterator"]))
         service = model.service_model.signing_name
         named = {name: params[name] for name in _NAMING_PARAMETERS if name in params}
+        if service == "events" and "Entries" in params:  # PutEvents: each entry names its bus
+            named["EventBusNames"] = sorted(
+                {str(entry.get("EventBusName") or "default") for entry in params["Entries"]}
+            )
         if "ShardIterator" in params:
             named["StreamArn"] = self._iterators.get(str(params["ShardIterator"]), "unknown-stream")
         if "TransactItems" in params:

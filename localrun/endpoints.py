@@ -1,4 +1,4 @@
-"""The local AWS endpoints: DynamoDB Local (DynamoDB + DynamoDB Streams) and moto server (SQS).
+"""The local AWS endpoints: DynamoDB Local (DynamoDB + DynamoDB Streams) and moto server (SQS, EventBridge).
 
 Both run as child processes in their own process groups, with their output in log
 files under `.local/logs/`. `LocalEndpoints` waits until each one answers a real API
@@ -7,8 +7,9 @@ left running; `stop()` also runs at interpreter exit, and on Linux the servers a
 killed if this process dies without cleaning up (when started from the main thread). DynamoDB Local runs in memory with telemetry off and `-sharedDb`, so
 every client sees the same tables whatever its credentials or region.
 
-moto serves SQS only: its DynamoDB loses concurrent writes and does not roll back
-transactions, so DynamoDB always goes to AWS's own emulator.
+moto serves SQS and EventBridge (one server, so a rule's SQS target is delivered inside it);
+not DynamoDB: its DynamoDB loses concurrent writes and does not roll back transactions, so
+DynamoDB always goes to AWS's own emulator.
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ class _Service:
 
 
 class LocalEndpoints:
-    """DynamoDB Local and a moto SQS server on 127.0.0.1; a context manager.
+    """DynamoDB Local and a moto server (SQS, EventBridge) on 127.0.0.1; a context manager.
 
     Ports default to free ones (0). `start()` is called by `__enter__`.
     """
@@ -225,14 +226,19 @@ class LocalEndpoints:
             self._log_dir / f"dynamodb-local-{dynamodb_port}.log",
         )
         moto = _Service(
-            "moto server (SQS)",
+            "moto server (SQS, EventBridge)",
             [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(sqs_port)],
             self._sqs_url,
             lambda: sqs_client(self.sqs_url, _PROBE_CONFIG).list_queues(),
-            self._log_dir / f"moto-sqs-{sqs_port}.log",
+            self._log_dir / f"moto-{sqs_port}.log",
         )
         env = {**os.environ, "DDB_LOCAL_TELEMETRY": "0"}
-        for name in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL_SQS"):
+        for name in (
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_DYNAMODB",
+            "AWS_ENDPOINT_URL_SQS",
+            "AWS_ENDPOINT_URL_EVENTBRIDGE",
+        ):
             env.pop(name, None)
         atexit.register(self.stop)
         try:
@@ -279,6 +285,11 @@ class LocalEndpoints:
         if self._sqs_url is None:
             raise EndpointError("LocalEndpoints is not started")
         return self._sqs_url
+
+    @property
+    def events_url(self) -> str:
+        """EventBridge: the same moto server as SQS."""
+        return self.sqs_url
 
     @property
     def pids(self) -> list[int]:

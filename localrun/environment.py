@@ -39,8 +39,11 @@ _RUNTIME_CONSTANTS = {
 _SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
-def client_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
-    """Region, dummy credentials and endpoint URLs: what a boto3 client needs to reach the local stack."""
+def client_variables(dynamodb_url: str, sqs_url: str, events_url: str | None = None) -> dict[str, str]:
+    """Region, dummy credentials and endpoint URLs: what a boto3 client needs to reach the local stack.
+
+    `events_url`: EventBridge's endpoint; by default the moto server that serves SQS.
+    """
     return {
         "AWS_REGION": REGION,
         "AWS_DEFAULT_REGION": REGION,
@@ -52,13 +55,15 @@ def client_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
         "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": dynamodb_url,
         "AWS_ENDPOINT_URL_DYNAMODBSTREAMS": dynamodb_url,
         "AWS_ENDPOINT_URL_SQS": sqs_url,
+        # boto3.client("events"): the variable is named after the service id, "EventBridge".
+        "AWS_ENDPOINT_URL_EVENTBRIDGE": events_url or sqs_url,
     }
 
 
-def local_variables(dynamodb_url: str, sqs_url: str) -> dict[str, str]:
+def local_variables(dynamodb_url: str, sqs_url: str, events_url: str | None = None) -> dict[str, str]:
     """What every function sees locally because this is not AWS."""
     return {
-        **client_variables(dynamodb_url, sqs_url),
+        **client_variables(dynamodb_url, sqs_url, events_url),
         "POWERTOOLS_TRACE_DISABLED": "true",
         # A developer's ~/.aws (profiles, endpoint settings) must not configure the functions.
         "AWS_CONFIG_FILE": "/dev/null",

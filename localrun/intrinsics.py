@@ -23,9 +23,9 @@ _SUB_VARIABLE = re.compile(r"\$\{([^}]*)\}")
 
 @dataclass(frozen=True)
 class ResourceValues:
-    """What `!Ref` and `!GetAtt` return for one resource."""
+    """What `!Ref` and `!GetAtt` return for one resource (`ref` None: `!Ref` is not emulated)."""
 
-    ref: str
+    ref: str | None
     attributes: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -192,7 +192,12 @@ class Resolver:
         if target in self._parameters:
             return self._parameters[target]
         if target in self._resources:
-            return self._resources[target].ref
+            value = self._resources[target].ref
+            if value is None:
+                raise TemplateError(
+                    f"{where}: !Ref {target} is not emulated locally (use !GetAtt {target}.Arn)"
+                )
+            return value
         if target in self._known_resource_ids:
             raise TemplateError(f"{where}: !Ref {target} has no local value (that resource is not emulated)")
         raise TemplateError(f"{where}: !Ref {target} names no parameter or resource")

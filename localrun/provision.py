@@ -1,10 +1,15 @@
-"""Create the template's tables and queues on the local endpoints ("deploy" the stack locally).
+"""Create the template's tables, queues, event buses and rules on the local endpoints ("deploy" the stack locally).
 
 Physical names are `<stack name>-<logical id>` unless the template names the resource
 itself (log groups only get a name: functions log to stdout locally). The result,
 `LocalResources`, holds every emulated resource's `Ref` value and attributes, which is what
-intrinsic functions resolve against. Provisioning an existing stack again reuses its tables
-and queues (like updating a deployed stack).
+intrinsic functions resolve against. Provisioning an existing stack again reuses its tables,
+queues and buses and updates its rules (like updating a deployed stack).
+
+EventBridge (on moto): the template's buses; a bus a rule names that the template does not
+create (a parameter naming an existing bus, as `EventBusName` does) is created as its local
+stand-in; each rule with its pattern and SQS targets, so moto's PutEvents delivers to the
+queues. Queue policies are recorded as each queue's `Policy` attribute; moto does not enforce them.
 """
 
 from __future__ import annotations
@@ -13,12 +18,12 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from localrun.errors import TemplateError
 from localrun.intrinsics import ResourceValues
-from localrun.template import ACCOUNT_ID, REGION, QueueSpec, TableSpec, Template
+from localrun.template import ACCOUNT_ID, REGION, EventRuleSpec, QueueSpec, TableSpec, Template
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -47,6 +52,22 @@ class QueueResource:
 
 
 @dataclass(frozen=True)
+class EventBusResource:
+    name: str
+    arn: str
+    logical_id: str | None  # None: not the template's; a bus one of its rules names, stood in for locally
+
+
+@dataclass(frozen=True)
+class EventRuleResource:
+    logical_id: str
+    name: str
+    arn: str
+    event_bus: str  # the name of its bus
+    target_queues: tuple[str, ...]  # logical ids
+
+
+@dataclass(frozen=True)
 class FunctionIdentity:
     logical_id: str
     name: str
@@ -62,6 +83,8 @@ class LocalResources:
     http_api_ids: dict[str, str] = field(default_factory=dict)
     layer_arns: dict[str, str] = field(default_factory=dict)
     log_group_names: dict[str, str] = field(default_factory=dict)
+    event_buses: dict[str, EventBusResource] = field(default_factory=dict)  # by name
+    event_rules: dict[str, EventRuleResource] = field(default_factory=dict)
 
     def values(self) -> dict[str, ResourceValues]:
         """Ref/GetAtt values of every resource, for `Resolver.with_resources`."""
@@ -88,6 +111,12 @@ class LocalResources:
             values[logical_id] = ResourceValues(
                 name, {"Arn": f"arn:aws:logs:{REGION}:{ACCOUNT_ID}:log-group:{name}:*"}
             )
+        for bus in self.event_buses.values():
+            if bus.logical_id is not None:
+                values[bus.logical_id] = ResourceValues(bus.name, {"Arn": bus.arn, "Name": bus.name})
+        for rule in self.event_rules.values():
+            # A rule's Ref is CloudFormation's physical id, whose form depends on its bus: not emulated.
+            values[rule.logical_id] = ResourceValues(None, {"Arn": rule.arn})
         return values
 
 
@@ -105,8 +134,11 @@ def http_api_id(stack_name: str, logical_id: str) -> str:
     return hashlib.sha256(f"{stack_name}/{logical_id}".encode()).hexdigest()[:10]
 
 
-def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient) -> LocalResources:
-    """Create (or reuse) every table and queue of the template; describe all local resources."""
+def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient, events: Any) -> LocalResources:
+    """Create (or reuse) every table, queue, bus and rule of the template; describe all local resources.
+
+    `events` is an EventBridge client (`localrun.aws_clients.events_client`) for moto.
+    """
     stack = template.stack_name
     tables = {spec.logical_id: _ensure_table(spec, stack, dynamodb) for spec in template.tables.values()}
     queues: dict[str, QueueResource] = {}
@@ -116,7 +148,7 @@ def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient) -> L
         spec.logical_id: function_identity(stack, spec.logical_id, spec.function_name)
         for spec in template.functions.values()
     }
-    return LocalResources(
+    resources = LocalResources(
         stack_name=stack,
         tables=tables,
         queues=queues,
@@ -131,6 +163,11 @@ def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient) -> L
             for spec in template.log_groups.values()
         },
     )
+    return _provision_events(template, resources, sqs, events) if _uses_events(template) else resources
+
+
+def _uses_events(template: Template) -> bool:
+    return bool(template.event_buses or template.event_rules or template.queue_policies)
 
 
 # -- tables -----------------------------------------------------------------------------------
@@ -246,3 +283,93 @@ def _ensure_queue(
     arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     log.info("queue %s ready", name)
     return QueueResource(spec.logical_id, name, url, arn)
+
+
+# -- EventBridge ------------------------------------------------------------------------------
+
+
+def _provision_events(
+    template: Template, resources: LocalResources, sqs: SQSClient, events: Any
+) -> LocalResources:
+    """Buses, then rules (their bus may be one of the buses), then queue policies (they may name a rule)."""
+    buses: dict[str, EventBusResource] = {}
+    for bus_spec in template.event_buses.values():
+        bus = _ensure_event_bus(events, bus_spec.name, bus_spec.logical_id)
+        buses[bus.name] = bus
+    resources = replace(resources, event_buses=dict(buses))
+    resolver = template.resolver.with_resources(resources.values())
+    rules: dict[str, EventRuleResource] = {}
+    for rule_spec in template.event_rules.values():
+        bus_name = _bus_name(
+            resolver.resolve(rule_spec.event_bus, f"Resources.{rule_spec.logical_id}.EventBusName")
+        )
+        if bus_name not in buses:
+            buses[bus_name] = _ensure_event_bus(events, bus_name, None)
+        rules[rule_spec.logical_id] = _ensure_rule(rule_spec, template, resources, bus_name, events)
+    resources = replace(resources, event_buses=buses, event_rules=rules)
+    resolver = template.resolver.with_resources(resources.values())
+    for policy in template.queue_policies.values():
+        document = resolver.resolve(policy.policy_document, f"Resources.{policy.logical_id}.PolicyDocument")
+        for queue_id in policy.queues:
+            sqs.set_queue_attributes(
+                QueueUrl=resources.queues[queue_id].url, Attributes={"Policy": json.dumps(document)}
+            )
+            log.info("queue policy %s recorded on %s (not enforced locally)", policy.logical_id, queue_id)
+    return resources
+
+
+def _bus_name(value: Any) -> str:
+    """A rule's EventBusName (a name or an ARN; none = the default bus) as a bus name."""
+    if value is None:
+        return "default"
+    text = str(value)
+    return text.split(":event-bus/", 1)[1] if text.startswith("arn:") and ":event-bus/" in text else text
+
+
+def _ensure_event_bus(events: Any, name: str, logical_id: str | None) -> EventBusResource:
+    try:
+        arn = str(events.create_event_bus(Name=name)["EventBusArn"])
+        if logical_id is None:
+            log.warning(
+                "event bus %s is named by the template but not created by it (on AWS it must exist): "
+                "created locally as its stand-in",
+                name,
+            )
+        else:
+            log.info("created event bus %s", name)
+    except events.exceptions.ResourceAlreadyExistsException:
+        arn = str(events.describe_event_bus(Name=name)["Arn"])
+        log.info("reusing existing event bus %s", name)
+    return EventBusResource(name, arn, logical_id)
+
+
+def _ensure_rule(
+    spec: EventRuleSpec, template: Template, resources: LocalResources, bus_name: str, events: Any
+) -> EventRuleResource:
+    where = f"Resources.{spec.logical_id}"
+    resolver = template.resolver.with_resources(resources.values())
+    name = spec.rule_name or physical_name(template.stack_name, spec.logical_id)[:64]
+    pattern = resolver.resolve(spec.event_pattern, f"{where}.EventPattern")
+    request: dict[str, Any] = {
+        "Name": name,
+        "EventBusName": bus_name,
+        "EventPattern": pattern if isinstance(pattern, str) else json.dumps(pattern),
+        "State": "ENABLED",
+    }
+    if spec.description is not None:
+        request["Description"] = spec.description
+    arn = str(events.put_rule(**request)["RuleArn"])
+    if spec.targets:
+        answer = events.put_targets(
+            Rule=name,
+            EventBusName=bus_name,
+            Targets=[
+                {"Id": target.target_id, "Arn": resources.queues[target.queue].arn} for target in spec.targets
+            ],
+        )
+        if answer.get("FailedEntryCount"):
+            raise TemplateError(f"{where}: moto refused targets: {answer.get('FailedEntries')}")
+    log.info("rule %s on event bus %s ready", name, bus_name)
+    return EventRuleResource(
+        spec.logical_id, name, arn, bus_name, tuple(target.queue for target in spec.targets)
+    )

@@ -5,7 +5,7 @@
         runtime.wait_until_idle(timeout=30)
 
 `start()` starts DynamoDB Local and moto (unless `endpoints` are given), creates the
-template's tables and queues, gives each function its own environment variables, starts
+template's tables, queues, event buses and rules, gives each function its own environment variables, starts
 the HTTP gateway, the stream and queue pollers and the schedules, and warms the HTTP
 functions' execution environments. `stop()` undoes all of it; `os.environ` is never touched
 (tests and tools use `function_environment()` and `client_environment()`).
@@ -24,7 +24,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from localrun.aws_clients import dynamodb_client, sqs_client, streams_client
+from localrun.aws_clients import dynamodb_client, events_client, sqs_client, streams_client
 from localrun.built import BUILD_DIR, built_launch, built_template, clean_interpreter, layer_directories
 from localrun.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
 from localrun.call_recorder import attach as record_calls
@@ -156,13 +156,16 @@ class LocalRuntime:
             self._owns_endpoints = True
         endpoints = self._endpoints
         resources = provision(
-            template, dynamodb_client(endpoints.dynamodb_url), sqs_client(endpoints.sqs_url)
+            template,
+            dynamodb_client(endpoints.dynamodb_url),
+            sqs_client(endpoints.sqs_url),
+            events_client(endpoints.events_url),
         )
         self._resources = resources
         resolver = template.resolver.with_resources(resources.values())
 
         launches = self._launches(template)
-        local = local_variables(endpoints.dynamodb_url, endpoints.sqs_url)
+        local = local_variables(endpoints.dynamodb_url, endpoints.sqs_url, endpoints.events_url)
         self._invokers = {}
         for logical_id, spec in template.functions.items():
             identity = resources.functions[logical_id]
@@ -459,6 +462,15 @@ class LocalRuntime:
         return self.endpoints.sqs_url
 
     @property
+    def events_url(self) -> str:
+        return self.endpoints.events_url
+
+    @property
+    def event_bus_arns(self) -> dict[str, str]:
+        """Every event bus of the stack by name: the template's, and those its rules name (stand-ins)."""
+        return {name: bus.arn for name, bus in self.resources.event_buses.items()}
+
+    @property
     def table_names(self) -> dict[str, str]:
         return {logical_id: table.name for logical_id, table in self.resources.tables.items()}
 
@@ -493,7 +505,7 @@ class LocalRuntime:
 
     def client_environment(self) -> dict[str, str]:
         """Region, dummy credentials and endpoint URLs for a boto3 client or a tool in another process."""
-        return client_variables(self.dynamodb_url, self.sqs_url)
+        return client_variables(self.dynamodb_url, self.sqs_url, self.events_url)
 
     def function(self, logical_id: str) -> FunctionInvoker:
         try:

@@ -7,6 +7,7 @@ lists appended, scalars overridden, as SAM does) and describes:
 * parameters and their effective values,
 * DynamoDB tables (keys, indexes, stream), SQS queues (redrive policy) and log groups
   (their names are what the functions' `LoggingConfig` and role policies refer to),
+* EventBridge buses and rules (event pattern, SQS queue targets) and SQS queue policies,
 * functions (code location, handler, timeout, memory, environment) and their events:
   HttpApi routes, DynamoDB stream mappings, SQS mappings and schedules.
 
@@ -19,7 +20,7 @@ Anything the local runtime cannot emulate faithfully raises `TemplateError`.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,9 @@ QUEUE_TYPE = "AWS::SQS::Queue"
 HTTP_API_TYPE = "AWS::Serverless::HttpApi"
 LAYER_TYPE = "AWS::Serverless::LayerVersion"
 LOG_GROUP_TYPE = "AWS::Logs::LogGroup"
+EVENT_BUS_TYPE = "AWS::Events::EventBus"
+EVENT_RULE_TYPE = "AWS::Events::Rule"
+QUEUE_POLICY_TYPE = "AWS::SQS::QueuePolicy"
 
 # Resources that have no behaviour a local run needs (monitoring, permissions: the roles and
 # policies are read by localrun.iam_policies for the least-privilege check).
@@ -52,7 +56,6 @@ IGNORED_RESOURCE_TYPES = frozenset(
         "AWS::IAM::Role",
         "AWS::IAM::Policy",
         "AWS::IAM::ManagedPolicy",
-        "AWS::SQS::QueuePolicy",
         "AWS::Lambda::Permission",
         "AWS::SNS::Topic",
         "AWS::SNS::Subscription",
@@ -143,6 +146,16 @@ _LOG_GROUP_IGNORED = frozenset(
     {"RetentionInDays", "KmsKeyId", "Tags", "DataProtectionPolicy", "LogGroupClass", "FieldIndexPolicies"}
 )
 _LOG_GROUP_USED = frozenset({"LogGroupName"})
+_EVENT_BUS_USED = frozenset({"Name"})
+_EVENT_BUS_IGNORED = frozenset({"Description", "Tags", "KmsKeyIdentifier", "DeadLetterConfig", "LogConfig"})
+# No ScheduleExpression (schedules are functions' Schedule events here) and no RoleArn (targets in
+# other accounts): both fail loudly.
+_EVENT_RULE_USED = frozenset({"Name", "Description", "EventBusName", "EventPattern", "State", "Targets"})
+_EVENT_RULE_IGNORED = frozenset({"Tags"})
+# Delivery to a queue of this template is immediate locally: retries and a dead-letter queue for
+# failed deliveries have nothing to act on. Input transformation and the rest are not emulated.
+_EVENT_TARGET_USED = frozenset({"Id", "Arn"})
+_EVENT_TARGET_IGNORED = frozenset({"RetryPolicy", "DeadLetterConfig"})
 _HTTP_API_IGNORED = frozenset({"Tags", "Description", "FailOnWarnings", "AccessLogSettings"})
 _HTTP_API_USED = frozenset({"StageName", "Auth", "DefaultRouteSettings", "RouteSettings"})
 INTEGRATION_TIMEOUT_MS = 30_000  # HTTP APIs: the default and the maximum, 50 ms at least
@@ -285,6 +298,40 @@ EventSpec = HttpApiEvent | DynamoDBStreamEvent | SqsEvent | ScheduleEvent
 
 
 @dataclass(frozen=True)
+class EventBusSpec:
+    logical_id: str
+    name: str  # Name is required for AWS::Events::EventBus
+
+
+@dataclass(frozen=True)
+class EventTarget:
+    target_id: str
+    queue: str  # logical id of the SQS queue (the only kind of target emulated)
+
+
+@dataclass(frozen=True)
+class EventRuleSpec:
+    """A rule on a bus. Its bus and pattern stay expressions until the buses exist (the bus may be
+    one of the template's, or one named by a parameter)."""
+
+    logical_id: str
+    rule_name: str | None  # an explicit Name; None = derived from the stack name
+    event_bus: Any  # EventBusName as written; None = the account's default bus
+    event_pattern: Any  # EventPattern as written (a mapping, or its JSON text)
+    description: str | None
+    targets: tuple[EventTarget, ...]
+
+
+@dataclass(frozen=True)
+class QueuePolicySpec:
+    """Recorded on the queues locally (their Policy attribute), not enforced: moto does not evaluate it."""
+
+    logical_id: str
+    queues: tuple[str, ...]  # logical ids, from `Queues: [!Ref <queue>]`
+    policy_document: Any  # as written; resolved once the rules it may name exist
+
+
+@dataclass(frozen=True)
 class FunctionSpec:
     logical_id: str
     function_name: str | None  # an explicit FunctionName; None = derived from the stack name
@@ -334,6 +381,9 @@ class Template:
     layers: tuple[str, ...]
     resolver: Resolver = field(repr=False)
     log_groups: dict[str, LogGroupSpec] = field(default_factory=dict)
+    event_buses: dict[str, EventBusSpec] = field(default_factory=dict)
+    event_rules: dict[str, EventRuleSpec] = field(default_factory=dict)
+    queue_policies: dict[str, QueuePolicySpec] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -382,11 +432,8 @@ def load_template(
     if not isinstance(globals_function, dict):
         raise TemplateError("Globals.Function must be a mapping")
 
-    tables: dict[str, TableSpec] = {}
-    queues: dict[str, QueueSpec] = {}
-    apis: dict[str, HttpApiSpec] = {}
+    described: dict[str, dict[str, Any]] = {kind: {} for kind in _DESCRIBERS}
     functions: dict[str, FunctionSpec] = {}
-    log_groups: dict[str, LogGroupSpec] = {}
     layers: list[str] = []
     for logical_id, resource in resources_raw.items():
         kind = _resource_type(logical_id, resource, resolver)
@@ -394,21 +441,13 @@ def load_template(
             continue
         props: dict[str, Any] = resource.get("Properties") or {}
         where = f"Resources.{logical_id}"
-        if kind == TABLE_TYPE:
-            tables[logical_id] = _table(logical_id, props, resolver, where)
-        elif kind == QUEUE_TYPE:
-            queues[logical_id] = _queue(logical_id, props, resolver, where)
-        elif kind == HTTP_API_TYPE:
-            apis[logical_id] = _http_api(logical_id, props, resolver, where)
+        if kind in _DESCRIBERS:
+            described[kind][logical_id] = _DESCRIBERS[kind](logical_id, props, resolver, where)
         elif kind == FUNCTION_TYPE:
             merged = _merge_globals(globals_function, props)
             functions[logical_id] = _function(logical_id, merged, resolver, template_path.parent, where)
         elif kind == LAYER_TYPE:
             layers.append(logical_id)
-        elif kind == LOG_GROUP_TYPE:
-            _check_keys(where, props, _LOG_GROUP_USED, _LOG_GROUP_IGNORED)
-            name = resolver.resolve(props.get("LogGroupName"), f"{where}.LogGroupName")
-            log_groups[logical_id] = LogGroupSpec(logical_id, None if name is None else str(name))
         elif kind not in IGNORED_RESOURCE_TYPES:
             raise TemplateError(f"{where}: resource type {kind} is not supported by the local runtime")
 
@@ -417,13 +456,16 @@ def load_template(
         stack_name=stack_name,
         parameters=parameters,
         parameter_values=values,
-        tables=tables,
-        queues=queues,
-        http_apis=apis,
+        tables=described[TABLE_TYPE],
+        queues=described[QUEUE_TYPE],
+        http_apis=described[HTTP_API_TYPE],
         functions=functions,
         layers=tuple(layers),
         resolver=resolver,
-        log_groups=log_groups,
+        log_groups=described[LOG_GROUP_TYPE],
+        event_buses=described[EVENT_BUS_TYPE],
+        event_rules=described[EVENT_RULE_TYPE],
+        queue_policies=described[QUEUE_POLICY_TYPE],
     )
     _check_references(template)
     return template
@@ -612,6 +654,70 @@ def _throttle(value: Any, resolver: Resolver, where: str) -> Throttle | None:
     if (throttle.burst_limit or 0) < 0 or (throttle.rate_limit or 0) < 0:
         raise TemplateError(f"{where}: throttling limits cannot be negative")
     return throttle
+
+
+def _log_group(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> LogGroupSpec:
+    _check_keys(where, props, _LOG_GROUP_USED, _LOG_GROUP_IGNORED)
+    name = resolver.resolve(props.get("LogGroupName"), f"{where}.LogGroupName")
+    return LogGroupSpec(logical_id, None if name is None else str(name))
+
+
+# -- EventBridge buses and rules, queue policies -----------------------------------------------
+
+
+def _event_bus(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> EventBusSpec:
+    _check_keys(where, props, _EVENT_BUS_USED, _EVENT_BUS_IGNORED)
+    if "Name" not in props:
+        raise TemplateError(f"{where}: an event bus needs a Name")
+    return EventBusSpec(logical_id, resolver.resolve_str(props["Name"], f"{where}.Name"))
+
+
+def _event_rule(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> EventRuleSpec:
+    _check_keys(where, props, _EVENT_RULE_USED, _EVENT_RULE_IGNORED)
+    if props.get("EventPattern") is None:
+        raise TemplateError(f"{where}: only rules with an EventPattern run locally")
+    state = resolver.resolve(props.get("State", "ENABLED"), f"{where}.State")
+    if state != "ENABLED":
+        # moto's PutEvents delivers to a rule's targets whatever its state: a disabled rule
+        # would deliver locally and not on AWS.
+        raise TemplateError(f"{where}: State {state!r} is not emulated locally (only ENABLED)")
+    targets = []
+    for index, target in enumerate(props.get("Targets") or []):
+        here = f"{where}.Targets[{index}]"
+        if not isinstance(target, dict):
+            raise TemplateError(f"{here} must be a mapping")
+        _check_keys(here, target, _EVENT_TARGET_USED, _EVENT_TARGET_IGNORED)
+        targets.append(
+            EventTarget(
+                target_id=resolver.resolve_str(target.get("Id"), f"{here}.Id"),
+                queue=_arn_target(target.get("Arn"), QUEUE_TYPE, f"{here}.Arn"),
+            )
+        )
+    name = resolver.resolve(props.get("Name"), f"{where}.Name")
+    description = resolver.resolve(props.get("Description"), f"{where}.Description")
+    return EventRuleSpec(
+        logical_id=logical_id,
+        rule_name=None if name is None else str(name),
+        event_bus=props.get("EventBusName"),
+        event_pattern=props["EventPattern"],
+        description=None if description is None else str(description),
+        targets=tuple(targets),
+    )
+
+
+def _queue_policy(logical_id: str, props: dict[str, Any], resolver: Resolver, where: str) -> QueuePolicySpec:
+    del resolver  # resolved at provisioning: the document may name resources (a rule's ARN)
+    _check_keys(where, props, frozenset({"Queues", "PolicyDocument"}), frozenset())
+    queues = []
+    for index, queue in enumerate(props.get("Queues") or []):
+        if intrinsic_name(queue) != "Ref" or not isinstance(queue["Ref"], str):
+            raise TemplateError(
+                f"{where}.Queues[{index}] must be !Ref <AWS::SQS::Queue logical id> to run locally"
+            )
+        queues.append(queue["Ref"])
+    if not queues or props.get("PolicyDocument") is None:
+        raise TemplateError(f"{where}: a queue policy needs Queues and a PolicyDocument")
+    return QueuePolicySpec(logical_id, tuple(queues), props["PolicyDocument"])
 
 
 # -- functions and events ---------------------------------------------------------------------
@@ -804,6 +910,18 @@ def _schedule_event(name: str, props: dict[str, Any], resolver: Resolver, where:
     )
 
 
+# How each kind of resource (other than functions and layers) is described.
+_DESCRIBERS: dict[str, Callable[[str, dict[str, Any], Resolver, str], Any]] = {
+    TABLE_TYPE: _table,
+    QUEUE_TYPE: _queue,
+    HTTP_API_TYPE: _http_api,
+    LOG_GROUP_TYPE: _log_group,
+    EVENT_BUS_TYPE: _event_bus,
+    EVENT_RULE_TYPE: _event_rule,
+    QUEUE_POLICY_TYPE: _queue_policy,
+}
+
+
 def rate_seconds(expression: str, where: str = "Schedule") -> float:
     """Seconds between runs of an EventBridge `rate(...)` expression."""
     match = _RATE.match(expression.strip())
@@ -851,6 +969,24 @@ def _check_references(template: Template) -> None:
                 and event.api not in template.http_apis
             ):
                 raise TemplateError(f"{where}: ApiId {event.api} is not an AWS::Serverless::HttpApi")
+    _check_queue_references(template)
+
+
+def _check_queue_references(template: Template) -> None:
+    """Rule targets, queue policies and redrive policies name queues of this template."""
+    for rule in template.event_rules.values():
+        for target in rule.targets:
+            if target.queue not in template.queues:
+                raise TemplateError(
+                    f"Resources.{rule.logical_id}: target {target.target_id} is not an SQS queue of this template "
+                    "(the only kind of rule target emulated locally)"
+                )
+    for policy in template.queue_policies.values():
+        for queue_id in policy.queues:
+            if queue_id not in template.queues:
+                raise TemplateError(
+                    f"Resources.{policy.logical_id}: {queue_id} is not an SQS queue of this template"
+                )
     for queue in template.queues.values():
         if queue.dead_letter_queue is not None and queue.dead_letter_queue not in template.queues:
             raise TemplateError(

@@ -208,6 +208,41 @@ Resources:
           Type: Schedule
           Properties:
             Schedule: rate(3 minutes)
+  Bus:
+    Type: AWS::Events::EventBus
+    Properties:
+      Name: !Sub "${AWS::StackName}-bus-${Flavour}"
+  ProbeEvents:
+    Type: AWS::SQS::Queue
+  ProbesToQueue:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: !Ref Bus
+      EventPattern:
+        source: [lr-probe]
+        detail-type: [Probe]
+      Targets:
+        - {Id: probes, Arn: !GetAtt ProbeEvents.Arn}
+  ProbeEventsPolicy:
+    Type: AWS::SQS::QueuePolicy
+    Properties:
+      Queues: [!Ref ProbeEvents]
+      PolicyDocument:
+        Statement:
+          - Effect: Allow
+            Principal: {Service: events.amazonaws.com}
+            Action: sqs:SendMessage
+            Resource: !GetAtt ProbeEvents.Arn
+            Condition: {ArnEquals: {aws:SourceArn: !GetAtt ProbesToQueue.Arn}}
+  PublishFn:
+    Type: AWS::Serverless::Function
+    Properties:
+      CodeUri: stubs/
+      Handler: publish.handler
+      Environment:
+        Variables:
+          BUS: !Ref Bus
+          BUS_ARN: !GetAtt Bus.Arn
 """
 
 ECHO_HANDLER = """\
@@ -290,6 +325,23 @@ def handler(event, context):
     }
 """
 
+# Publishes as code on Lambda does: boto3 configured by nothing but the environment.
+PUBLISH_HANDLER = """\
+import json
+import os
+
+import boto3
+
+
+def handler(event, context):
+    events = boto3.client("events")
+    answer = events.put_events(Entries=[
+        {"EventBusName": os.environ["BUS"], "Source": source, "DetailType": "Probe", "Detail": json.dumps(event)}
+        for source in ("lr-probe", "not-a-probe")
+    ])
+    return {"failed": answer["FailedEntryCount"], "endpoint": events.meta.endpoint_url, "bus_arn": os.environ["BUS_ARN"]}
+"""
+
 BROKEN_HANDLER = """\
 raise RuntimeError("cannot initialise")
 """
@@ -328,6 +380,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "stubs" / "lifecycle.py").write_text(LIFECYCLE_HANDLER)
     (root / "stubs" / "broken.py").write_text(BROKEN_HANDLER)
     (root / "stubs" / "sleepy.py").write_text(SLEEPY_HANDLER)
+    (root / "stubs" / "publish.py").write_text(PUBLISH_HANDLER)
     return root
 
 
@@ -469,6 +522,38 @@ def test_resources_are_named_from_stack_and_template(runtime: LocalRuntime) -> N
     assert redrive["deadLetterTargetArn"].endswith(":lr-test-WorkDeadLetters")
     assert int(redrive["maxReceiveCount"]) == 2
     assert work["Attributes"]["VisibilityTimeout"] == "300"
+
+
+def test_a_function_publishes_on_the_templates_bus_and_its_rule_delivers_to_the_queue(
+    runtime: LocalRuntime,
+) -> None:
+    bus = "lr-test-bus-spicy"
+    bus_arn = f"arn:aws:events:us-east-1:123456789012:event-bus/{bus}"
+    assert runtime.event_bus_arns == {bus: bus_arn}
+    rule = runtime.resources.event_rules["ProbesToQueue"]
+    assert (rule.name, rule.event_bus, rule.target_queues) == ("lr-test-ProbesToQueue", bus, ("ProbeEvents",))
+    assert runtime.function_environment("PublishFn")["AWS_ENDPOINT_URL_EVENTBRIDGE"] == runtime.events_url
+
+    # An execution environment's boto3 reaches moto's EventBridge; the rule's pattern picks one event
+    answer = runtime.function("PublishFn").invoke({"n": 7})
+    assert answer == {"failed": 0, "endpoint": runtime.events_url, "bus_arn": bus_arn}
+    (message,) = receive_all(runtime, "ProbeEvents", 1)
+    event = json.loads(message["Body"])
+    assert (event["source"], event["detail-type"], event["detail"]) == ("lr-probe", "Probe", {"n": 7})
+    # Not the other source's event (moto delivers within PutEvents: nothing is on its way)
+    depth = sqs(runtime).get_queue_attributes(
+        QueueUrl=runtime.queue_urls["ProbeEvents"],
+        AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"],
+    )["Attributes"]
+    assert depth == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}
+
+    # The queue policy is recorded on the queue, naming the rule's real ARN
+    policy = sqs(runtime).get_queue_attributes(
+        QueueUrl=runtime.queue_urls["ProbeEvents"], AttributeNames=["Policy"]
+    )
+    (statement,) = json.loads(policy["Attributes"]["Policy"])["Statement"]
+    assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": rule.arn}}
+    assert rule.arn == f"arn:aws:events:us-east-1:123456789012:rule/{bus}/lr-test-ProbesToQueue"
 
 
 # -- HTTP API ---------------------------------------------------------------------------------------

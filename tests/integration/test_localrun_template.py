@@ -14,10 +14,19 @@ from localrun.environment import function_environment, lambda_variables, local_v
 from localrun.errors import TemplateError
 from localrun.iam_policies import function_log_group, function_policies, is_allowed
 from localrun.intrinsics import ResourceValues
-from localrun.provision import LocalResources, QueueResource, TableResource, function_identity
+from localrun.provision import (
+    EventBusResource,
+    EventRuleResource,
+    LocalResources,
+    QueueResource,
+    TableResource,
+    function_identity,
+)
 from localrun.template import (
     DEFAULT_TEMPLATE,
     DynamoDBStreamEvent,
+    EventBusSpec,
+    EventTarget,
     HttpApiEvent,
     ScheduleEvent,
     SqsEvent,
@@ -322,6 +331,7 @@ def test_each_function_sees_its_own_variables_and_lambdas_not_the_runtimes(tmp_p
     assert environment["PATH"].startswith(f"{tmp_path / 'bin'}:")
     assert environment["AWS_ENDPOINT_URL_DYNAMODB"] == "http://127.0.0.1:1"
     assert environment["AWS_ENDPOINT_URL_SQS"] == "http://127.0.0.1:2"
+    assert environment["AWS_ENDPOINT_URL_EVENTBRIDGE"] == "http://127.0.0.1:2"  # moto serves both
     # Nothing of this process's own environment comes along.
     assert "HOME" not in environment
     assert "VIRTUAL_ENV" not in environment
@@ -432,3 +442,89 @@ def test_a_function_with_its_own_role_has_that_roles_permissions_and_nothing_sam
 
 def replace_log_groups(resources: LocalResources, names: dict[str, str]) -> LocalResources:
     return dataclasses.replace(resources, log_group_names=names)
+
+
+EVENT_RESOURCES = """\
+  Bus:
+    Type: AWS::Events::EventBus
+    Properties:
+      Name: !Sub "${AWS::StackName}-${Mode}-bus"
+      Description: ignored locally
+  ToWork:
+    Type: AWS::Events::Rule
+    Properties:
+      EventBusName: !If [IsBeta, !Ref Bus, elsewhere]
+      EventPattern: {source: [me], detail-type: [!Ref Mode]}
+      Targets:
+        - Id: work
+          Arn: !GetAtt Work.Arn
+          RetryPolicy: {MaximumRetryAttempts: 2}
+  WorkPolicy:
+    Type: AWS::SQS::QueuePolicy
+    Properties:
+      Queues: [!Ref Work]
+      PolicyDocument:
+        Statement:
+          - {Effect: Allow, Principal: {Service: events.amazonaws.com}, Action: sqs:SendMessage,
+             Resource: !GetAtt Work.Arn, Condition: {ArnEquals: {aws:SourceArn: !GetAtt ToWork.Arn}}}
+"""
+
+
+def test_event_buses_rules_and_queue_policies_are_described_and_resolved_once_provisioned(
+    tmp_path: Path,
+) -> None:
+    path = write_template(tmp_path, BASE + EVENT_RESOURCES)
+    template = load_template(path, stack_name="st4", parameter_overrides={"Mode": "beta"})
+
+    assert template.event_buses == {"Bus": EventBusSpec("Bus", "st4-beta-bus")}
+    rule = template.event_rules["ToWork"]
+    assert (rule.rule_name, rule.targets) == (None, (EventTarget("work", "Work"),))
+    assert template.queue_policies["WorkPolicy"].queues == ("Work",)
+    # The rule's bus, pattern and the policy stay expressions until the resources exist
+    resources = dataclasses.replace(
+        local_resources("st4"),
+        event_buses={"st4-beta-bus": EventBusResource("st4-beta-bus", "arn:bus", "Bus")},
+        event_rules={
+            "ToWork": EventRuleResource("ToWork", "st4-ToWork", "arn:rule", "st4-beta-bus", ("Work",))
+        },
+    )
+    resolver = template.resolver.with_resources(resources.values())
+    assert resolver.resolve(rule.event_bus, "t") == "st4-beta-bus"
+    assert resolver.resolve(rule.event_pattern, "t") == {"source": ["me"], "detail-type": ["beta"]}
+    assert resolver.resolve({"Fn::GetAtt": ["Bus", "Arn"]}, "t") == "arn:bus"
+    assert resolver.resolve({"Fn::GetAtt": ["Bus", "Name"]}, "t") == "st4-beta-bus"
+    policy = resolver.resolve(template.queue_policies["WorkPolicy"].policy_document, "t")
+    assert policy["Statement"][0]["Condition"] == {"ArnEquals": {"aws:SourceArn": "arn:rule"}}
+    with pytest.raises(TemplateError, match="!Ref ToWork is not emulated locally"):
+        resolver.resolve({"Ref": "ToWork"}, "t")
+    # Without the bus's condition, the rule names a bus the template does not create
+    alpha = load_template(path, stack_name="st4")
+    assert alpha.resolver.resolve(alpha.event_rules["ToWork"].event_bus, "t") == "elsewhere"
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("Arn: !GetAtt Work.Arn\n", "Arn: arn:aws:sns:us-east-1:1:topic\n", "must be !GetAtt"),
+        ("Arn: !GetAtt Work.Arn\n", "Arn: !GetAtt Worker.Arn\n", "not an SQS queue of this template"),
+        ("RetryPolicy: {MaximumRetryAttempts: 2}", "InputPath: $.detail", "does not support InputPath"),
+        (
+            "EventPattern: {source: [me], detail-type: [!Ref Mode]}",
+            "ScheduleExpression: rate(1 hour)",
+            "does not support ScheduleExpression",
+        ),
+        (
+            "EventPattern: {source: [me], detail-type: [!Ref Mode]}",
+            "Description: no pattern",
+            "only rules with an EventPattern",
+        ),
+        ("EventBusName: !If", "State: DISABLED\n      EventBusName: !If", "State 'DISABLED' is not emulated"),
+        ("Queues: [!Ref Work]", "Queues: [https://sqs.example/q]", "must be !Ref"),
+        ("      Description: ignored locally\n", "      Policy: {}\n", "does not support Policy"),
+    ],
+)
+def test_unsupported_eventbridge_features_fail_with_a_clear_message(
+    tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    with pytest.raises(TemplateError, match=message):
+        load_template(write_template(tmp_path, replace(BASE + EVENT_RESOURCES, old, new)))

@@ -39,6 +39,11 @@ _OWN_LOG_STREAMS = re.compile(
 )
 
 
+QUOTA_BUS_ARN = "arn:aws:events:r:1:event-bus/bus"
+# The functions whose code publishes quota events (events:PutEvents); no other may.
+PUBLISHERS = frozenset({"ApiFunction", "StreamCounterFunction", "SweeperFunction"})
+
+
 def local_template(**overrides: str) -> tuple[Template, Any]:
     template = load_template(parameter_overrides=overrides)
     fake = {
@@ -47,6 +52,9 @@ def local_template(**overrides: str) -> tuple[Template, Any]:
         ),
         "RetryQueue": ResourceValues("u", {"Arn": "arn:aws:sqs:r:1:retry", "QueueName": "retry"}),
         "OperatorQueue": ResourceValues("v", {"Arn": "arn:aws:sqs:r:1:operator", "QueueName": "operator"}),
+        "QuotaEventsQueue": ResourceValues("w", {"Arn": "arn:aws:sqs:r:1:events", "QueueName": "events"}),
+        "QuotaEventBus": ResourceValues("bus", {"Arn": QUOTA_BUS_ARN, "Name": "bus"}),
+        "QuotaEventsToQueue": ResourceValues(None, {"Arn": "arn:aws:events:r:1:rule/bus/to-queue"}),
         **{logical_id: ResourceValues(f"lg-{logical_id}") for logical_id in template.log_groups},
     }
     return template, template.resolver.with_resources(fake)
@@ -187,10 +195,76 @@ def test_the_table_is_retained_and_protected_unless_a_test_stack_says_otherwise(
     assert "JwtModeNeedsAnIssuer" in output["Rules"]
 
 
-def test_queues_keep_messages_14_days():
+def test_failure_queues_keep_messages_14_days_and_the_events_queue_4():
     template, _ = local_template()
     for queue in template.queues.values():
-        assert queue.attributes["MessageRetentionPeriod"] == str(14 * 24 * 3600), queue.logical_id
+        days = 4 if queue.logical_id == "QuotaEventsQueue" else 14
+        assert queue.attributes["MessageRetentionPeriod"] == str(days * 24 * 3600), queue.logical_id
+
+
+@pytest.mark.parametrize("given_bus", ["", "shared-bus"])
+def test_the_publishers_may_put_events_on_the_quota_bus_and_on_no_other(given_bus: str) -> None:
+    # Given the stack's own bus, or one named by EventBusName (its ARN built from the name)
+    template, resolver = local_template(EventBusName=given_bus)
+    bus_arn = f"arn:aws:events:{REGION}:{ACCOUNT_ID}:event-bus/{given_bus}" if given_bus else QUOTA_BUS_ARN
+    default_bus = f"arn:aws:events:{REGION}:{ACCOUNT_ID}:event-bus/default"
+    assert ("QuotaEventBus" in template.event_buses) == (not given_bus)
+    for logical_id, function in template.functions.items():
+        statements = function_policies(template, resolver, logical_id)
+        # Then each function is told that bus, and only the publishers may put events, there only
+        assert function.resolved_environment(resolver)["EVENT_BUS_NAME"] == (given_bus or "bus"), logical_id
+        allowed = is_allowed(statements, "events:PutEvents", bus_arn)
+        assert (allowed is not None) == (logical_id in PUBLISHERS), logical_id
+        assert is_allowed(statements, "events:PutEvents", default_bus) is None, logical_id
+        assert is_allowed(statements, "events:PutRule", bus_arn) is None, logical_id
+
+
+def _if_bus_created(value: Any) -> Any:
+    """A Fn::If on CreateEventBus as CloudFormation evaluates it with the default (empty) EventBusName."""
+    if isinstance(value, dict) and list(value) == ["Fn::If"] and value["Fn::If"][0] == "CreateEventBus":
+        return value["Fn::If"][1]
+    return value
+
+
+def test_quota_events_are_wired_as_deployed(transformed):
+    """The transformed template: every function is told the bus, the publishers' roles grant
+    PutEvents on its ARN, and the rule delivers to the queue whose policy admits that rule only."""
+    _, output = transformed
+    resources = output["Resources"]
+    assert resources["QuotaEventBus"]["Condition"] == "CreateEventBus"
+    template, _ = local_template()
+    for logical_id in template.functions:
+        variables = resources[logical_id]["Properties"]["Environment"]["Variables"]
+        assert _if_bus_created(variables["EVENT_BUS_NAME"]) == {"Ref": "QuotaEventBus"}, logical_id
+        assert {"USAGE_THRESHOLDS", "THRESHOLD_HYSTERESIS_PERCENT", "HISTORY_RETENTION_DAYS"} <= set(
+            variables
+        )
+        role = resources[resources[logical_id]["Properties"]["Role"]["Fn::GetAtt"][0]]
+        grants = [
+            _if_bus_created(statement["Resource"])
+            for policy in role["Properties"]["Policies"]
+            for statement in policy["PolicyDocument"]["Statement"]
+            if "events:PutEvents" in as_list(statement["Action"])
+        ]
+        assert grants == ([{"Fn::GetAtt": ["QuotaEventBus", "Arn"]}] if logical_id in PUBLISHERS else [])
+    rule = resources["QuotaEventsToQueue"]["Properties"]
+    assert _if_bus_created(rule["EventBusName"]) == {"Ref": "QuotaEventBus"}
+    assert rule["EventPattern"] == {"source": ["hybrid-counter"]}
+    assert [target["Arn"] for target in rule["Targets"]] == [{"Fn::GetAtt": ["QuotaEventsQueue", "Arn"]}]
+    policy = resources["QuotaEventsQueuePolicy"]["Properties"]
+    assert policy["Queues"] == [{"Ref": "QuotaEventsQueue"}]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert (statement["Effect"], statement["Principal"], statement["Action"]) == (
+        "Allow",
+        {"Service": "events.amazonaws.com"},
+        "sqs:SendMessage",
+    )
+    assert statement["Resource"] == {"Fn::GetAtt": ["QuotaEventsQueue", "Arn"]}
+    assert statement["Condition"] == {
+        "ArnEquals": {"aws:SourceArn": {"Fn::GetAtt": ["QuotaEventsToQueue", "Arn"]}}
+    }
+    queue = resources["QuotaEventsQueue"]["Properties"]
+    assert (queue["SqsManagedSseEnabled"], queue["MessageRetentionPeriod"]) == (True, 4 * 24 * 3600)
 
 
 def test_the_policy_model_matches_actions_and_resources_as_iam_does():

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from hybrid_counter.counting.replay import BatchInfo
-from localrun.template import DynamoDBStreamEvent, HttpApiEvent, SqsEvent, Template, load_template
+from localrun.cfn_yaml import load_yaml
+from localrun.errors import TemplateError
+from localrun.template import (
+    DEFAULT_TEMPLATE,
+    DynamoDBStreamEvent,
+    HttpApiEvent,
+    SqsEvent,
+    Template,
+    load_template,
+)
 
 PROJECT = Path(__file__).resolve().parents[2]
 
@@ -96,3 +105,72 @@ def test_retry_queue_sample_event_carries_an_on_failure_record():
     info = BatchInfo.from_failure_record(json.loads(record["body"]))
     assert int(info.start) <= int(info.end)
     assert info.stream_arn.startswith("arn:aws:dynamodb:")
+
+
+def test_quota_event_parameters_have_the_documented_defaults_and_bounds(template):
+    assert {
+        name: template.parameter_values[name]
+        for name in ("EventBusName", "UsageThresholds", "ThresholdHysteresisPercent", "HistoryRetentionDays")
+    } == {
+        "EventBusName": "",
+        "UsageThresholds": "80,100",
+        "ThresholdHysteresisPercent": "5",
+        "HistoryRetentionDays": "0",
+    }
+    # CloudFormation refuses these at deploy time; localrun applies the same constraints.
+    for name, value in [("UsageThresholds", "50, 75.5,100"), ("EventBusName", "ops.events_bus-1")]:
+        assert load_template(parameter_overrides={name: value}).parameter_values[name] == value
+    for name, value in [
+        ("UsageThresholds", ""),
+        ("UsageThresholds", "80;100"),
+        ("UsageThresholds", "eighty"),
+        ("EventBusName", "arn:aws:events:us-east-1:123456789012:event-bus/x"),
+        ("ThresholdHysteresisPercent", "51"),
+        ("ThresholdHysteresisPercent", "-1"),
+        ("HistoryRetentionDays", "-1"),
+    ]:
+        with pytest.raises(TemplateError):
+            load_template(parameter_overrides={name: value})
+
+
+def test_the_bus_is_named_the_same_everywhere_it_is_used():
+    """The bus the functions are told, the rule reads, the roles grant and the outputs name is one bus:
+    the same expression in each place (a divergence would publish where nobody listens, or be denied)."""
+    raw = load_yaml(DEFAULT_TEMPLATE)
+    resources, outputs = raw["Resources"], raw["Outputs"]
+    bus_name = raw["Globals"]["Function"]["Environment"]["Variables"]["EVENT_BUS_NAME"]
+    assert bus_name == {"Fn::If": ["CreateEventBus", {"Ref": "QuotaEventBus"}, {"Ref": "EventBusName"}]}
+    assert resources["QuotaEventsToQueue"]["Properties"]["EventBusName"] == bus_name
+    assert outputs["EventBusName"]["Value"] == bus_name
+    bus_arn = outputs["EventBusArn"]["Value"]
+    assert bus_arn["Fn::If"][:2] == ["CreateEventBus", {"Fn::GetAtt": ["QuotaEventBus", "Arn"]}]
+    grants = {
+        logical_id: [
+            statement["Resource"]
+            for policy in resource["Properties"]["Policies"]
+            for statement in policy["PolicyDocument"]["Statement"]
+            if statement["Action"] == "events:PutEvents"
+        ]
+        for logical_id, resource in resources.items()
+        if resource["Type"] == "AWS::IAM::Role"
+    }
+    assert grants == {
+        "ApiFunctionExecutionRole": [bus_arn],
+        "StreamCounterFunctionExecutionRole": [bus_arn],
+        "RetryQueueFunctionExecutionRole": [],
+        "SweeperFunctionExecutionRole": [bus_arn],
+    }
+    assert resources["QuotaEventBus"] == {
+        "Type": "AWS::Events::EventBus",
+        "Condition": "CreateEventBus",
+        "Properties": {"Name": {"Fn::Sub": "${AWS::StackName}-quota-events"}},
+    }
+    assert outputs["QuotaEventsQueueUrl"]["Value"] == {"Ref": "QuotaEventsQueue"}
+
+
+def test_every_quota_event_reaches_the_events_queue(template):
+    rule = template.event_rules["QuotaEventsToQueue"]
+    assert rule.event_pattern == {"source": ["hybrid-counter"]}
+    assert [target.queue for target in rule.targets] == ["QuotaEventsQueue"]
+    assert template.queue_policies["QuotaEventsQueuePolicy"].queues == ("QuotaEventsQueue",)
+    assert template.event_buses["QuotaEventBus"].name == f"{template.stack_name}-quota-events"

@@ -2,8 +2,9 @@
 
 Where to act: ``--stack NAME`` (a deployed stack's outputs), ``--local`` (the embedded runtime
 started by ``make dev``, which writes .local/runtime.json), or ``--table`` with
-``--operator-queue-url``/``--retry-queue-url`` (and the usual AWS environment).
-Every command prints JSON.
+``--operator-queue-url``/``--retry-queue-url`` (and the usual AWS environment); ``events tail``
+needs only the quota events queue (``--events-queue-url``, or either of the first two).
+Every command prints JSON (``events tail``: one JSON line per event).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability
 from hybrid_counter.ops.clock import ClockUnknown, ServerClock, calibrate
+from hybrid_counter.ops.events_tail import MAX_WAIT_SECONDS, TailOptions, tail
 from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
 from hybrid_counter.runtime import Components
 from hybrid_counter.settings import Settings
@@ -42,6 +44,7 @@ class Target:
     clients: Clients
     sqs: Any
     grace_seconds: int = DEFAULT_GRACE
+    events_queue_url: str | None = None  # QuotaEventsQueue, for `events tail`
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
@@ -52,6 +55,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         "operator": args.operator_queue_url or os.environ.get("OPERATOR_QUEUE_URL"),
         "retry": args.retry_queue_url or os.environ.get("RETRY_QUEUE_URL"),
     }
+    events_queue = args.events_queue_url or os.environ.get("EVENTS_QUEUE_URL")
     if args.local:
         state_file = Path(args.local_state)
         if not state_file.is_file():
@@ -70,6 +74,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
             "operator": state["queue_urls"]["OperatorQueue"],
             "retry": state["queue_urls"]["RetryQueue"],
         }
+        events_queue = state.get("events_queue_url")
     elif args.stack:
         stack = boto3.client("cloudformation").describe_stacks(StackName=args.stack)["Stacks"][0]
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
@@ -77,7 +82,9 @@ def resolve_target(args: argparse.Namespace) -> Target:
         grace = int(parameters.get("PendingGraceSeconds") or grace)
         table = outputs["TableName"]
         queues = {"operator": outputs.get("OperatorQueueUrl"), "retry": outputs.get("RetryQueueUrl")}
-    if not table:
+        events_queue = outputs.get("QuotaEventsQueueUrl")
+    events_queue = args.events_queue_url or events_queue  # the flag wins over --local and --stack
+    if not table and getattr(args, "needs_table", True):
         raise SystemExit("no table: use --stack, --local or --table (see --help)")
 
     def client(service: str, config: Any = RETRYING) -> Any:
@@ -89,7 +96,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         dynamodb_single_attempt=client("dynamodb", SINGLE_ATTEMPT),
         streams=client("dynamodbstreams"),
     )
-    return Target(table, queues, clients, client("sqs"), grace)
+    return Target(table or "", queues, clients, client("sqs"), grace, events_queue)
 
 
 def _queue(target: Target, which: str) -> FailureQueue:
@@ -272,6 +279,21 @@ def cmd_heal(target: Target, args: argparse.Namespace) -> Any:
     ]
 
 
+def cmd_events_tail(target: Target, args: argparse.Namespace) -> None:
+    """Streams its own JSON lines (nothing for main() to print)."""
+    if not target.events_queue_url:
+        raise SystemExit(
+            "no URL for the quota events queue: use --stack, --local or --events-queue-url "
+            "(a stack deployed before quota events has no QuotaEventsQueueUrl output)"
+        )
+    wait = args.wait if args.wait is not None else (MAX_WAIT_SECONDS if args.follow else 2)
+    try:
+        options = TailOptions(max_events=args.max, wait_seconds=wait, follow=args.follow)
+    except ValueError as error:
+        raise SystemExit(f"events tail: {error}") from None
+    tail(target.sqs, target.events_queue_url, options)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="hybrid-counter-ops", description=__doc__)
     where = root.add_argument_group("where")
@@ -283,6 +305,7 @@ def parser() -> argparse.ArgumentParser:
     where.add_argument("--table", help="table name")
     where.add_argument("--operator-queue-url")
     where.add_argument("--retry-queue-url")
+    where.add_argument("--events-queue-url", help="the quota events queue (output QuotaEventsQueueUrl)")
     commands = root.add_subparsers(dest="command", required=True)
 
     queue = commands.add_parser("queue", help="the operator queue (or, with --queue retry, the retry queue)")
@@ -326,6 +349,22 @@ def parser() -> argparse.ArgumentParser:
     recount.set_defaults(handler=cmd_recount)
 
     _maintenance_commands(commands)
+
+    events = commands.add_parser("events", help='quota events (README "Events")')
+    events_commands = events.add_subparsers(dest="events_command", required=True)
+    events_tail = events_commands.add_parser(
+        "tail", help="print the events QuotaEventsQueue received, one JSON line each, and delete them"
+    )
+    events_tail.add_argument("--max", type=int, default=None, help="stop after this many events")
+    events_tail.add_argument(
+        "--wait",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help=f"long polling per receive, 0-{MAX_WAIT_SECONDS} (default 2, following {MAX_WAIT_SECONDS})",
+    )
+    events_tail.add_argument("--follow", action="store_true", help="keep waiting for events until Ctrl-C")
+    events_tail.set_defaults(handler=cmd_events_tail, needs_table=False)
     return root
 
 
@@ -357,8 +396,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     target = resolve_target(args)
     result = args.handler(target, args)
-    json.dump(result, sys.stdout, indent=2, default=str)
-    sys.stdout.write("\n")
+    if result is not None:  # None: the command printed its own output (events tail)
+        json.dump(result, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
     return 0
 
 
