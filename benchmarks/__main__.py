@@ -3,6 +3,7 @@
     python -m benchmarks                 # everything (about 13 minutes here)
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
+    python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
     python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
 Figures are counts (requests, read and write units, item sizes) and ratios measured in one run;
@@ -20,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ceiling, cost, growth, latency, report
+from benchmarks import ceiling, cost, growth, kinds, latency, plans, report, two_kinds, units
 from benchmarks.world import bench_world
 
-PARTS = ("cost", "growth", "ceiling", "latency")
+PARTS = ("cost", "kinds", "growth", "ceiling", "two_kinds", "latency")
 BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
@@ -35,6 +36,11 @@ class Sizes:
     sweep_entries: list[int]
     accounts: list[int]
     busy_account: int  # one of account_sizes: the size at which it is also recounted under traffic
+    # The kinds part (figures per operation, which do not depend on how many): the creates of a
+    # plan's steady state, the operations of each units lifecycle; and the kinds of one account.
+    plan_creates: int = 40
+    unit_operations: int = 25
+    kinds: int = 100
 
 
 FULL = Sizes(
@@ -45,7 +51,16 @@ FULL = Sizes(
     [100, 1_000, 10_000],
     busy_account=10_000,
 )
-QUICK = Sizes(50, [0, 200, 1_000], [1_000, 5_000], [100, 500], [100, 500], busy_account=1_000)
+QUICK = Sizes(
+    50,
+    [0, 200, 1_000],
+    [1_000, 5_000],
+    [100, 500],
+    [100, 500],
+    busy_account=1_000,
+    plan_creates=20,
+    unit_operations=10,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,10 +82,20 @@ def main(argv: list[str] | None = None) -> int:
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     started = time.monotonic()
+    clock = _PartClock(started)
+    results["part_seconds"] = clock.seconds
     with bench_world() as world:
+        clock.done("start")  # DynamoDB Local and the runtime
         if "cost" in parts:
             results["cost"] = cost.run(world, sizes.cost_operations)
-            _progress("cost", started)
+            clock.done("cost")
+        if "kinds" in parts:
+            results["kinds"] = {
+                "plans": plans.run(world, sizes.plan_creates),
+                "many_kinds": kinds.run(world, sizes.kinds),
+                "units": units.run(world, sizes.unit_operations),
+            }
+            clock.done("kinds")
         if "growth" in parts:
             admission = growth.admission_vs_deletes_in_flight(world, sizes.backlogs)
             sweeps = growth.sweep_vs_entries(world, sizes.sweep_entries)
@@ -85,16 +110,19 @@ def main(argv: list[str] | None = None) -> int:
                 "recount_vs_account_size": recounts,
                 "recount_under_traffic": busy,
             }
-            _progress("growth", started)
+            clock.done("growth")
         if "ceiling" in parts:
             results["ceiling"] = ceiling.run(world, quick=args.quick)
-            _progress("ceiling", started)
+            clock.done("ceiling")
+        if "two_kinds" in parts:
+            results["two_kinds"] = two_kinds.run(world, quick=args.quick)
+            clock.done("two_kinds")
         if "bursts" in parts:
             results["ceiling_bursts"] = ceiling.burst_check(world, quick=args.quick, bursts=BURSTS)
-            _progress("bursts", started)
+            clock.done("bursts")
     if "latency" in parts:
         results["latency"] = latency.run(quick=args.quick)
-        _progress("latency", started)
+        clock.done("latency")
     results["seconds"] = round(time.monotonic() - started)
     results["targets"] = report.targets(results)
     (out / "results.json").write_text(json.dumps(results, indent=2))
@@ -104,8 +132,18 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _progress(part: str, started: float) -> None:
-    print(f"[bench] {part} done after {time.monotonic() - started:.0f} s", flush=True)
+class _PartClock:
+    """Where the run's time went, part by part (results.json: part_seconds)."""
+
+    def __init__(self, started: float) -> None:
+        self.started = self.last = started
+        self.seconds: dict[str, int] = {}
+
+    def done(self, part: str) -> None:
+        now = time.monotonic()
+        self.seconds[part] = round(now - self.last)
+        self.last = now
+        print(f"[bench] {part} done after {now - self.started:.0f} s ({self.seconds[part]} s)", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ def _item(world: BenchWorld, key: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-def _figures(world: BenchWorld, design: str, n: int) -> dict[str, Any]:
+def lifecycle_figures(world: BenchWorld, design: str, n: int) -> dict[str, Any]:
     phases = {
         phase: world.meter.tally(f"{design}:{phase}")
         for phase in ("create", "stream_after_creates", "delete", "stream_after_deletes")
@@ -77,6 +77,6 @@ def run(world: BenchWorld, n: int = 200) -> dict[str, Any]:
 
     return {
         "operations": n,
-        "ours": {**_figures(world, "ours", n), "item_sizes": sizes},
-        "reference": {**_figures(world, "reference", n), "item_sizes": ref_sizes},
+        "ours": {**lifecycle_figures(world, "ours", n), "item_sizes": sizes},
+        "reference": {**lifecycle_figures(world, "reference", n), "item_sizes": ref_sizes},
     }

@@ -7,6 +7,7 @@ from typing import Any
 
 import matplotlib
 
+from benchmarks import report_kinds
 from benchmarks.ceiling_model import aws_ours, aws_reference
 
 matplotlib.use("Agg")
@@ -97,7 +98,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"C = {counting['units_per_second']:g}, P = {counting['partitions']}; the machine alone "
             f"counted {counting['counts_per_second']['batched_no_simulated_capacity']}/s batched",
         )
-    return rows
+    return rows + report_kinds.targets(results)
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -107,6 +108,9 @@ def markdown(results: dict[str, Any]) -> str:
         f"Run {results['started']}, {results['seconds']} s{' (quick sizes)' if results['quick'] else ''}.",
         "",
     ]
+    if results.get("part_seconds"):
+        spent = ", ".join(f"{part} {seconds}" for part, seconds in results["part_seconds"].items())
+        lines += [f"Seconds by part: {spent}.", ""]
     cost = results.get("cost")
     if cost:
         lines += [
@@ -225,6 +229,7 @@ def markdown(results: dict[str, Any]) -> str:
             ],
             "",
         ]
+    lines += report_kinds.markdown(results)
     latency = results.get("latency")
     if latency:
         lines += [

@@ -17,10 +17,11 @@ as at any scale) would measure the backoff, not the capacity.
 
 Where the items sit: an account's counter item is one item, so it can never be spread; DynamoDB's
 split for heat moves a hot item onto a partition of its own, which is the steady state this
-models (bucket ``counter:<account>``). The account's resource items share a partition key but
-DynamoDB splits an item collection by sort-key range when it runs hot; this models the split
-having spread them over ``partitions`` partitions by their range (the first hex digit of the sort
-key after ``RESOURCE#``), a bucket each.
+models (bucket ``item:<account>:COUNTER#<kind>``: each kind's counter item is an item of its
+own). The account's resource items share a partition key but DynamoDB splits an item collection
+by sort-key range when it runs hot; this models the split having spread each kind's resources
+(contiguous in sort-key order, ``RESOURCE#<kind>#<range>#<id>``) over ``partitions`` partitions
+by their range, a bucket each, so a second busy kind adds no load to the first's partitions.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from benchmarks.reference import RESOURCE as REFERENCE_RESOURCE
+from hybrid_counter.keys import RESOURCE_PREFIX, parse_kind_resource_sk, range_of
 from tests.faults import fail, target_of
 
 WRITES = {"PutItem": 1, "UpdateItem": 1, "DeleteItem": 1}
@@ -80,9 +83,11 @@ class CapacitySimulator:
 
     def bucket_of(self, key: dict[str, Any]) -> str:
         pk, sk = key["pk"]["S"], key["sk"]["S"]
-        for prefix in ("RESOURCE#", "REF#RES#"):
-            if sk.startswith(prefix):  # our range digit; the reference's uuid starts with a hex digit too
-                return f"partition:{pk}:{int(sk[len(prefix)], 16) % self.partitions}"
+        if sk.startswith(RESOURCE_PREFIX):
+            kind, resource_id = parse_kind_resource_sk(sk)
+            return f"partition:{pk}:{kind}:{int(range_of(resource_id), 16) % self.partitions}"
+        if sk.startswith(REFERENCE_RESOURCE):  # its uuid starts with a hex digit, as a range does
+            return f"partition:{pk}:{int(sk[len(REFERENCE_RESOURCE)], 16) % self.partitions}"
         return f"item:{pk}:{sk}"
 
     def _charges(self, operation: str, body: dict[str, Any]) -> dict[str, float]:
