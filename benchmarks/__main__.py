@@ -4,6 +4,7 @@
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
     python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
+    python -m benchmarks --parts governance     # what threshold events and limit history cost
     python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
 Figures are counts (requests, read and write units, item sizes) and ratios measured in one run;
@@ -21,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ceiling, cost, growth, kinds, latency, plans, report, two_kinds, units
+from benchmarks import ceiling, cost, governance, growth, kinds, latency, plans, report, two_kinds, units
 from benchmarks.world import bench_world
 
-PARTS = ("cost", "kinds", "growth", "ceiling", "two_kinds", "latency")
+PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "latency")
 BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
@@ -85,41 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = _PartClock(started)
     results["part_seconds"] = clock.seconds
     with bench_world() as world:
-        clock.done("start")  # DynamoDB Local and the runtime
-        if "cost" in parts:
-            results["cost"] = cost.run(world, sizes.cost_operations)
-            clock.done("cost")
-        if "kinds" in parts:
-            results["kinds"] = {
-                "plans": plans.run(world, sizes.plan_creates),
-                "many_kinds": kinds.run(world, sizes.kinds),
-                "units": units.run(world, sizes.unit_operations),
-            }
-            clock.done("kinds")
-        if "growth" in parts:
-            admission = growth.admission_vs_deletes_in_flight(world, sizes.backlogs)
-            sweeps = growth.sweep_vs_entries(world, sizes.sweep_entries)
-            heals = growth.heal_all_vs_accounts(world, sizes.accounts)
-            recounts, busy = growth.recount_growth(
-                world, sizes.account_sizes, sizes.busy_account, pairs_per_second=20.0
-            )
-            results["growth"] = {
-                "admission_vs_deletes_in_flight": admission,
-                "sweep_vs_entries": sweeps,
-                "heal_all_vs_accounts": heals,
-                "recount_vs_account_size": recounts,
-                "recount_under_traffic": busy,
-            }
-            clock.done("growth")
-        if "ceiling" in parts:
-            results["ceiling"] = ceiling.run(world, quick=args.quick)
-            clock.done("ceiling")
-        if "two_kinds" in parts:
-            results["two_kinds"] = two_kinds.run(world, quick=args.quick)
-            clock.done("two_kinds")
-        if "bursts" in parts:
-            results["ceiling_bursts"] = ceiling.burst_check(world, quick=args.quick, bursts=BURSTS)
-            clock.done("bursts")
+        _in_world(world, parts, sizes, quick=args.quick, clock=clock, results=results)
     if "latency" in parts:
         results["latency"] = latency.run(quick=args.quick)
         clock.done("latency")
@@ -130,6 +97,50 @@ def main(argv: list[str] | None = None) -> int:
     report.plots(results, out)
     print((out / "results.md").read_text())
     return 0
+
+
+def _in_world(
+    world: Any, parts: list[str], sizes: Sizes, *, quick: bool, clock: _PartClock, results: dict[str, Any]
+) -> None:
+    """The parts that run in one DynamoDB Local and runtime, in order, into ``results``."""
+    clock.done("start")  # DynamoDB Local and the runtime
+    if "cost" in parts:
+        results["cost"] = cost.run(world, sizes.cost_operations)
+        clock.done("cost")
+    if "kinds" in parts:
+        results["kinds"] = {
+            "plans": plans.run(world, sizes.plan_creates),
+            "many_kinds": kinds.run(world, sizes.kinds),
+            "units": units.run(world, sizes.unit_operations),
+        }
+        clock.done("kinds")
+    if "governance" in parts:
+        results["governance"] = governance.run(world)
+        clock.done("governance")
+    if "growth" in parts:
+        admission = growth.admission_vs_deletes_in_flight(world, sizes.backlogs)
+        sweeps = growth.sweep_vs_entries(world, sizes.sweep_entries)
+        heals = growth.heal_all_vs_accounts(world, sizes.accounts)
+        recounts, busy = growth.recount_growth(
+            world, sizes.account_sizes, sizes.busy_account, pairs_per_second=20.0
+        )
+        results["growth"] = {
+            "admission_vs_deletes_in_flight": admission,
+            "sweep_vs_entries": sweeps,
+            "heal_all_vs_accounts": heals,
+            "recount_vs_account_size": recounts,
+            "recount_under_traffic": busy,
+        }
+        clock.done("growth")
+    if "ceiling" in parts:
+        results["ceiling"] = ceiling.run(world, quick=quick)
+        clock.done("ceiling")
+    if "two_kinds" in parts:
+        results["two_kinds"] = two_kinds.run(world, quick=quick)
+        clock.done("two_kinds")
+    if "bursts" in parts:
+        results["ceiling_bursts"] = ceiling.burst_check(world, quick=quick, bursts=BURSTS)
+        clock.done("bursts")
 
 
 class _PartClock:

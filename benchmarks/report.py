@@ -7,7 +7,7 @@ from typing import Any
 
 import matplotlib
 
-from benchmarks import report_kinds
+from benchmarks import report_governance, report_kinds
 from benchmarks.ceiling_model import aws_ours, aws_reference
 
 matplotlib.use("Agg")
@@ -98,7 +98,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"C = {counting['units_per_second']:g}, P = {counting['partitions']}; the machine alone "
             f"counted {counting['counts_per_second']['batched_no_simulated_capacity']}/s batched",
         )
-    return rows + report_kinds.targets(results)
+    return rows + report_kinds.targets(results) + report_governance.targets(results)
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -230,6 +230,7 @@ def markdown(results: dict[str, Any]) -> str:
             "",
         ]
     lines += report_kinds.markdown(results)
+    lines += report_governance.markdown(results)
     latency = results.get("latency")
     if latency:
         lines += [

@@ -5,7 +5,7 @@
 
 Needs a Docker engine with the Compose plugin, and LOCALSTACK_AUTH_TOKEN: since LocalStack
 2026.03.0 every image starts only with a token, and this stack uses HTTP APIs (API Gateway v2)
-and a Lambda layer, which LocalStack does not offer on its free plan (README, "LocalStack").
+and a Lambda layer, which LocalStack does not offer on its free plan (docs/local-runtime.md, "LocalStack").
 
 Deployment uses the project's own SAM CLI pointed at LocalStack through AWS_ENDPOINT_URL
 (LocalStack deprecated its `samlocal` wrapper); the suite runs with HC_E2E_TARGET=stack, so

@@ -5,6 +5,14 @@ the id, a delete of it, a limit change), from the starting points where they can
 absent with one slot left, the id live and counted at the limit, the id live but not yet
 counted by the stream path. A pair of the same PUT is a client retrying its request while the
 first attempt still runs; a pair of deletes, a retried delete.
+
+Issue 18's pairs (``KIND_PAIRS``), from resources of several units: creates of n units; a
+resize (PATCH) against a retried PATCH, a PATCH to another target, a DELETE, a PUT, a POST and
+an override change, from the resource live and counted with room or at the limit, and live but
+not yet counted (there also with a stream delivery at every point: the stream path must not
+count it while a resize holds it); creates against a plan change, a move to another plan and an
+override removed; and operations on two kinds of one account (``resources`` and ``seats``),
+which must never touch each other's counters.
 """
 
 from __future__ import annotations
@@ -13,22 +21,66 @@ import dataclasses
 import os
 from dataclasses import dataclass
 
-from tests.explorer.runs import BACKGROUNDS, OpSpec, Scenario
+from hybrid_counter.keys import DEFAULT_KIND
+from tests.explorer.runs import BACKGROUNDS, SEATS, OpSpec, Scenario
+from tests.explorer.spec import Limits
 
 POST, PUT, DELETE = OpSpec("post"), OpSpec("put", "x"), OpSpec("delete", "x")
+R = DEFAULT_KIND
 
 
-def limit(n: int) -> OpSpec:
-    return OpSpec("limit", n)
+def limit(n: int, of: str = R) -> OpSpec:
+    return OpSpec("limit", n, of=of)
 
 
-# (name, limit, counted before, uncounted before)
-ABSENT_ONE_SLOT = ("x absent, one slot left", 1, (), ())
-ABSENT_OTHER_HOLDS_ONE = ("x absent, o holds one of two slots", 2, ("o",), ())
-LIVE_AT_LIMIT = ("x live and counted, at the limit", 1, ("x",), ())
-LIVE_UNCOUNTED = ("x live, not yet counted, one slot left", 2, (), ("x",))
+def post(units: int = 1, of: str = R, after: int | None = None) -> OpSpec:
+    return OpSpec("post", units=units, of=of, after=after)
 
-PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[tuple[str, int, tuple[str, ...], tuple[str, ...]], ...]]] = [
+
+def put(rid: str = "x", units: int = 1, of: str = R) -> OpSpec:
+    return OpSpec("put", rid, units=units, of=of)
+
+
+def delete(rid: str = "x", of: str = R) -> OpSpec:
+    return OpSpec("delete", rid, of=of)
+
+
+def patch(units: int, rid: str = "x", of: str = R) -> OpSpec:
+    return OpSpec("patch", rid, units=units, of=of)
+
+
+def unlimit(of: str = R) -> OpSpec:
+    return OpSpec("unlimit", of=of)
+
+
+def plan_change(plan: str, **limits: int) -> OpSpec:
+    return OpSpec("plan", (plan, tuple(sorted(limits.items()))))
+
+
+def assign(plan: str) -> OpSpec:
+    return OpSpec("assign", plan)
+
+
+@dataclass(frozen=True)
+class Start:
+    """Where a pair starts: the default kind's override (None: the plan's), the resources
+    (``[kind/]id[:units]``), the other kinds' overrides, the account's plan (a) and plan b."""
+
+    name: str
+    limit: int | None
+    counted: tuple[str, ...] = ()
+    uncounted: tuple[str, ...] = ()
+    overrides: Limits = ()
+    plan: Limits = ()
+    other_plan: Limits = ()
+
+
+ABSENT_ONE_SLOT = Start("x absent, one slot left", 1)
+ABSENT_OTHER_HOLDS_ONE = Start("x absent, o holds one of two slots", 2, ("o",))
+LIVE_AT_LIMIT = Start("x live and counted, at the limit", 1, ("x",))
+LIVE_UNCOUNTED = Start("x live, not yet counted, one slot left", 2, (), ("x",))
+
+PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[Start, ...]]] = [
     ((POST, POST), (ABSENT_ONE_SLOT, ABSENT_OTHER_HOLDS_ONE)),
     ((POST, PUT), (ABSENT_ONE_SLOT, LIVE_AT_LIMIT)),
     ((POST, DELETE), (LIVE_AT_LIMIT, LIVE_UNCOUNTED)),
@@ -40,6 +92,60 @@ PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[tuple[str, int, tuple[str, ...], 
     ((DELETE, limit(0)), (LIVE_AT_LIMIT,)),
     ((limit(2), limit(0)), (ABSENT_ONE_SLOT,)),
 ]
+
+# Issue 18: units, resizes, plans and overrides, two kinds.
+EMPTY_OF_3 = Start("nothing held, limit 3", 3)
+X2_ABSENT = Start("x absent, limit 2", 2)
+X2_ROOM = Start("x live and counted, 2 units of 3", 3, ("x:2",))
+X2_AT_LIMIT = Start("x live and counted, 2 units at the limit of 2", 2, ("x:2",))
+X2_UNCOUNTED = Start("x live, not yet counted, 2 units of 3", 3, (), ("x:2",))
+PLAN_FULL = Start(
+    "x live, no override, plan a's limit 1 (plan b's 2)", None, ("x",), plan=((R, 1),), other_plan=((R, 2),)
+)
+PLAN_ROOM = Start("x live, no override, plan a's limit 2", None, ("x",), plan=((R, 2),))
+OVERRIDE_FULL = Start("x live, override 1 over plan a's 2", 1, ("x",), plan=((R, 2),))
+EACH_KIND_ONE_SLOT = Start("one slot left of each kind", 1, overrides=((SEATS, 1),))
+X_AT_LIMIT_ONE_SEAT = Start("x a resource at the limit, one seat left", 1, ("x",), overrides=((SEATS, 1),))
+SEAT_X_ROOM = Start("x a seat of 1 of 2, one resource slot left", 1, (f"{SEATS}/x",), overrides=((SEATS, 2),))
+PLAN_OF_BOTH = Start("no override, plan a: one of each kind", None, plan=((R, 1), (SEATS, 1)))
+PLAN_ONE_SLOT = Start("nothing held, no override, plan a's limit 1", None, plan=((R, 1),))
+
+KIND_PAIRS: list[tuple[tuple[OpSpec, OpSpec], tuple[Start, ...]]] = [
+    # Units: admitted iff used + n <= limit
+    ((post(2), post(2)), (EMPTY_OF_3,)),
+    ((put("x", 2), put("x", 2)), (X2_ABSENT,)),
+    ((post(2), delete()), (X2_ROOM,)),
+    # PATCH: a retried PATCH, another target, a DELETE, a PUT, a POST, an override change
+    ((patch(3), patch(3)), (X2_ROOM, X2_AT_LIMIT, X2_UNCOUNTED)),
+    ((patch(3), patch(1)), (X2_ROOM, X2_UNCOUNTED)),
+    ((patch(3), delete()), (X2_ROOM, X2_AT_LIMIT, X2_UNCOUNTED)),
+    ((patch(1), delete()), (X2_AT_LIMIT,)),
+    ((patch(3), put("x", 2)), (X2_ROOM,)),
+    ((patch(3), post()), (X2_ROOM,)),
+    ((patch(1), post()), (X2_AT_LIMIT,)),
+    ((patch(3), limit(2)), (X2_ROOM,)),
+    # Plans and overrides: concurrent with a create (judged by the old limit or the new) ...
+    ((post(), post()), (PLAN_ONE_SLOT,)),
+    ((post(), plan_change("a", resources=2)), (PLAN_FULL,)),
+    ((post(), assign("b")), (PLAN_FULL,)),
+    ((post(), unlimit()), (OVERRIDE_FULL,)),
+    ((patch(2), plan_change("a", resources=1)), (PLAN_ROOM,)),
+    ((limit(2), unlimit()), (PLAN_FULL,)),
+    # ... and before it: a create that starts after the change answered is judged by the new limit
+    ((plan_change("a", resources=2), post(after=0)), (PLAN_FULL,)),
+    ((plan_change("a", resources=1), post(after=0)), (PLAN_ROOM,)),
+    ((assign("b"), post(after=0)), (PLAN_FULL,)),
+    ((unlimit(), post(after=0)), (OVERRIDE_FULL,)),
+    # Two kinds of one account
+    ((post(of=SEATS), post()), (EACH_KIND_ONE_SLOT,)),
+    ((put("x", of=SEATS), put("x")), (EACH_KIND_ONE_SLOT,)),
+    ((delete(), put("x", of=SEATS)), (X_AT_LIMIT_ONE_SEAT,)),
+    ((patch(2, of=SEATS), post()), (SEAT_X_ROOM,)),
+    ((limit(0, of=SEATS), post()), (EACH_KIND_ONE_SLOT,)),
+    ((plan_change("a", resources=1, seats=0), post(of=SEATS)), (PLAN_OF_BOTH,)),
+]
+# Where the stream path meets a resize: a delivery placed at every point of these (ci too).
+STREAM_MEETS_RESIZE = frozenset({X2_UNCOUNTED})
 
 
 # Repairs and TTL meeting API operations, from what requests that died long ago left behind:
@@ -99,13 +205,33 @@ def repair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
     return scenarios
 
 
+def _scenario(ops: tuple[OpSpec, ...], start: Start, backgrounds: tuple[str, ...]) -> Scenario:
+    return Scenario(
+        f"{' + '.join(str(op) for op in ops)}, {start.name}",
+        start.limit,
+        ops,
+        start.counted,
+        start.uncounted,
+        backgrounds,
+        overrides=start.overrides,
+        plan=start.plan,
+        other_plan=start.other_plan,
+    )
+
+
 def pair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    return [_scenario(ops, start, backgrounds) for ops, starts in PAIRS for start in starts]
+
+
+def kind_pair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    """Issue 18's pairs; with no background asked for, the stream path still meets the resizes
+    of ``STREAM_MEETS_RESIZE`` at every point."""
     scenarios = []
-    for (first, second), starts in PAIRS:
-        for name, cap, counted, uncounted in starts:
-            scenarios.append(
-                Scenario(f"{first} + {second}, {name}", cap, (first, second), counted, uncounted, backgrounds)
-            )
+    for ops, starts in KIND_PAIRS:
+        for start in starts:
+            scenarios.append(_scenario(ops, start, backgrounds))
+            if not backgrounds and start in STREAM_MEETS_RESIZE and any(op.kind == "patch" for op in ops):
+                scenarios.append(_scenario(ops, start, ("stream",)))
     return scenarios
 
 
@@ -123,6 +249,10 @@ class Profile:
     seed: int
     # Schedules explored per repair scenario (three operations can have many).
     repair_schedules: int = 100_000
+    # Schedules explored per scenario of issue 18's pairs (a PATCH has five calls), and how many
+    # random schedules of each with every background step (when background_samples are taken).
+    kind_pair_schedules: int = 100_000
+    kind_background_samples: int = 0
 
 
 PROFILES = {
@@ -134,7 +264,9 @@ PROFILES = {
         random_runs=60,
         fault_rate=0.25,
         seed=20261122,
-        repair_schedules=150,
+        repair_schedules=60,
+        kind_pair_schedules=8,
+        kind_background_samples=1,
     ),
     # The long run (docs/reliability.md): each background step at every point of every
     # interleaving of every pair, and thousands of random schedules with faults.
@@ -158,7 +290,36 @@ def profile() -> Profile:
     return dataclasses.replace(chosen, seed=seed, random_runs=runs)
 
 
-RANDOM_OPS = (POST, PUT, DELETE, OpSpec("put", "y"), OpSpec("delete", "y"), limit(1), limit(3))
+def selected(scenarios: list[Scenario]) -> list[Scenario]:
+    """HC_EXPLORER_ONLY=<text>: only the scenarios whose name contains it (to re-run one)."""
+    only = os.environ.get("HC_EXPLORER_ONLY")
+    return [s for s in scenarios if only in s.name] if only else scenarios
+
+
+RANDOM_OPS = (
+    POST,
+    PUT,
+    DELETE,
+    OpSpec("put", "y"),
+    OpSpec("delete", "y"),
+    limit(1),
+    limit(3),
+    # issue 18: units, resizes, the override removed, plan changes, a second kind
+    post(2),
+    put("y", 2),
+    patch(2),
+    patch(1),
+    patch(3, "y"),
+    unlimit(),
+    plan_change("a", resources=2, seats=2),
+    plan_change("a", resources=1, seats=1),
+    assign("b"),
+    post(of=SEATS),
+    put("x", 2, of=SEATS),
+    patch(1, of=SEATS),
+    delete(of=SEATS),
+    limit(1, of=SEATS),
+)
 
 
 def random_scenario(rng: object, index: int, backgrounds: tuple[str, ...] = BACKGROUNDS) -> Scenario:
@@ -169,5 +330,20 @@ def random_scenario(rng: object, index: int, backgrounds: tuple[str, ...] = BACK
     ops = tuple(rng.choice(RANDOM_OPS) for _ in range(count))
     counted = tuple(rid for rid in ("x", "y") if rng.random() < 0.4)
     uncounted = tuple(rid for rid in ("x", "y") if rid not in counted and rng.random() < 0.3)
+    if any(op.of == SEATS for op in ops) and rng.random() < 0.5:
+        counted += (f"{SEATS}/x",)
     cap = rng.randint(max(1, len(counted) + len(uncounted)), 3)
-    return Scenario(f"random #{index}", cap, ops, counted, uncounted, backgrounds)
+    # Half the time the default kind is judged by the plan (no override); seats always are.
+    override = cap if rng.random() < 0.5 else None
+    plan = ((DEFAULT_KIND, cap), (SEATS, rng.randint(1, 3)))
+    other_plan = ((DEFAULT_KIND, rng.randint(1, 3)), (SEATS, rng.randint(1, 3)))
+    return Scenario(
+        f"random #{index}",
+        override,
+        ops,
+        counted,
+        uncounted,
+        backgrounds,
+        plan=plan,
+        other_plan=other_plan,
+    )

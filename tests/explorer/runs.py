@@ -1,13 +1,23 @@
 """One run of a scenario: its operations interleaved call by call, checked after every step.
 
-A scenario is an account's starting point (a limit, some resources) and a few concurrent API
-operations; background work (a stream delivery, a sweep, a heal, a recount) can be run as one
-atomic step at any point. A run executes one schedule (which operation's next DynamoDB call
-goes next, with which fault), against DynamoDB Local on a fresh account, with the real domain
-code and deterministic ids and clock. After every step the account is read back and the
-invariants are checked; when every operation has ended the stream is drained, the sweeper
-and the healer run with the clock past the grace period, and the end state and the answers
-are checked (linearizability against spec.py).
+A scenario is an account's starting point (its plan, its overrides, some resources of one or
+two kinds, each of some units) and a few concurrent operations: creates of n units (POST, PUT),
+deletes, resizes (PATCH), override changes, plan changes and moves to another plan; background
+work (a stream delivery, a sweep, a heal, a recount) can be run as one atomic step at any point.
+A run executes one schedule (which operation's next DynamoDB call goes next, with which fault),
+against DynamoDB Local on a fresh account, with the real domain code and deterministic ids and
+clock. After every step the account is read back and the invariants are checked per kind (each
+kind's counter item, ``COUNTER#<kind>``, against that kind's resources, in units); when every
+operation has ended the stream is drained, the sweeper and the healer run with the clock past
+the grace period, and the end state and the answers are checked (linearizability against
+spec.py).
+
+Every operation builds its own ``ResourceService``, so its plan cache starts cold: a create
+reads the account's plan and the plan's limits once, during its own run, and an operation that
+starts after a plan change has completed is judged by the new plan. The explorer checks what the
+protocol does with the limit it read; the cache's own staleness window (``PlanCacheSeconds``: a
+warm process keeps judging by the old plan for up to that long) is a time-based promise, tested
+with a moving clock elsewhere (the plans' tests), not an interleaving.
 """
 
 from __future__ import annotations
@@ -43,42 +53,110 @@ from hybrid_counter.errors import (
     Throttled,
 )
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import account_pk, all_ranges, counter_sk, iso_utc, range_of, resource_key, token
+from hybrid_counter.keys import (
+    COUNTER_PREFIX,
+    DEFAULT_KIND,
+    PROFILE_SK,
+    RESOURCE_PREFIX,
+    account_pk,
+    all_ranges,
+    iso_utc,
+    parse_kind_resource_sk,
+    plan_key,
+    range_of,
+    resize_token,
+    resource_key,
+    token,
+)
 from hybrid_counter.recount_requests import is_request
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
 from hybrid_counter.resources.table import ResourceTable
 from hybrid_counter.settings import Settings
 from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
-from tests.explorer.spec import NEVER_ENDED, REPAIR, Done, Model, explain
+from tests.explorer.spec import (
+    CONFLICT,
+    LIMIT_SET,
+    NEVER_ENDED,
+    REPAIR,
+    Done,
+    Held,
+    Key,
+    Limits,
+    Model,
+    explain,
+)
 
 START = 1_800_000_000.0
-COUNTER_SK_OF_THE_KIND = counter_sk()  # the runs use the default kind
 ITEM_LIMIT = 1024  # bytes: one write unit per write
 BACKGROUNDS = ("stream", "sweep", "heal", "recount")
+SEATS = "seats"  # the second kind of the mixed-kind scenarios
+# Operations on one kind's resources or limit: they must write that kind's items only.
+KIND_OPS = frozenset({"post", "put", "delete", "patch", "limit", "unlimit"})
 
 
 @dataclass(frozen=True)
 class OpSpec:
-    kind: str  # post | put | delete | limit
-    arg: str | int | None = None
+    """One operation: ``kind`` is what it does (post | put | delete | patch | limit | unlimit |
+    plan | assign | audit | recount | ttl); ``arg`` the id (put, delete, patch, repairs), the
+    limit (limit), (plan name, limits) (plan: the plan's new limits), the plan name (assign);
+    ``units`` a create's units or a resize's target; ``of`` the kind of resource it acts on;
+    ``after`` the index of an operation it starts after (once that one has answered), so that
+    real time orders the two (the others all start together)."""
+
+    kind: str
+    arg: Any = None
+    units: int = 1
+    of: str = DEFAULT_KIND
+    after: int | None = None
 
     def __str__(self) -> str:
-        return self.kind if self.arg is None else f"{self.kind}({self.arg})"
+        parts = []
+        if self.kind == "plan":
+            plan, limits = self.arg
+            parts.append(f"{plan}: " + " ".join(f"{k}={v}" for k, v in limits))
+        elif self.arg is not None:
+            parts.append(str(self.arg))
+        if self.kind == "patch":
+            parts[-1] += f"->{self.units}"
+        elif self.units != 1:
+            parts.append(f"{self.units}u")
+        text = f"{self.kind}({', '.join(parts)})" if parts else self.kind
+        text = text if self.of == DEFAULT_KIND else f"{text}@{self.of}"
+        return text if self.after is None else f"{text} after {chr(65 + self.after)}"
+
+
+def parse_res(text: str) -> Held:
+    """A resource of a scenario's setup: ``[kind/]id[:units]`` (default kind, 1 unit)."""
+    kind, _, rest = text.rpartition("/")
+    rid, _, units = rest.partition(":")
+    return (kind or DEFAULT_KIND, rid, int(units or 1))
 
 
 @dataclass(frozen=True)
 class Scenario:
     name: str
-    limit: int
+    limit: int | None  # the account's override for the default kind (None: none, its plan's)
     ops: tuple[OpSpec, ...]
-    counted: tuple[str, ...] = ()  # resources that exist, counted by the stream path, before the run
+    counted: tuple[str, ...] = ()  # resources that exist, counted by the stream path (parse_res)
     uncounted: tuple[str, ...] = ()  # resources that exist, not yet counted
     backgrounds: tuple[str, ...] = ()
     # What requests that died before the run left, by id (see STUCK), and whether the stream
     # records of the setup were lost (trimmed) rather than left for the stream path.
     stuck: tuple[tuple[str, str], ...] = ()
     records_lost: bool = False
+    overrides: Limits = ()  # the overrides of the other kinds
+    plan: Limits = ()  # the limits of the account's plan ("a"); a kind it does not list: 0
+    other_plan: Limits = ()  # the limits of plan "b" (which an "assign" operation moves it to)
+
+    def kinds(self) -> tuple[str, ...]:
+        found = {DEFAULT_KIND, *(op.of for op in self.ops), *(k for k, _ in self.overrides)}
+        found |= {parse_res(r)[0] for r in (*self.counted, *self.uncounted)}
+        found |= {k for k, _ in (*self.plan, *self.other_plan)}
+        for op in self.ops:
+            if op.kind == "plan":
+                found |= {k for k, _ in op.arg[1]}
+        return tuple(sorted(found))
 
 
 # How a request that died before the run left an id (set up long enough ago to be stale):
@@ -109,6 +187,12 @@ class World:
         return f"ex{self.runs:06d}-{id(self) % 10_000:04d}"
 
 
+def of_kind(kind: str, value: str) -> str:
+    """A counter item's token with its kind: tokens name an id and incarnation, which two kinds
+    of one account can share (each kind's counter item has its own last_release)."""
+    return f"{kind}/{value}"
+
+
 @dataclass
 class Truth:
     """What the scheduler saw take effect, which callers may not know (lost responses)."""
@@ -120,28 +204,53 @@ class Truth:
     released_pending: set[str] = field(default_factory=set)
     adopted: bool = False  # a PUT made a stale pending item live without an admission (C1a)
     faults: int = 0
-    # Slots best_effort still holds for admitted pending items TTL removed, by range, until the
-    # census their removal asked for corrects the range (design.md: P2 and TTL).
-    owed: Counter[str] = field(default_factory=Counter)
+    # Slots best_effort still holds for admitted pending items TTL removed, by (kind, range),
+    # until the census their removal asked for corrects the range (design.md: P2 and TTL).
+    owed: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # Resizes whose counter write (Z3) applied, by token (<id>#<incarnation>#<request>).
+    resized: set[str] = field(default_factory=set)
+    # A takeover of a dead resize's claim (Z4t) names its own request: the one it took over.
+    resize_alias: dict[str, str] = field(default_factory=dict)
+    resize_taken_over: bool = False  # Z4t keeps the larger size: the counters may undercount
 
     def observe(self, call: Call) -> None:
         if call.outcome and call.outcome.startswith("fault:"):
             self.faults += 1
         if made_live_unadmitted(call):
             self.adopted = True
-        if not call.applied or call.operation != "UpdateItem" or call.key != COUNTER_SK_OF_THE_KIND:
+        if call.applied and _takes_a_resize_over(call):
+            values = call.values()
+            self.resize_alias[values[":req"]["S"]] = values[":old"]["S"]
+            self.resize_taken_over = True
+        if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
             return
+        kind = call.key[len(COUNTER_PREFIX) :]
         for range_id in _corrected_ranges(call):
-            self.owed.pop(range_id, None)
+            self.owed.pop((kind, range_id), None)
         assigned = _assignments(call)
         if "last_admission" in assigned:
-            self.admitted.add(assigned["last_admission"])
+            self.admitted.add(of_kind(kind, assigned["last_admission"]))
         if "last_release" in assigned:
-            self.released[assigned["last_release"]] += 1
+            self.released[of_kind(kind, assigned["last_release"])] += 1
+        if "last_resize" in assigned:
+            self.resized.add(of_kind(kind, assigned["last_resize"]))
 
     @property
     def doubled(self) -> bool:
         return any(n > 1 for n in self.released.values())
+
+    @property
+    def undercounts(self) -> bool:
+        """A documented undercount: a retried delete released twice (design.md §4), or a dead
+        resize was ended by the larger-size rule (§4.4, Z4t)."""
+        return self.doubled or self.resize_taken_over
+
+
+def _takes_a_resize_over(call: Call) -> bool:
+    expression = str(call.body.get("UpdateExpression", ""))
+    return (
+        call.operation == "UpdateItem" and "resize_request = :req" in expression and ":old" in call.values()
+    )
 
 
 def _corrected_ranges(call: Call) -> list[str]:
@@ -164,15 +273,24 @@ def _assignments(call: Call) -> dict[str, str]:
 
 @dataclass
 class Snapshot:
-    counter: dict[str, Any] | None
-    resources: dict[str, dict[str, Any]]  # resource id -> item
+    counters: dict[str, dict[str, Any]]  # kind -> its counter item
+    resources: dict[Key, dict[str, Any]]  # (kind, resource id) -> item
     census_requests: int = 0  # REPAIR# items of the account (recount_requests.py)
+    plan: str = "a"  # the plan the account is on (by the scenario's names)
+    plans: dict[str, dict[str, int]] = field(default_factory=dict)  # plan name -> limits
 
-    def state(self) -> CounterState:
-        return CounterState.from_item(self.counter)
+    def state(self, kind: str = DEFAULT_KIND) -> CounterState:
+        return CounterState.from_item(self.counters.get(kind))
 
-    def of(self, *states: str) -> list[str]:
-        return [rid for rid, item in self.resources.items() if resource_items.state_of(item) in states]
+    def of(self, kind: str, *states: str) -> list[Key]:
+        return [
+            key
+            for key, item in self.resources.items()
+            if key[0] == kind and resource_items.state_of(item) in states
+        ]
+
+    def plan_limit(self, kind: str) -> int:
+        return self.plans.get(self.plan, {}).get(kind, 0)
 
 
 @dataclass
@@ -195,6 +313,8 @@ class Run:
         self.scenario = scenario
         self.choose = choose
         self.account = world.fresh_account()
+        self.kinds = scenario.kinds()
+        self.reads_plans = any(op.kind in ("plan", "assign") for op in scenario.ops)
         self.now = START
         self.truth = Truth()
         self.violations: list[str] = []
@@ -206,7 +326,10 @@ class Run:
         self.writes_since_delivery: list[str] = []
         self.backlog: list[dict[str, Any]] = []
         self.step_no = 0
-        self.snapshot = Snapshot(None, {})
+        self.snapshot = Snapshot({}, {})
+        # The highest limit each kind's plan has had during the run: a create may be judged by
+        # any plan limit in force while it ran (each operation reads its plan once).
+        self.plan_limit_max: dict[str, int] = {}
         self._waiting_since: dict[int, int] = {}
         self.last_write = 0
         self.ttl_removed: set[str] = set()  # incarnations the "ttl" operation removed
@@ -218,6 +341,10 @@ class Run:
     # ---- plumbing ----------------------------------------------------------------------------------
     def redact(self, text: str) -> str:
         return text.replace(self.account, "ACCT")
+
+    def plan_id(self, name: str) -> str:
+        """The run's own plans (plans are global items): ``a`` and ``b`` by the scenario's names."""
+        return f"{name}-{self.account}"
 
     def effects(self, label: str) -> Effects:
         serial = iter(range(1_000_000))
@@ -274,65 +401,81 @@ class Run:
         )
 
     def _setup(self) -> None:
+        scenario = self.scenario
         setup = self.service("s")
-        setup.set_limit(self.account, self.scenario.limit)
-        claimed = [rid for rid, kind in self.scenario.stuck if kind in ("claimed", "released")]
-        for rid in (*self.scenario.counted, *claimed):
-            setup.create(self.account, f"name-{rid}", {}, resource_id=rid)
-        if self.scenario.counted or claimed:
+        setup.put_plan(self.plan_id("a"), dict(scenario.plan))
+        if scenario.other_plan or any(op.kind in ("plan", "assign") for op in scenario.ops):
+            setup.put_plan(self.plan_id("b"), dict(scenario.other_plan))
+        setup.assign_plan(self.account, self.plan_id("a"), force=True)
+        if scenario.limit is not None:
+            setup.set_limit(self.account, scenario.limit, force=True)
+        for kind, limit in scenario.overrides:
+            setup.set_limit(self.account, limit, kind=kind, force=True)
+        claimed = [rid for rid, how in scenario.stuck if how in ("claimed", "released")]
+        for text in (*scenario.counted, *claimed):
+            self._create_in_setup(setup, text)
+        if scenario.counted or claimed:
             self._deliver()
-        for rid in self.scenario.uncounted:  # their admissions stay in the stream, undelivered
-            setup.create(self.account, f"name-{rid}", {}, resource_id=rid)
-        for rid, kind in self.scenario.stuck:
-            self._leave_stuck(rid, kind)
-        if self.scenario.records_lost:
+        for text in scenario.uncounted:  # their admissions stay in the stream, undelivered
+            self._create_in_setup(setup, text)
+        for rid, how in scenario.stuck:
+            self._leave_stuck(rid, how)
+        if scenario.records_lost:
             self.world.stream.records_for(self.account)  # trimmed: the stream path never sees them
 
-    def _leave_stuck(self, rid: str, kind: str) -> None:
+    def _create_in_setup(self, setup: ResourceService, text: str) -> None:
+        kind, rid, units = parse_res(text)
+        setup.create(self.account, f"name-{rid}", {}, resource_id=rid, kind=kind, units=units)
+
+    def _leave_stuck(self, rid: str, how: str) -> None:
         """What a request that died long ago (past the grace period) left under ``rid``."""
         long_ago = START - self.world.settings.pending_grace_seconds - 60
         dead = self.service("d")
         table = ResourceTable(
             self.world.settings.table_name, self.world.clients, Effects(clock=lambda: long_ago)
         )
-        if kind in ("claimed", "released"):
+        if how in ("claimed", "released"):
             claim = table.claim(self.account, rid, f"dead-{rid}")
             assert claim.applied
             assert claim.item is not None
-            if kind == "released":
+            if how == "released":
                 incarnation = resource_items.incarnation_of(claim.item)
                 counted = resource_items.is_counted(claim.item)
                 assert dead.counters.release(self.account, rid, token(rid, incarnation), counted).applied
-                self.truth.released[token(rid, incarnation)] += 1
+                self.truth.released[of_kind(DEFAULT_KIND, token(rid, incarnation))] += 1
             else:
                 self.dead.append(Done("delete0", rid, "crash", started=0, ended=NEVER_ENDED))
             return
         incarnation = f"{rid}dead{0:012x}"[:16]
         item = resource_items.pending_item(self.account, rid, f"name-{rid}", {}, incarnation, now=long_ago)
         assert table.put_pending(item).applied
-        if kind == "admitted":
+        if how == "admitted":
             admission = token(rid, incarnation)
             state = dead.counters.read(self.account)
-            assert dead.counters.admit(self.account, rid, admission, state).outcome.value == "admitted"
-            self.truth.admitted.add(admission)
+            judge = dead.limits.judge(self.account, DEFAULT_KIND)
+            admitted = dead.counters.admit(self.account, rid, admission, state, judge=judge)
+            assert admitted.outcome.value == "admitted"
+            self.truth.admitted.add(of_kind(DEFAULT_KIND, admission))
         self.dead.append(Done("create0", rid, "crash", started=0, ended=NEVER_ENDED))
 
     def _operation(self, index: int, spec: OpSpec) -> Callable[[], Any]:
         service = self.service(chr(97 + index))
-        account = self.account
-        if spec.kind == "post":
-            return lambda: service.create(account, "posted", {})
-        if spec.kind == "put":
-            return lambda: service.create(account, f"name-{spec.arg}", {}, resource_id=str(spec.arg))
-        if spec.kind == "delete":
-            return lambda: service.delete(account, str(spec.arg))
-        if spec.kind == "limit":
-            new_limit = spec.arg
-            assert isinstance(new_limit, int)
-            return lambda: service.set_limit(account, new_limit)
         if spec.kind in REPAIRS:
             return self._repair(spec, service)
-        raise ValueError(spec.kind)
+        account, of, units, arg = self.account, spec.of, spec.units, spec.arg
+        flows: dict[str, Callable[[], Any]] = {
+            "post": lambda: service.create(account, "posted", {}, kind=of, units=units),
+            "put": lambda: service.create(
+                account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units
+            ),
+            "delete": lambda: service.delete(account, str(arg), kind=of),
+            "patch": lambda: service.resize(account, str(arg), units, kind=of),
+            "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True),
+            "unlimit": lambda: service.remove_limit(account, kind=of, force=True),
+            "plan": lambda: service.put_plan(self.plan_id(arg[0]), dict(arg[1])),
+            "assign": lambda: service.assign_plan(account, self.plan_id(str(arg)), force=True),
+        }
+        return flows[spec.kind]
 
     def _repair(self, spec: OpSpec, service: ResourceService) -> Callable[[], Any]:
         """A repair as an operation, every call a scheduling point: the audit's work on the
@@ -384,9 +527,11 @@ class Run:
             except ClientError:
                 return  # it went live (adopted) or was rolled back first
             self.ttl_removed.add(incarnation)
-            removed = token(rid, incarnation)
+            removed = of_kind(DEFAULT_KIND, token(rid, incarnation))
             if removed in self.truth.admitted and removed not in self.truth.released_pending:
-                self.truth.owed[range_of(rid)] += 1  # best_effort holds its slot until the census
+                self.truth.owed[(DEFAULT_KIND, range_of(rid))] += (
+                    1  # best_effort holds its slot until the census
+                )
 
         return ttl
 
@@ -406,9 +551,14 @@ class Run:
             attempts=3,
         )
 
+    def _gated(self, index: int) -> bool:
+        """Not started yet: it starts once the operation it comes after has answered."""
+        after = self.scenario.ops[index].after
+        return after is not None and not self.ops[after].done
+
     def enabled(self) -> list[Choice]:
-        running = [i for i, op in enumerate(self.ops) if op.blocked and not op.waiting]
-        waiting = [i for i, op in enumerate(self.ops) if op.waiting]
+        running = [i for i, op in enumerate(self.ops) if op.blocked and not op.waiting and not self._gated(i)]
+        waiting = [i for i, op in enumerate(self.ops) if op.waiting and not self._gated(i)]
         # A waiting operation polls again once something was written since it began to wait, or
         # when nothing else can move (then its wait runs out).
         woken = [i for i in waiting if self._waiting_since.get(i, -1) < self.last_write]
@@ -437,25 +587,45 @@ class Run:
             self._waiting_since[what] = self.step_no
         self._record_end(what)
         if call.writes and call.applied is not False:
+            self._check_kind_of(self.scenario.ops[what], op, call)
             self.last_write = self.step_no
             self.writes_since_delivery.append(self.redact(json.dumps(call.body, sort_keys=True)))
-            self.snapshot = self.read()
+            before, self.snapshot = self.snapshot, self.read()
             self._note_released_pending(call)
-            self.check(after=call)
+            self.check(after=call, before=before)
+
+    def _check_kind_of(self, spec: OpSpec, op: Operation, call: Call) -> None:
+        """One kind's operations write that kind's items only (its counter item, its resources)."""
+        if spec.kind not in KIND_OPS:
+            return
+        key = call.key
+        if key.startswith(COUNTER_PREFIX):
+            written = key[len(COUNTER_PREFIX) :]
+        elif key.startswith(RESOURCE_PREFIX):
+            written = parse_kind_resource_sk(key)[0]
+        else:
+            return
+        if written != spec.of:
+            self.violations.append(f"step {self.step_no}: {op.name} wrote {key}, an item of another kind")
 
     def _record_end(self, index: int) -> None:
         op = self.ops[index]
         if op.done and index not in self.done:
             spec = self.scenario.ops[index]
             repair = spec.kind in REPAIRS
+            # An operation that comes after another started once that one had answered (its
+            # first call is held until then; nothing it does before that call is observable).
+            started = 0 if spec.after is None else self.done[spec.after].ended + 1
             self.done[index] = Done(
                 REPAIR if repair else spec.kind,
                 spec.arg,
-                2000 if repair and op.error is None else answer_of(op),
-                started=0,
+                answer_of(op, spec.kind),
+                started=started,
                 ended=self.step_no,
                 created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
                 past_limit_allowed=made_live_without_a_known_refusal(op.calls),
+                of=spec.of,
+                units=spec.units,
             )
             self.trace.append(f"     {op.name} answered {self.done[index].answer}")
             if self.done[index].answer == 500:
@@ -481,10 +651,11 @@ class Run:
             )
             work = sweeper.sweep
         elif name == "heal":
-            work = lambda: Healer(table, world.clients).heal_account(account)  # noqa: E731
+            healer = Healer(table, world.clients)
+            work = lambda: [healer.heal_account(account, kind=kind) for kind in self.kinds]  # noqa: E731
         elif name == "recount":
             recounter = self.recounter(self.service("r"))
-            work = lambda: recounter.recount(account, fix=True)  # noqa: E731
+            work = lambda: [recounter.recount(account, fix=True, kind=kind) for kind in self.kinds]  # noqa: E731
         elif name == "audit":
             work = self._repair(OpSpec("audit"), self.service("u"))
         else:
@@ -494,12 +665,18 @@ class Run:
             call = self.scheduler.step(op)
             if call is not None:
                 self.truth.observe(call)
+                if call.operation == "TransactWriteItems" and call.applied:
+                    # A count, looked at on its own: a delivery may also finish the resize that
+                    # held the resource, right after (design.md §5.1: counts first).
+                    before, self.snapshot = self.snapshot, self.read()
+                    found = self._counted_while_resizing(before)
+                    self.violations.extend(f"step {self.step_no}: {problem}" for problem in found)
         if op.error is not None:
             self.violations.append(f"background {name} failed: {op.error!r}")
         self.trace.append(f"{self.step_no:3d}. background {name}")
         self.last_write = self.step_no
-        self.snapshot = self.read()
-        self.check(after=None)
+        before, self.snapshot = self.snapshot, self.read()
+        self.check(after=None, before=before)
 
     def _deliver(self) -> None:
         records = self.backlog + [self._as_ttl(r) for r in self.world.stream.records_for(self.account)]
@@ -522,9 +699,7 @@ class Run:
     # ---- reading back and checking -----------------------------------------------------------------
     def read(self) -> Snapshot:
         paginator = self.world.clients.dynamodb.get_paginator("query")
-        counter: dict[str, Any] | None = None
-        resources: dict[str, dict[str, Any]] = {}
-        requests = 0
+        snapshot = Snapshot({}, {})
         for page in paginator.paginate(
             TableName=self.world.settings.table_name,
             KeyConditionExpression="pk = :pk",
@@ -532,29 +707,70 @@ class Run:
             ConsistentRead=True,
         ):
             for item in page.get("Items", []):
-                if item["sk"]["S"] == COUNTER_SK_OF_THE_KIND:
-                    counter = dict(item)
+                sk = str(item["sk"]["S"])
+                if sk.startswith(COUNTER_PREFIX):
+                    snapshot.counters[sk[len(COUNTER_PREFIX) :]] = dict(item)
+                elif sk.startswith(RESOURCE_PREFIX):
+                    snapshot.resources[parse_kind_resource_sk(sk)] = dict(item)
+                elif sk == PROFILE_SK:
+                    snapshot.plan = str(item["plan_id"]["S"]).removesuffix(f"-{self.account}")
                 elif is_request(item):
-                    requests += 1
-                else:
-                    resources[str(item["resource_id"]["S"])] = dict(item)
-        return Snapshot(counter, resources, requests)
+                    snapshot.census_requests += 1
+        snapshot.plans = self._plans()
+        for kind in self.kinds:
+            self.plan_limit_max[kind] = max(self.plan_limit_max.get(kind, 0), snapshot.plan_limit(kind))
+        return snapshot
+
+    def _plans(self) -> dict[str, dict[str, int]]:
+        if not self.reads_plans:  # nothing in the run changes them: as set up
+            return {"a": dict(self.scenario.plan), "b": dict(self.scenario.other_plan)}
+        plans = {}
+        for name in ("a", "b"):
+            item = self.world.clients.dynamodb.get_item(
+                TableName=self.world.settings.table_name,
+                Key=plan_key(self.plan_id(name)),
+                ConsistentRead=True,
+            ).get("Item", {})
+            plans[name] = {k: int(v["N"]) for k, v in item.get("limits", {}).get("M", {}).items()}
+        return plans
 
     def _note_released_pending(self, call: Call) -> None:
+        if not call.key.startswith(COUNTER_PREFIX):
+            return
+        kind = call.key[len(COUNTER_PREFIX) :]
         stale_before = iso_utc(self.now - self.world.settings.pending_grace_seconds)
-        for range_id in _corrected_ranges(call) if call.key == COUNTER_SK_OF_THE_KIND else []:
-            for rid, item in self.snapshot.resources.items():
+        for range_id in _corrected_ranges(call):
+            for (of, rid), item in self.snapshot.resources.items():
                 if (
-                    range_of(rid) == range_id
+                    of == kind
+                    and range_of(rid) == range_id
                     and resource_items.state_of(item) == resource_items.PENDING
                     and resource_items.since(item, "created_at") < stale_before
                 ):
-                    self.truth.released_pending.add(token(rid, resource_items.incarnation_of(item)))
+                    self.truth.released_pending.add(
+                        of_kind(kind, token(rid, resource_items.incarnation_of(item)))
+                    )
 
-    def slot_holders(self, snap: Snapshot) -> list[str]:
-        held = []
-        for rid, item in snap.resources.items():
-            state, tok = resource_items.state_of(item), token(rid, resource_items.incarnation_of(item))
+    def held_units(self, key: Key, item: dict[str, Any]) -> int:
+        """The units a resource holds on its counters: its own, or, while a resize holds it,
+        the target once the resize's counter write has applied (the scheduler saw it)."""
+        request = resource_items.since(item, "resize_request")
+        if request:
+            moved = resize_token(
+                key[1], resource_items.incarnation_of(item), self.truth.resize_alias.get(request, request)
+            )
+            if of_kind(key[0], moved) in self.truth.resized:
+                return int(item["resize_to"]["N"])
+        return resource_items.units_of(item)
+
+    def slot_holders(self, snap: Snapshot, kind: str) -> dict[Key, int]:
+        """The kind's resources holding a slot, with the units each holds."""
+        held = {}
+        for key, item in snap.resources.items():
+            if key[0] != kind:
+                continue
+            state = resource_items.state_of(item)
+            tok = of_kind(kind, token(key[1], resource_items.incarnation_of(item)))
             if (
                 state == resource_items.LIVE
                 or (
@@ -564,67 +780,94 @@ class Run:
                 )
                 or (state == resource_items.DELETING and not self.truth.released[tok])
             ):
-                held.append(rid)
+                held[key] = self.held_units(key, item)
         return held
 
-    def check(self, after: Call | None) -> None:
+    def counted_units(self, snap: Snapshot, kind: str) -> dict[Key, int]:
+        """The kind's resources the stream path counted that no delete released, with their units."""
+        return {
+            key: self.held_units(key, item)
+            for key, item in snap.resources.items()
+            if key[0] == kind
+            and resource_items.is_counted(item)
+            and (
+                resource_items.state_of(item) == resource_items.LIVE
+                or not self.truth.released[of_kind(kind, token(key[1], resource_items.incarnation_of(item)))]
+            )
+        }
+
+    def check(self, after: Call | None, before: Snapshot | None = None) -> None:
+        found: list[str] = []
+        for kind in self.kinds:
+            found.extend(f"{kind}: {problem}" for problem in self._check_kind(kind, after))
+        for key, item in self.snapshot.resources.items():
+            if resource_items.is_counted(item) and resource_items.state_of(item) == resource_items.PENDING:
+                found.append(f"{key} is counted but pending")
+        found.extend(self._counted_while_resizing(before))
+        for problem in found:
+            self.violations.append(f"step {self.step_no}: {problem}")
+
+    def _counted_while_resizing(self, before: Snapshot | None) -> list[str]:
+        """The stream path (or the sweeper) never counts a resource while a resize holds it: the
+        resize's counter write moves eventual only if the resource was counted at its claim."""
+        found = []
+        for key, item in self.snapshot.resources.items():
+            old = before.resources.get(key) if before is not None else None
+            request = resource_items.since(item, "resize_request")
+            if (
+                old is not None
+                and request
+                and request == resource_items.since(old, "resize_request")
+                and not resource_items.is_counted(old)
+                and resource_items.is_counted(item)
+            ):
+                found.append(f"{key} was counted while a resize held it")
+        return found
+
+    def _check_kind(self, kind: str, after: Call | None) -> list[str]:
         snap, truth = self.snapshot, self.truth
         found: list[str] = []
-        if snap.counter is not None:
-            size = item_size(snap.counter)
+        item = snap.counters.get(kind)
+        if item is not None:
+            size = item_size(item)
             if size >= ITEM_LIMIT:
                 found.append(f"counter item is {size} bytes")
-            state = snap.state()
+            state = snap.state(kind)
             shares = [state.share(r) for r in all_ranges()]
             if state.best_effort != sum(s.best_effort for s in shares):
                 found.append(f"{BEST_EFFORT} {state.best_effort} != sum of its range shares")
             if state.eventual != sum(s.eventual for s in shares):
                 found.append(f"{EVENTUAL} {state.eventual} != sum of its range shares")
-        state = snap.state()
-        held = self.slot_holders(snap)
-        owed = sum(truth.owed.values())
-        if state.best_effort > len(held) + owed:
+        state = snap.state(kind)
+        held = self.slot_holders(snap, kind)
+        units = sum(held.values())
+        owed = sum(n for (of, _), n in truth.owed.items() if of == kind)
+        if state.best_effort > units + owed:
             found.append(
-                f"best_effort {state.best_effort} overcounts the {len(held)} resources holding a slot {held}"
+                f"best_effort {state.best_effort} overcounts the {units} units holding a slot {held}"
             )
         # Exact only without faults, double releases, or a resource made live without an admission
         # (an adoption: best_effort may undercount it until it is counted and healed)
-        exact = truth.faults == 0 and not truth.doubled and self.now == START and not truth.adopted
-        if exact and state.best_effort != len(held) + owed:
-            found.append(
-                f"best_effort {state.best_effort} != {len(held)} resources holding a slot {held} (no fault)"
+        exact = truth.faults == 0 and not truth.undercounts and self.now == START and not truth.adopted
+        if exact and state.best_effort != units + owed:
+            found.append(f"best_effort {state.best_effort} != {units} units holding a slot {held} (no fault)")
+        counted = self.counted_units(snap, kind)
+        total = sum(counted.values())
+        if state.eventual > total or (not truth.undercounts and state.eventual != total):
+            found.append(f"eventual {state.eventual} != {total} counted unreleased units {counted}")
+        if after is not None and after.key == f"{COUNTER_PREFIX}{kind}" and _admits(after):
+            unadmitted = sum(
+                n
+                for key, n in held.items()
+                if of_kind(kind, token(key[1], resource_items.incarnation_of(snap.resources[key])))
+                not in truth.admitted
             )
-        counted = [
-            rid
-            for rid, item in snap.resources.items()
-            if resource_items.is_counted(item)
-            and (
-                resource_items.state_of(item) == resource_items.LIVE
-                or not truth.released[token(rid, resource_items.incarnation_of(item))]
-            )
-        ]
-        if state.eventual > len(counted) or (not truth.doubled and state.eventual != len(counted)):
-            found.append(
-                f"eventual {state.eventual} != {len(counted)} counted unreleased resources {counted}"
-            )
-        for rid, item in snap.resources.items():
-            if resource_items.is_counted(item) and resource_items.state_of(item) == resource_items.PENDING:
-                found.append(f"{rid} is counted but pending")
-        if (
-            after is not None
-            and after.key == COUNTER_SK_OF_THE_KIND
-            and "last_admission" in _assignments(after)
-        ):
-            unadmitted = [
-                rid
-                for rid in held
-                if token(rid, resource_items.incarnation_of(snap.resources[rid])) not in truth.admitted
-            ]
-            limit = state.effective_limit(self.world.settings.default_limit)  # as it stands in the table
-            if len(held) > limit + len(unadmitted):
-                found.append(f"{len(held)} resources hold a slot after an admission, limit {limit}")
-        for problem in found:
-            self.violations.append(f"step {self.step_no}: {problem}")
+            # As it stands in the table: the override, exact (the admission's condition names it);
+            # else the plan's, which a create may have read before a change lowered it.
+            limit = state.limit if state.limit is not None else self.plan_limit_max.get(kind, 0)
+            if units > limit + unadmitted:
+                found.append(f"{units} units hold a slot after an admission, limit {limit}")
+        return found
 
     def _finish(self) -> None:
         """Every operation has ended: drain, let the grace period pass, sweep, heal; then the end.
@@ -638,33 +881,62 @@ class Run:
         ):
             self.background("sweep")  # the PendingIndex holds something of this account
             self.background("stream")  # the sweep's own counter writes may ask for a heal
-        if self.snapshot.state().best_effort < self.snapshot.state().eventual:
+        if any(self.snapshot.state(k).best_effort < self.snapshot.state(k).eventual for k in self.kinds):
             self.background("heal")
+        for kind in self.kinds:
+            self._check_end(kind)
+        snap = self.snapshot
+        final = frozenset(
+            (kind, rid, resource_items.units_of(snap.resources[(kind, rid)]))
+            for of in self.kinds
+            for kind, rid in snap.of(of, resource_items.LIVE, resource_items.DELETING)
+        )
+        self._check_answers(final)
+
+    def _check_end(self, kind: str) -> None:
         snap, truth = self.snapshot, self.truth
-        state = snap.state()
-        visible = snap.of(resource_items.LIVE, resource_items.DELETING)
-        for rid in snap.of(resource_items.LIVE):
-            if not resource_items.is_counted(snap.resources[rid]):
-                self.violations.append(f"end: {rid} is live but was never counted")
-        for rid in snap.of(resource_items.PENDING):
-            if token(rid, resource_items.incarnation_of(snap.resources[rid])) in truth.admitted:
-                self.violations.append(f"end: {rid} was admitted but is still pending")
-        if state.best_effort > len(visible):
-            self.violations.append(f"end: best_effort {state.best_effort} > {len(visible)} visible resources")
-        if not truth.doubled and state.eventual != len(snap.of(resource_items.LIVE)) + len(
-            [r for r in snap.of(resource_items.DELETING) if resource_items.is_counted(snap.resources[r])]
-        ):
-            self.violations.append(f"end: eventual {state.eventual} does not count the visible resources")
+        state = snap.state(kind)
+        visible = {
+            key: self.held_units(key, snap.resources[key])
+            for key in snap.of(kind, resource_items.LIVE, resource_items.DELETING)
+        }
+        for key in snap.of(kind, resource_items.LIVE):
+            item = snap.resources[key]
+            # A resize whose request died holds its item (and the count the stream path left to
+            # the sweeper) until a retried request or a repair ends it (design.md §4.4), as a
+            # dead delete's claim does.
+            if not resource_items.is_counted(item) and not resource_items.resizing(item):
+                self.violations.append(f"end: {key} is live but was never counted")
+        for key in snap.of(kind, resource_items.PENDING):
+            if (
+                of_kind(kind, token(key[1], resource_items.incarnation_of(snap.resources[key])))
+                in truth.admitted
+            ):
+                self.violations.append(f"end: {key} was admitted but is still pending")
+        if state.best_effort > sum(visible.values()):
+            self.violations.append(
+                f"end: {kind} best_effort {state.best_effort} > {sum(visible.values())} visible units"
+            )
+        counted = sum(self.counted_units(snap, kind).values())
+        if not truth.undercounts and state.eventual != counted:
+            self.violations.append(
+                f"end: {kind} eventual {state.eventual} does not count the {counted} visible counted units"
+            )
         if truth.faults == 0 and state.best_effort != state.eventual:
             self.violations.append(
-                f"end: best_effort {state.best_effort} != eventual {state.eventual} (no fault)"
+                f"end: {kind} best_effort {state.best_effort} != eventual {state.eventual} (no fault)"
             )
-        self._check_answers(frozenset(visible))
 
-    def _check_answers(self, final: frozenset[str]) -> None:
-        claimed = (rid for rid, kind in self.scenario.stuck if kind == "claimed")
+    def _check_answers(self, final: frozenset[Held]) -> None:
+        scenario = self.scenario
+        claimed = [parse_res(rid) for rid, how in scenario.stuck if how == "claimed"]
+        overrides = dict(scenario.overrides)
+        if scenario.limit is not None:
+            overrides[DEFAULT_KIND] = scenario.limit
         initial = Model(
-            frozenset((*self.scenario.counted, *self.scenario.uncounted, *claimed)), self.scenario.limit
+            frozenset((*(parse_res(r) for r in (*scenario.counted, *scenario.uncounted)), *claimed)),
+            overrides=tuple(sorted(overrides.items())),
+            plans=(("a", tuple(sorted(scenario.plan))), ("b", tuple(sorted(scenario.other_plan)))),
         )
         done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
         if explain(initial, done, final) is None:
@@ -674,26 +946,33 @@ class Run:
             )
 
 
-def answer_of(op: Operation) -> int | str:
+def answer_of(op: Operation, kind: str) -> int | str:
     error = op.error
     if error is None:
-        result = op.result
-        if isinstance(result, tuple):
-            return 201 if result[1] else 200
-        return 204 if result is None else 2000
+        if kind in ("post", "put"):
+            return 201 if op.result[1] else 200
+        return {"delete": 204, "patch": 200}.get(kind, LIMIT_SET)  # LIMIT_SET: limits, plans, repairs
     if isinstance(error, Crash):
         return "crash"
-    for kind, status in (
+    for error_kind, status in (
         (LimitExceeded, 409),
-        (IdempotencyConflict, "conflict"),  # a PUT of the same id always repeats its body here
+        (IdempotencyConflict, CONFLICT),
         (NotFound, 404),
         (Throttled, 429),
         (InProgress, 503),
         (StoreUnavailable, 503),
     ):
-        if isinstance(error, kind):
+        if isinstance(error, error_kind):
             return status
     return 500
+
+
+def _admits(call: Call) -> bool:
+    """An admission, or a resize that grows (admitted like one: its condition names the limit)."""
+    assigned = _assignments(call)
+    return "last_admission" in assigned or (
+        "last_resize" in assigned and "#limit" in str(call.body.get("ConditionExpression", ""))
+    )
 
 
 def share_names() -> list[str]:
@@ -702,9 +981,14 @@ def share_names() -> list[str]:
 
 def made_live_unadmitted(call: Call) -> bool:
     """The create's make-live that also indexes the resource for the sweeper: what it does when
-    it cannot know that its admission applied (create.py)."""
+    it cannot know that its admission applied, and what an adoption does (create.py, table.py)."""
     expression = str(call.body.get("UpdateExpression", ""))
-    return call.operation == "UpdateItem" and "pending_shard" in expression and call.applied is not False
+    return (
+        call.operation == "UpdateItem"
+        and "pending_shard = :pending_shard" in expression
+        and ":pending" in call.values()
+        and call.applied is not False
+    )
 
 
 def made_live_without_a_known_refusal(calls: list[Call]) -> bool:

@@ -74,10 +74,14 @@ class Stats:
 
 def state_key(run: Run, enabled: list[Choice]) -> str:
     snapshot = {
-        rid: {k: v for k, v in item.items() if not k.endswith("_shard")}
-        for rid, item in run.snapshot.resources.items()
+        f"{kind}/{rid}": {k: v for k, v in item.items() if not k.endswith("_shard")}
+        for (kind, rid), item in run.snapshot.resources.items()
     }
-    counter = {k: v for k, v in (run.snapshot.counter or {}).items() if not k.endswith("_shard")}
+    counters = {
+        kind: {k: v for k, v in item.items() if not k.endswith("_shard")}
+        for kind, item in run.snapshot.counters.items()
+    }
+    plans = [run.snapshot.plan, run.snapshot.plans]
     ops = [
         (
             op.done,
@@ -89,7 +93,8 @@ def state_key(run: Run, enabled: list[Choice]) -> str:
     text = json.dumps(
         [
             snapshot,
-            counter,
+            counters,
+            plans,
             ops,
             run.writes_since_delivery,
             len(run.backlog),
@@ -102,14 +107,25 @@ def state_key(run: Run, enabled: list[Choice]) -> str:
     return hashlib.sha1(run.redact(text).encode()).hexdigest()
 
 
-def explore(world: World, scenario: Scenario, stats: Stats, *, max_schedules: int = 100_000) -> None:
+def explore(
+    world: World,
+    scenario: Scenario,
+    stats: Stats,
+    *,
+    max_schedules: int = 100_000,
+    spread: random.Random | None = None,
+) -> None:
     """Every schedule of ``scenario`` (every order of its calls, background steps at every
-    point), each reachable point explored once."""
+    point), each reachable point explored once. Capped by ``max_schedules`` (counted in
+    ``stats``, so pass a fresh one per scenario); with ``spread``, the next schedule is drawn
+    from the whole frontier instead of the newest branch, so a capped exploration samples every
+    part of the tree rather than only the tail of the first schedule (uncapped, it explores the
+    same points either way)."""
     stats.scenarios += 1
     seen: set[str] = set()
     pending: list[list[Choice]] = [[]]
     while pending and stats.schedules < max_schedules:
-        prefix = pending.pop()
+        prefix = pending.pop(spread.randrange(len(pending)) if spread else -1)
 
         def choose(run: Run, enabled: list[Choice], prefix: list[Choice] = prefix) -> Choice | None:
             if len(run.choices) < len(prefix):
@@ -205,7 +221,13 @@ def _simpler(scenario: Scenario, choices: list[Choice]) -> Iterator[tuple[Scenar
             for kind, what, fault in choices
             if not (kind == "op" and what == drop)
         ]
-        yield _with_ops(scenario, scenario.ops[:drop] + scenario.ops[drop + 1 :]), renumbered
+        kept = [
+            dataclasses.replace(op, after=None if op.after == drop else op.after - (op.after > drop))
+            if op.after is not None
+            else op
+            for op in scenario.ops[:drop] + scenario.ops[drop + 1 :]
+        ]
+        yield _with_ops(scenario, tuple(kept)), renumbered
     # Fewer switches: move a step to right after the previous step of the same operation.
     for index in range(1, len(choices)):
         if choices[index][:2] == choices[index - 1][:2]:
@@ -228,7 +250,11 @@ def _with_ops(scenario: Scenario, ops: tuple[Any, ...]) -> Scenario:
 
 
 def report(scenario: Scenario, result: RunResult) -> str:
-    setup = f"limit {scenario.limit}"
+    setup = "no override" if scenario.limit is None else f"override {scenario.limit}"
+    if scenario.overrides:
+        setup += f", overrides {dict(scenario.overrides)}"
+    if scenario.plan or scenario.other_plan:
+        setup += f", plan a {dict(scenario.plan)}, plan b {dict(scenario.other_plan)}"
     if scenario.counted or scenario.uncounted:
         setup += f", counted {list(scenario.counted)}, uncounted {list(scenario.uncounted)}"
     if scenario.stuck:

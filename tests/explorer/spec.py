@@ -2,8 +2,18 @@
 
 A run's operations are linearizable if some order of them, consistent with real time (an
 operation that finished before another started comes first), applied one at a time to this
-model, gives every answer they got and the resources visible at the end. An operation that
-failed without a definite answer (429, 503, or killed) may or may not have taken effect.
+model, gives every answer they got and the resources visible at the end (each with its units).
+An operation that failed without a definite answer (429, 503, or killed) may or may not have
+taken effect.
+
+The model keeps, per kind of resource, the live resources with their units and the account's
+override; and the account's plan and every plan's limits. A create of n units of a kind is
+admitted iff the units held of that kind plus n fit under its limit: the override if set, else
+the plan's limit for the kind, else 0 (design.md §5.5). A resize (PATCH) to t units of a
+resource of u: 404 if absent; 200 if t == u (a retried PATCH is a no-op) or t < u; a growth
+answers 200 iff the held units plus t - u fit, else 409. Limits are judged where the operation
+is placed in the order, so a create racing a limit or plan change may be judged by the old or
+the new limit (the explorer runs every operation concurrently).
 
 Requests that died before the run (a delete stuck with its claim, a create left pending) are
 operations that never ended: they may take effect at any point, but only on the incarnation they
@@ -17,20 +27,32 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
-CREATED, EXISTS, REFUSED, DELETED, ABSENT, LIMIT_SET = 201, 200, 409, 204, 404, 2000
+from hybrid_counter.keys import DEFAULT_KIND
+
+CREATED, EXISTS, REFUSED, DELETED, ABSENT, LIMIT_SET, RESIZED = 201, 200, 409, 204, 404, 2000, 200
+CONFLICT = "conflict"  # IdempotencyConflict: a PUT of an existing id with another body (units)
 MAYBE = frozenset({429, 503, "crash"})
 NEVER_ENDED = 10**9  # the end step of a request that died before the run
 REPAIR = "repair"
+# Operations that change limits: answered LIMIT_SET. The explorer sends them forced (a change
+# below current use is refused unless forced, which decides nothing about admission: tested in
+# tests/integration/test_governance.py), so the model never refuses one.
+LIMIT_OPS = frozenset({"limit", "unlimit", "plan", "assign"})
+
+Key = tuple[str, str]  # (kind, resource id)
+Held = tuple[str, str, int]  # (kind, resource id, units)
+Limits = tuple[tuple[str, int], ...]  # (kind, limit), sorted
 
 
 @dataclass(frozen=True)
 class Done:
     """An operation as it ended: what it was, its answer, and when it started and ended (steps)."""
 
-    kind: str  # post | put | delete | limit
-    arg: str | int | None
+    kind: str  # post | put | delete | patch | limit | unlimit | plan | assign | create0 | delete0 | repair
+    arg: object
     answer: int | str
     started: int
     ended: int
@@ -38,49 +60,111 @@ class Done:
     # The create made its resource live without a known admission (outcome unknown and not
     # resolved, or a stale pending item adopted): P1's one exception, it may go past the limit.
     past_limit_allowed: bool = False
+    of: str = DEFAULT_KIND  # the kind of resource it acts on (its counter item)
+    units: int = 1  # a create's units, a resize's target
 
 
 @dataclass(frozen=True)
 class Model:
-    live: frozenset[str]
-    limit: int
-    fresh: frozenset[str] = frozenset()  # ids created (again) by an operation of the run
-    dead_created: frozenset[str] = frozenset()  # live ids only a dead create (create0) made
+    live: frozenset[Held]
+    overrides: Limits = ()  # the account's override per kind (on the kind's counter item)
+    plan: str = "a"  # the plan the account is on
+    plans: tuple[tuple[str, Limits], ...] = ()  # every plan's limits, by plan name
+    fresh: frozenset[Key] = frozenset()  # resources created (again) by an operation of the run
+    dead_created: frozenset[Key] = frozenset()  # live resources only a dead create (create0) made
 
+    # ---- what the model holds ---------------------------------------------------------------------
+    def units_of(self, key: Key) -> int | None:
+        return next((units for kind, rid, units in self.live if (kind, rid) == key), None)
+
+    def used(self, kind: str) -> int:
+        return sum(units for k, _, units in self.live if k == kind)
+
+    def limit_of(self, kind: str) -> int:
+        """The override if set, else the account's plan's limit for the kind, else 0."""
+        override = dict(self.overrides).get(kind)
+        if override is not None:
+            return override
+        return dict(dict(self.plans).get(self.plan, ())).get(kind, 0)
+
+    def keys(self) -> frozenset[Key]:
+        return frozenset((kind, rid) for kind, rid, _ in self.live)
+
+    def without(self, key: Key) -> Model:
+        live = frozenset(held for held in self.live if held[:2] != key)
+        return replace(self, live=live, dead_created=self.dead_created - {key})
+
+    def holding(self, key: Key, units: int) -> Model:
+        live = frozenset(held for held in self.live if held[:2] != key) | {(*key, units)}
+        return replace(self, live=live)
+
+    # ---- applying one operation -------------------------------------------------------------------
     def apply(self, op: Done) -> tuple[int | str, Model]:
-        if op.kind == "limit":
-            assert isinstance(op.arg, int)
-            return LIMIT_SET, Model(self.live, op.arg, self.fresh, self.dead_created)
+        if op.kind in LIMIT_OPS:
+            return LIMIT_SET, self._limits(op)
         if op.kind == REPAIR:
             return op.answer, self
-        rid = str(op.arg if op.kind != "post" else op.created_id)
-        if op.kind in ("create0", "delete0"):
-            return self._dead(op, rid)
-        if op.kind in ("post", "put"):
-            return self._create(op, rid)
-        if rid in self.live:
-            return DELETED, self.without(rid)
+        key = (op.of, str(op.arg if op.kind != "post" else op.created_id))
+        flows = {
+            "create0": self._dead,
+            "delete0": self._dead,
+            "post": self._create,
+            "put": self._create,
+            "patch": self._resize,
+        }
+        return flows.get(op.kind, self._delete)(op, key)
+
+    def _delete(self, _: Done, key: Key) -> tuple[int | str, Model]:
+        if self.units_of(key) is not None:
+            return DELETED, self.without(key)
         return ABSENT, self
 
-    def without(self, rid: str) -> Model:
-        return Model(self.live - {rid}, self.limit, self.fresh, self.dead_created - {rid})
+    def _limits(self, op: Done) -> Model:
+        if op.kind == "limit":
+            assert isinstance(op.arg, int)
+            return replace(self, overrides=_set(self.overrides, op.of, op.arg))
+        if op.kind == "unlimit":
+            return replace(self, overrides=tuple(p for p in self.overrides if p[0] != op.of))
+        if op.kind == "assign":
+            return replace(self, plan=str(op.arg))
+        arg: Any = op.arg
+        plan, limits = arg
+        return replace(self, plans=_set(self.plans, str(plan), tuple(sorted(limits))))
 
-    def _create(self, op: Done, rid: str) -> tuple[int | str, Model]:
-        if op.kind == "put" and rid in self.live:
-            return EXISTS, self
-        if len(self.live) >= self.limit and not op.past_limit_allowed:
+    def _fits(self, kind: str, more: int) -> bool:
+        return self.used(kind) + more <= self.limit_of(kind)
+
+    def _create(self, op: Done, key: Key) -> tuple[int | str, Model]:
+        units = self.units_of(key)
+        if op.kind == "put" and units is not None:
+            return (EXISTS if units == op.units else CONFLICT), self
+        if not self._fits(op.of, op.units) and not op.past_limit_allowed:
             return REFUSED, self
-        return CREATED, Model(self.live | {rid}, self.limit, self.fresh | {rid}, self.dead_created)
+        made = self.holding(key, op.units)
+        return CREATED, replace(made, fresh=self.fresh | {key})
 
-    def _dead(self, op: Done, rid: str) -> tuple[int | str, Model]:
+    def _resize(self, op: Done, key: Key) -> tuple[int | str, Model]:
+        units = self.units_of(key)
+        if units is None:
+            return ABSENT, self
+        if op.units > units and not self._fits(op.of, op.units - units):
+            return REFUSED, self
+        return RESIZED, self.holding(key, op.units)
+
+    def _dead(self, op: Done, key: Key) -> tuple[int | str, Model]:
         """A request that died before the run, on the incarnation it was made on only."""
-        if rid in self.fresh:
+        if key in self.fresh:
             return op.answer, self
-        if op.kind == "create0" and rid not in self.live:
-            return CREATED, Model(self.live | {rid}, self.limit, self.fresh, self.dead_created | {rid})
-        if op.kind == "delete0" and rid in self.live:
-            return DELETED, self.without(rid)
+        if op.kind == "create0" and self.units_of(key) is None:
+            made = self.holding(key, op.units)
+            return CREATED, replace(made, dead_created=self.dead_created | {key})
+        if op.kind == "delete0" and self.units_of(key) is not None:
+            return DELETED, self.without(key)
         return op.answer, self
+
+
+def _set[V](pairs: tuple[tuple[str, V], ...], name: str, value: V) -> tuple[tuple[str, V], ...]:
+    return tuple(sorted({**dict(pairs), name: value}.items()))
 
 
 def _orders(ops: list[Done]) -> Iterable[tuple[Done, ...]]:
@@ -89,7 +173,7 @@ def _orders(ops: list[Done]) -> Iterable[tuple[Done, ...]]:
             yield order
 
 
-def explain(initial: Model, ops: list[Done], final_live: frozenset[str]) -> tuple[Done, ...] | None:
+def explain(initial: Model, ops: list[Done], final_live: frozenset[Held]) -> tuple[Done, ...] | None:
     """An order that explains every answer and the final state, or None."""
     for order in _orders(ops):
         if _fits(initial, order, final_live):
@@ -97,7 +181,7 @@ def explain(initial: Model, ops: list[Done], final_live: frozenset[str]) -> tupl
     return None
 
 
-def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[str]) -> bool:
+def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[Held]) -> bool:
     if not order:
         return model.live == final_live
     op, rest = order[0], order[1:]
@@ -109,9 +193,9 @@ def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[str]) -> 
     if op.kind == REPAIR:
         # A repair may undo what only a dead create did (rolled back, its records lost): that
         # create held its slot, invisibly, until then (design.md P5).
-        undone = (model.without(rid) for rid in sorted(model.dead_created & model.live))
+        undone = (model.without(key) for key in sorted(model.dead_created & model.keys()))
         return any(_fits(candidate, rest, final_live) for candidate in (model, *undone))
     expected, after = model.apply(op)
-    if op.kind == "limit":
+    if op.kind in LIMIT_OPS:
         return _fits(after, rest, final_live)
     return expected == op.answer and _fits(after, rest, final_live)

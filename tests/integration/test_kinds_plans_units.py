@@ -21,6 +21,7 @@ from hybrid_counter.errors import (
     LimitExceeded,
     NotFound,
     StoreUnavailable,
+    Throttled,
     ValidationError,
 )
 from hybrid_counter.keys import account_pk, counter_key, plan_key, resource_key
@@ -28,6 +29,7 @@ from hybrid_counter.resources import ResourceService
 from localrun.aws_clients import domain_clients
 from localrun.runtime import LocalRuntime
 from tests.explorer.scheduler import Race
+from tests.faults import injected
 
 pytestmark = pytest.mark.integration
 
@@ -127,6 +129,28 @@ def test_each_kind_is_judged_by_the_accounts_plan_in_units(service, account, on_
     drain(account)
     assert usage_of(service, account, "seats") == (10, 9, 9, "plan")
     assert usage_of(service, account, "projects") == (3, 3, 3, "plan")
+
+
+def test_a_plan_that_cannot_be_read_refuses_the_create_as_retryable_and_writes_nothing(
+    service, clients, account, on_plan, snapshot
+):
+    # Given an account on a plan, whose plan this process has not read yet
+    on_plan({"projects": 3}, account)
+    before = snapshot(account)
+    # When every read of the account's plan is throttled (the counter's read, the first GetItem,
+    # goes through)
+    with (
+        injected(
+            clients.dynamodb, "GetItem", error="ProvisionedThroughputExceededException", skip=1, times=50
+        ) as fault,
+        pytest.raises(Throttled),
+    ):
+        service.create(account, "p", {}, kind="projects")
+    # Then the create is a retryable 429 (not a 500), and nothing was written
+    assert fault.fired >= 1
+    assert snapshot(account) == before
+    # And once the plan can be read the same create goes through
+    service.create(account, "p", {}, kind="projects")
 
 
 def test_units_default_to_one_and_a_delete_frees_all_its_units(service, account, drain):
@@ -411,6 +435,40 @@ def test_a_resize_that_grows_past_the_limit_is_refused_and_changes_nothing(servi
     # And growing by the one unit left fits
     assert service.resize(account, team.resource_id, 5, kind="seats").units == 5
     assert usage_of(service, account, "seats")[1] == 10
+
+
+def test_a_resize_whose_request_died_is_settled_by_a_later_patch_after_the_grace_period(
+    settings, clients, account, raw, drain
+):
+    # Given a 4-seat team whose growth to 6 died after its claim: its counter write failed in a
+    # way that may have applied (a 500), and nothing finished it (the stream path had no
+    # last_resize to act on), so the claim stays
+    clock = Clock()
+    quick = Effects(clock=clock, waiter=Waiter(attempts=2, delay=0.01))
+    service = ResourceService(settings, clients, effects=quick)
+    service.set_limit(account, 10, kind="seats")
+    team, _ = service.create(account, "a", {}, kind="seats", units=4)
+    drain(account)
+    with (
+        injected(clients.dynamodb_single_attempt, "UpdateItem", error="InternalServerError"),
+        pytest.raises(StoreUnavailable),
+    ):
+        service.resize(account, team.resource_id, 6, kind="seats")
+    key = resource_key(account, team.resource_id, kind="seats")
+    assert "resize_request" in (raw(key) or {})
+    # When, past the grace period, the client patches it again (to 5)
+    clock.now += settings.pending_grace_seconds + 1
+    resized = service.resize(account, team.resource_id, 5, kind="seats")
+    # Then the stale claim was taken over and settled (by the larger size: the counters never
+    # overcount), and the new resize went through from there
+    item = raw(key) or {}
+    assert "resize_request" not in item
+    assert resized.units == 5
+    assert int(item["units"]["N"]) == 5
+    drain(account)
+    _, best_effort, eventual, _ = usage_of(service, account, "seats")
+    assert best_effort <= 5
+    assert eventual <= 5
 
 
 def test_a_shrink_releases_its_units_at_once(service, account, drain):

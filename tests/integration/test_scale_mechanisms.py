@@ -15,14 +15,17 @@ sweep on a trimmed stream: test_healing_and_recount.py and test_recovery_paths.p
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.healing import Healer
+from hybrid_counter.keys import account_pk
 from hybrid_counter.resources import ResourceService
 from tests.faults import injected
 
@@ -46,12 +49,28 @@ def test_a_sweep_that_fails_part_way_keeps_the_work_of_the_pages_before(
         settings.table_name, counter, settings.pending_grace_seconds, clients, clock=lambda: later
     )
     waiting = len(sweeper.pending_keys())  # this test's and any other test's
-    # When the sweep is cut off at its second page (a timeout, a crash)
-    with (
-        injected(clients.dynamodb, "Scan", error="InternalServerError", skip=1, times=1000),
-        pytest.raises(Exception, match="InternalServerError"),
-    ):
-        sweeper.sweep()
+    # When the sweep is cut off at the page after the first one that held this account's entries
+    # (a timeout, a crash). Not simply at its second page: other tests' entries (some with a
+    # pending_since ahead of this clock, which the filter drops after Limit counted them) can
+    # fill the first pages.
+    ours_seen = threading.Event()
+
+    def watch(parsed: dict[str, Any], **_: Any) -> None:
+        if any(item["pk"]["S"] == account_pk(account) for item in parsed.get("Items", [])):
+            ours_seen.set()
+
+    def cut(**_: Any) -> None:
+        if ours_seen.is_set():
+            raise RuntimeError("InternalServerError: the sweep was cut off")
+
+    clients.dynamodb.meta.events.register("after-call.dynamodb.Scan", watch)
+    clients.dynamodb.meta.events.register("before-call.dynamodb.Scan", cut)
+    try:
+        with pytest.raises(RuntimeError, match="InternalServerError"):
+            sweeper.sweep()
+    finally:
+        clients.dynamodb.meta.events.unregister("after-call.dynamodb.Scan", watch)
+        clients.dynamodb.meta.events.unregister("before-call.dynamodb.Scan", cut)
     # Then what the first page found is finished already (it left the index), and the next run
     # finishes the rest
     assert len(sweeper.pending_keys()) < waiting

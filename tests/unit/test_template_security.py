@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from localrun.cfn_yaml import load_yaml
 from localrun.http_auth import GatewayAuth
 from localrun.iam_policies import Statement, broad_grants, function_log_group, function_policies, is_allowed
 from localrun.intrinsics import ResourceValues
@@ -96,10 +97,12 @@ def test_each_role_is_modelled_with_no_managed_policy_and_no_wildcard_beyond_the
         assert statements, logical_id
         found = broad_grants(statements, star_actions=NO_RESOURCE_TYPE_ACTIONS, log_group=groups[logical_id])
         assert found == [], logical_id
-    # Each function logs to a log group of its own, which the template creates (with a retention).
+    # Each function logs to a log group of its own, which the template creates (with a retention);
+    # the only other log group is the HTTP API's access log.
     assert sorted(str(group) for group in groups.values()) == sorted(
-        f"lg-{logical_id}" for logical_id in template.log_groups
+        f"lg-{logical_id}" for logical_id in template.log_groups if logical_id != "HttpApiAccessLogGroup"
     )
+    assert "HttpApiAccessLogGroup" in template.log_groups
 
 
 def test_the_broad_grant_check_flags_managed_policies_wildcards_and_other_groups_logs():
@@ -281,9 +284,27 @@ def test_the_policy_model_matches_actions_and_resources_as_iam_does():
     assert is_allowed(stream, "dynamodb:GetRecords", "arn:aws:dynamodb:r:1:table/t/stream/s") is not None
     assert is_allowed(stream, "dynamodb:GetRecords", "arn:aws:dynamodb:r:1:table/other/stream/s") is None
     assert is_allowed(stream, "dynamodb:ListStreams", "*") is None
+    # history items and threshold events (their outbox) are written by the stream path
+    assert is_allowed(stream, "dynamodb:PutItem", "arn:aws:dynamodb:r:1:table/t") is not None
     assert is_allowed(stream, "sqs:SendMessage", "arn:aws:sqs:r:1:retry") is not None
     assert is_allowed(stream, "sqs:SendMessage", "arn:aws:sqs:r:1:operator") is None
     retry = function_policies(template, resolver, "RetryQueueFunction")
     assert is_allowed(retry, "sqs:ReceiveMessage", "arn:aws:sqs:r:1:retry") is not None
     assert is_allowed(retry, "sqs:ReceiveMessage", "arn:aws:sqs:r:1:operator") is None
     assert is_allowed(retry, "sqs:ChangeMessageVisibility", "arn:aws:sqs:r:1:retry") is None
+
+
+def test_the_http_api_writes_an_access_log_line_per_request_without_headers():
+    # Given the template as written
+    document = load_yaml(PROJECT / "template.yaml")
+    resources = document["Resources"]
+    # When its HTTP API's access log settings are read
+    settings = resources["HttpApi"]["Properties"]["AccessLogSettings"]
+    # Then they go to the stack's own log group, with a retention, as one JSON object a line
+    assert settings["DestinationArn"] == {"Fn::GetAtt": ["HttpApiAccessLogGroup", "Arn"]}
+    assert resources["HttpApiAccessLogGroup"]["Properties"]["RetentionInDays"] == {"Ref": "LogRetentionDays"}
+    line = json.loads(settings["Format"])
+    # with the request id API Gateway requires, who called, and never a header (a token is one)
+    assert line["requestId"] == "$context.requestId"
+    assert {"sub", "principal", "status", "routeKey"} <= set(line)
+    assert not any("header" in value.lower() for value in line.values())

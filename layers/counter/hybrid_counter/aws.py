@@ -35,6 +35,8 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 from botocore.parsers import ResponseParserError
 
+from hybrid_counter.errors import DomainError, StoreUnavailable, Throttled
+
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient
@@ -345,3 +347,10 @@ class Clients:
         if self.events is None:
             self.events = boto3.client("events", config=RETRYING)
         return self.events
+
+
+def store_error(error: Exception, what: str) -> DomainError:
+    """An AWS error as the domain's retryable answer: 429 if DynamoDB throttled, else 503."""
+    if isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS:
+        return Throttled(f"too many requests for this account; {what} was not done, retry the request")
+    return StoreUnavailable(f"the data store is unavailable; {what} was not done, retry the request")

@@ -18,9 +18,9 @@ from hybrid_counter.api.body import reject_oversize, strict_json
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.limit_routes import limit_routes
 from hybrid_counter.api.resource_routes import resource_routes
+from hybrid_counter.aws import store_error
 from hybrid_counter.errors import DomainError
 from hybrid_counter.resources import ResourceService
-from hybrid_counter.resources.table import store_error
 
 
 def build_app(

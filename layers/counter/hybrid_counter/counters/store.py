@@ -22,6 +22,7 @@ from hybrid_counter.aws import (
 )
 from hybrid_counter.counters import expressions
 from hybrid_counter.counters.state import CounterState
+from hybrid_counter.errors import StoreUnavailable, Throttled
 from hybrid_counter.keys import COUNTER_PREFIX, DEFAULT_KIND, account_pk, counter_key, parse_counter_sk
 
 if TYPE_CHECKING:
@@ -149,7 +150,9 @@ class CounterStore:
         kind = kind or self.default_kind
         state = seen
         for _ in range(4):
-            judged = judged_by(state)
+            judged = _judge(judged_by, state)
+            if not isinstance(judged, Judged):
+                return judged
             if not state.admits(judged.limit, units):
                 return Admission(AdmissionOutcome.REJECTED, state, judged=judged)
             args: dict[str, Any] = expressions.admission(
@@ -169,7 +172,8 @@ class CounterStore:
                 continue
             return self._not_admitted(attempt, state, judged, account_id)
         # The limit kept moving under us: judge by the last state seen, conservatively.
-        return Admission(AdmissionOutcome.REJECTED, state, judged=judged_by(state))
+        last = _judge(judged_by, state)
+        return Admission(AdmissionOutcome.REJECTED, state, judged=last) if isinstance(last, Judged) else last
 
     def _not_admitted(
         self, attempt: Attempted, state: CounterState, judged: Judged, account_id: str
@@ -246,7 +250,9 @@ class CounterStore:
         state = seen
         floor: int | None = None
         for _ in range(4):
-            judged = judged_by(state)
+            judged = _judge(judged_by, state)
+            if not isinstance(judged, Judged):
+                return judged
             if delta > 0 and not state.admits(judged.limit, delta):
                 return Admission(AdmissionOutcome.REJECTED, state, judged=judged)
             expr = expressions.resize(
@@ -268,7 +274,8 @@ class CounterStore:
                 floor = max(0, state.best_effort) if delta < 0 else None
                 continue
             return self._not_admitted(attempt, state, judged, account_id)
-        return Admission(AdmissionOutcome.REJECTED, state, judged=judged_by(state))
+        last = _judge(judged_by, state)
+        return Admission(AdmissionOutcome.REJECTED, state, judged=last) if isinstance(last, Judged) else last
 
     def heal(self, account_id: str, *, kind: str | None = None) -> bool:
         """best_effort := eventual if it is below (one conditional write); False if it was not."""
@@ -286,3 +293,12 @@ class CounterStore:
         return attempt_write(
             lambda: self._clients.dynamodb_single_attempt.update_item(**args), self._effects.retry
         )
+
+
+def _judge(judged_by: Judge, state: CounterState) -> Judged | Admission:
+    """The limit to judge by, or, if it could not be read (the plan's read failed), an admission
+    not applied: the caller has written its resource and undoes it, as for a throttled write."""
+    try:
+        return judged_by(state)
+    except (Throttled, StoreUnavailable) as error:
+        return Admission(AdmissionOutcome.NOT_APPLIED, state, throttled=isinstance(error, Throttled))

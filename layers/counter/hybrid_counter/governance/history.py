@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
 
 DAY = 86_400
 READ_BUDGET = 1000  # items a filtered page reads past before it answers with what it has
+# ``<when>#<change id>``: what a page can end on (records.py), bounded well under 1 KB.
+_SORT_KEY = re.compile(r"[0-9A-Za-z:.+-]{1,64}#[0-9A-Za-z_-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -100,7 +103,12 @@ class HistoryStore:
 
     @staticmethod
     def _decode(token: str) -> str:
+        """The sort key a page ended on. Strict: urlsafe_b64decode drops characters outside the
+        alphabet, so ``:`` would decode to an empty key, which DynamoDB refuses (a 503, not a 400)."""
         try:
-            return base64.urlsafe_b64decode(token.encode()).decode()
+            sk = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
         except (binascii.Error, UnicodeDecodeError, ValueError) as error:
             raise ValidationError("next_token is not valid") from error
+        if not _SORT_KEY.fullmatch(sk):
+            raise ValidationError("next_token is not valid")
+        return sk

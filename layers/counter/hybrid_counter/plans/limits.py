@@ -19,8 +19,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import TTLCache
 
+from hybrid_counter.aws import store_error
 from hybrid_counter.counters import CounterState, Judge, Judged
 from hybrid_counter.plans.store import Plan, PlanStore
 
@@ -63,7 +65,12 @@ class Limits:
         def judged(state: CounterState) -> Judged:
             if state.limit is not None:
                 return Judged(state.limit, "override")
-            return Judged(self.plan_limit(account_id, kind), "plan")
+            try:
+                return Judged(self.plan_limit(account_id, kind), "plan")
+            except (ClientError, BotoCoreError) as error:
+                # A judge runs inside flows that have written (a re-judge after a refused
+                # admission): they take a domain error as "not done" and undo their writes.
+                raise store_error(error, "the plan's read") from error
 
         return judged
 

@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hybrid_counter.aws import store_error
 from hybrid_counter.counters import AdmissionOutcome, Judge
 from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
-from hybrid_counter.resources.table import Item, ResourceTable, guarded, store_error
+from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
 if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore

@@ -14,21 +14,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import CONDITION_FAILED, THROTTLING_ERRORS, Clients, error_code, retry_conflicts
+from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code, retry_conflicts, store_error
 from hybrid_counter.effects import Effects
-from hybrid_counter.errors import DomainError, StoreUnavailable, Throttled
 from hybrid_counter.keys import DEFAULT_KIND, iso_utc, resource_key
 from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_index
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
 RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since"
-
-
-def store_error(error: Exception, what: str) -> DomainError:
-    if isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS:
-        return Throttled(f"too many requests for this account; {what} was not done, retry the request")
-    return StoreUnavailable(f"the data store is unavailable; {what} was not done, retry the request")
 
 
 @dataclass(frozen=True)
@@ -236,10 +229,13 @@ class ResourceTable:
             ":from": {"N": str(units)},
             ":to": {"N": str(target)},
         }
+        names = {"#state": "state"}
         if taking_over is None:
             condition = f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}"
             update = "SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now"
+            names["#units"] = "units"
         else:
+            # DynamoDB refuses a name the expressions do not use (ValidationException).
             condition = "#state = :live AND incarnation = :inc AND resize_request = :old"
             values[":old"] = {"S": taking_over}
             del values[":from"], values[":to"]
@@ -250,7 +246,7 @@ class ResourceTable:
             kind,
             UpdateExpression=update,
             ConditionExpression=condition,
-            ExpressionAttributeNames={"#state": "state", "#units": "units"},
+            ExpressionAttributeNames=names,
             ExpressionAttributeValues=values,
             ReturnValues="ALL_NEW",
         )
