@@ -6,10 +6,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from benchmarks.capacity import item_size
 from benchmarks.meter import Tally
 from benchmarks.reference import COUNTER, RESOURCE, ReferenceDesign
 from benchmarks.world import BenchWorld
-from hybrid_counter.capacity import item_size
 from hybrid_counter.keys import account_pk, counter_key, resource_key
 
 

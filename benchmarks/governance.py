@@ -20,7 +20,7 @@ from benchmarks.world import QUIET, BenchWorld
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.runtime import Components
-from localrun.aws_clients import events_client
+from localrun.stack.aws_clients import events_client
 
 MODES = ("events_off", "events_on")
 PHASES = ("create", "stream_per_create", "limit_change", "stream_after_limit_change")

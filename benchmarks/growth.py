@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from benchmarks import seed
+from benchmarks.capacity import item_size
 from benchmarks.world import QUIET, BenchWorld
-from hybrid_counter.capacity import item_size
 from hybrid_counter.counters.state import EVENTUAL, eventual_share
+from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import counter_key
-from hybrid_counter.ops.recount import Recounter
 
 
 def _counter_bytes(world: BenchWorld, account: str) -> int:

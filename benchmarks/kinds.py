@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from statistics import mean
 from typing import Any
 
+from benchmarks.capacity import item_size
 from benchmarks.world import BenchWorld
-from hybrid_counter.capacity import item_size
 from hybrid_counter.counters.expressions import UpdateExpr
 from hybrid_counter.counters.state import (
     BEST_EFFORT,

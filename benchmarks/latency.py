@@ -20,9 +20,8 @@ from botocore.config import Config
 from requests.adapters import HTTPAdapter
 
 from hybrid_counter.keys import resource_key
-from localrun.aws_clients import dynamodb_client
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.token_cli import describe
+from localrun.stack.aws_clients import dynamodb_client
 
 CONVERGENCE_EVERY = 5
 
@@ -47,7 +46,7 @@ def _session() -> requests.Session:
 
 def _headers(runtime: LocalRuntime, account: str | None) -> dict[str, str]:
     """A tenant's token for ``account``, or the operator's (None), from the local issuer."""
-    auth = describe(runtime)
+    auth = runtime.auth_description()
     if account is None:
         token = runtime.issuer.mint({}, [auth["operator_scope"]])
     else:

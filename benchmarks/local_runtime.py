@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from localrun.http_payload import HttpRequest, build_event, new_request_id
-from localrun.invoke import new_context
+from localrun.functions.invoke import new_context
+from localrun.gateway.payload import HttpRequest, build_event, new_request_id
 from localrun.runtime import LocalRuntime, RuntimeOptions
 
 QUIET_FUNCTIONS = {"LogLevel": "WARNING"}  # function logs would flood the terminal at 100 req/s

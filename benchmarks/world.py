@@ -18,12 +18,12 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
-from localrun.aws_clients import client as local_client
-from localrun.aws_clients import domain_clients
-from localrun.endpoints import FULL_JIT, LocalEndpoints
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.stream_reader import StreamReader
-from localrun.template import DynamoDBStreamEvent
+from localrun.sources.stream_reader import StreamReader
+from localrun.stack.aws_clients import client as local_client
+from localrun.stack.aws_clients import domain_clients
+from localrun.stack.endpoints import FULL_JIT, LocalEndpoints
+from localrun.stack.template import DynamoDBStreamEvent
 
 QUIET = Observability(emit_metrics=False)
 

@@ -7,12 +7,12 @@ invocation) and its DynamoDB Streams and SQS event source mappings, and EventBri
 schedules. Everything is read from template.yaml.
 """
 
-from localrun.endpoints import LocalEndpoints
 from localrun.errors import EndpointError, LocalRunError, TemplateError
-from localrun.invoke import FunctionError, FunctionInvoker, FunctionTimeoutError
-from localrun.lambda_worker import LambdaContext
+from localrun.functions.invoke import FunctionError, FunctionInvoker, FunctionTimeoutError
+from localrun.functions.lambda_worker import LambdaContext
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.template import Template, load_template
+from localrun.stack.endpoints import LocalEndpoints
+from localrun.stack.template import Template, load_template
 
 __all__ = [
     "EndpointError",

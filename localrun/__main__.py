@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 from localrun.errors import LocalRunError
+from localrun.gateway.token_cli import banner_lines
 from localrun.runtime import LocalRuntime, RuntimeOptions
 from localrun.stop_signal import StopRequest, wait_for_stop
-from localrun.token_cli import banner_lines, describe
 
 
 def _parameter(text: str) -> tuple[str, str]:
@@ -97,7 +97,7 @@ def banner(runtime: LocalRuntime) -> str:
     lines += [f"  event bus       {name}  ({arn})" for name, arn in runtime.event_bus_arns.items()]
     if EVENTS_QUEUE in runtime.queue_urls:
         lines.append("  quota events    .venv/bin/hybrid-counter-ops --local events tail --follow")
-    lines += banner_lines(describe(runtime), runtime.api_url)
+    lines += banner_lines(runtime.auth_description(), runtime.api_url)
     lines += ["Ctrl-C to stop", ""]
     return "\n".join(lines)
 
@@ -120,7 +120,7 @@ def write_state(runtime: LocalRuntime, path: Path = STATE_FILE) -> None:
         "events_url": runtime.events_url,
         "event_bus_name": event_bus_name(runtime),
         "events_queue_url": runtime.queue_urls.get(EVENTS_QUEUE),
-        "auth": describe(runtime),  # for hybrid-counter-token
+        "auth": runtime.auth_description(),  # for hybrid-counter-token
     }
     path.write_text(json.dumps(state, indent=2))
 

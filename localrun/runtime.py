@@ -11,7 +11,7 @@ functions' execution environments. `stop()` undoes all of it; `os.environ` is ne
 (tests and tools use `function_environment()` and `client_environment()`).
 
 `RuntimeOptions(built=True)` runs the `sam build` output instead of the source tree
-(`localrun.built`).
+(`localrun.functions.built`).
 """
 
 from __future__ import annotations
@@ -24,26 +24,39 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
-from localrun.aws_clients import dynamodb_client, events_client, sqs_client, streams_client
-from localrun.built import BUILD_DIR, built_launch, built_template, clean_interpreter, layer_directories
-from localrun.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
-from localrun.call_recorder import attach as record_calls
-from localrun.endpoints import LocalEndpoints
-from localrun.environment import client_variables, function_environment, lambda_variables, local_variables
 from localrun.errors import LocalRunError, TemplateError
-from localrun.http_auth import GatewayAuth
-from localrun.http_gateway import HttpGateway
-from localrun.http_limits import HttpLimits, RouteLimit, route_limit
-from localrun.http_routes import Route, RouteTable
-from localrun.invoke import FunctionInvoker, Wrapper
-from localrun.launch import Launch, source_launch
-from localrun.oidc_issuer import LocalIssuer
-from localrun.provision import LocalResources, provision
-from localrun.scheduler import ScheduledJob, Scheduler
-from localrun.sqs_poller import QueueMapping, SqsPoller
-from localrun.stream_batches import RetryPolicy
-from localrun.stream_poller import StreamMapping, StreamPoller
-from localrun.template import (
+from localrun.functions.built import (
+    BUILD_DIR,
+    built_launch,
+    built_template,
+    clean_interpreter,
+    layer_directories,
+)
+from localrun.functions.call_recorder import ENVIRONMENT_VARIABLE as CALL_LOG_VARIABLE
+from localrun.functions.call_recorder import attach as record_calls
+from localrun.functions.environment import (
+    client_variables,
+    function_environment,
+    lambda_variables,
+    local_variables,
+)
+from localrun.functions.invoke import FunctionInvoker, Wrapper
+from localrun.functions.launch import Launch, source_launch
+from localrun.gateway.auth import GatewayAuth
+from localrun.gateway.limits import HttpLimits, RouteLimit, route_limit
+from localrun.gateway.oidc_issuer import LocalIssuer
+from localrun.gateway.routes import Route, RouteTable
+from localrun.gateway.server import HttpGateway
+from localrun.gateway.sigv4_authorizer import LOCAL_CALLER
+from localrun.gateway.token_cli import DEFAULT_ACCOUNT_CLAIM, DEFAULT_OPERATOR_SCOPE
+from localrun.sources.scheduler import ScheduledJob, Scheduler
+from localrun.sources.sqs_poller import QueueMapping, SqsPoller
+from localrun.sources.stream_batches import RetryPolicy
+from localrun.sources.stream_poller import StreamMapping, StreamPoller
+from localrun.stack.aws_clients import dynamodb_client, events_client, sqs_client, streams_client
+from localrun.stack.endpoints import LocalEndpoints
+from localrun.stack.provision import LocalResources, provision
+from localrun.stack.template import (
     REGION,
     DynamoDBStreamEvent,
     FunctionSpec,
@@ -85,8 +98,10 @@ class RuntimeOptions:
     warm_http_environments: int | None = None
     extra_environment: dict[str, str] = field(default_factory=dict)  # e.g. POWERTOOLS_METRICS_DISABLED
     issuer_port: int = 0  # the local OIDC issuer (JWT authorizers without an issuer); 0 = a free port
-    record_calls_to: Path | None = None  # record each function's AWS calls here (localrun.call_recorder)
-    built: bool = False  # run the `sam build` output on a clean python3.12 (localrun.built)
+    record_calls_to: Path | None = (
+        None  # record each function's AWS calls here (localrun.functions.call_recorder)
+    )
+    built: bool = False  # run the `sam build` output on a clean python3.12 (localrun.functions.built)
     build_dir: Path = BUILD_DIR
     python: Path | None = None  # built mode's interpreter (default: this virtualenv's base python3.12)
 
@@ -464,6 +479,30 @@ class LocalRuntime:
     @property
     def events_url(self) -> str:
         return self.endpoints.events_url
+
+    def auth_description(self) -> dict[str, Any]:
+        """What a client needs to authenticate against the running gateway (for the state file)."""
+        auth = self.gateway_auth
+        mode = auth.mode if auth is not None else "none"
+        parameters = self.template.parameter_values
+        description: dict[str, Any] = {
+            "mode": mode,
+            "account_claim": parameters.get("AccountClaim", DEFAULT_ACCOUNT_CLAIM),
+            "operator_scope": parameters.get("OperatorScope", DEFAULT_OPERATOR_SCOPE),
+        }
+        if mode == "jwt" and auth is not None:
+            (authorizer, *_) = auth.jwt_authorizers
+            description["issuer"] = authorizer.issuer
+            description["audiences"] = list(authorizer.audiences)
+            try:
+                description["token_endpoint"] = self.issuer.token_endpoint
+            except Exception:
+                description["token_endpoint"] = None
+        if mode == "iam":
+            description["region"] = REGION
+            description["access_key_id"] = LOCAL_CALLER.access_key_id
+            description["secret_access_key"] = LOCAL_CALLER.secret_access_key
+        return description
 
     @property
     def event_bus_arns(self) -> dict[str, str]:

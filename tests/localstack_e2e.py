@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 
-from localrun.template import PROJECT_ROOT, REGION
+from localrun.stack.template import PROJECT_ROOT, REGION
 from tests.docker_env import compose_unavailable, docker_unavailable
 
 SAM = PROJECT_ROOT / ".tools" / "bin" / "sam"

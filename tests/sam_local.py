@@ -29,11 +29,11 @@ from typing import Any
 
 import yaml
 
-from localrun.built import BUILD_DIR, built_template
-from localrun.cfn_yaml import load_yaml
-from localrun.environment import client_variables
+from localrun.functions.built import BUILD_DIR, built_template
+from localrun.functions.environment import client_variables
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.template import PROJECT_ROOT, REGION
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.template import PROJECT_ROOT, REGION
 from tests.docker_env import docker_unavailable
 from tests.sample_events import SAMPLE_EVENTS, missing_events
 

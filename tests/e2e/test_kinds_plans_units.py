@@ -21,7 +21,7 @@ import pytest
 import requests
 
 from hybrid_counter.plans import PlanStore
-from localrun.aws_clients import domain_clients
+from localrun.stack.aws_clients import domain_clients
 from tests.e2e.conftest import Target
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import warnings
 
 import pytest
 
-from localrun.call_recorder import least_privilege_report
-from localrun.iam_policies import broad_grants, function_log_group, function_policies
+from localrun.functions.call_recorder import least_privilege_report
+from localrun.stack.iam_policies import broad_grants, function_log_group, function_policies
 from tests.e2e.conftest import Target
 from tests.unit.test_template_security import NO_RESOURCE_TYPE_ACTIONS
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.capacity import item_size
+from benchmarks.capacity import item_size
 from hybrid_counter.counters.state import (
     BEST_EFFORT,
     EVENTUAL,

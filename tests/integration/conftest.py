@@ -21,9 +21,9 @@ from hybrid_counter.healing import Healer
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
-from localrun.aws_clients import domain_clients
 from localrun.runtime import LocalRuntime, RuntimeOptions
-from localrun.stream_reader import StreamReader
+from localrun.sources.stream_reader import StreamReader
+from localrun.stack.aws_clients import domain_clients
 
 
 @pytest.fixture(scope="session")

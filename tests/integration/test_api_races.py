@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from hybrid_counter.capacity import item_size
+from benchmarks.capacity import item_size
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import LimitExceeded, NotFound, Throttled
 from hybrid_counter.healing import Healer

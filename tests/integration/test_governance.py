@@ -21,7 +21,7 @@ from hybrid_counter.errors import LimitBelowUsage
 from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
 from hybrid_counter.keys import counter_key
 from hybrid_counter.resources import ResourceService
-from localrun.aws_clients import client
+from localrun.stack.aws_clients import client
 from tests.explorer.scheduler import Race
 from tests.faults import injected
 

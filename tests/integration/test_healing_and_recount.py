@@ -9,13 +9,13 @@ import time
 
 import pytest
 
+from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import counter_key, range_of
 from hybrid_counter.ops import cli
-from hybrid_counter.ops.recount import Recounter
 from hybrid_counter.resources import ResourceService
 from tests.explorer.scheduler import Race
 

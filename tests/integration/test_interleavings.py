@@ -19,7 +19,7 @@ import botocore.endpoint
 import pytest
 
 from hybrid_counter.settings import Settings
-from localrun.aws_clients import domain_clients
+from localrun.stack.aws_clients import domain_clients
 from tests.explorer.catalogue import (
     kind_pair_scenarios,
     pair_scenarios,

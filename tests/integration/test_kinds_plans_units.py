@@ -26,8 +26,8 @@ from hybrid_counter.errors import (
 )
 from hybrid_counter.keys import account_pk, counter_key, plan_key, resource_key
 from hybrid_counter.resources import ResourceService
-from localrun.aws_clients import domain_clients
 from localrun.runtime import LocalRuntime
+from localrun.stack.aws_clients import domain_clients
 from tests.explorer.scheduler import Race
 from tests.faults import injected
 

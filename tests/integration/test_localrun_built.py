@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from localrun.built import (
+from localrun.errors import LocalRunError
+from localrun.functions.built import (
     BUILD_DIR,
     built_launch,
     built_template,
     clean_interpreter,
     layer_directories,
 )
-from localrun.errors import LocalRunError
-from localrun.template import PROJECT_ROOT, load_template
+from localrun.stack.template import PROJECT_ROOT, load_template
 
 pytestmark = pytest.mark.integration
 

@@ -22,9 +22,9 @@ import pytest
 
 from hybrid_counter.ops.events_tail import TailOptions, tail
 from localrun.__main__ import banner, write_state
-from localrun.aws_clients import client as aws_client
-from localrun.call_recorder import attach, least_privilege_report
+from localrun.functions.call_recorder import attach, least_privilege_report
 from localrun.runtime import LocalRuntime, RuntimeOptions
+from localrun.stack.aws_clients import client as aws_client
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -20,12 +20,12 @@ from urllib.parse import urlencode
 import jwt
 import pytest
 
-from localrun.http_auth import GatewayAuth, RouteAuth
-from localrun.http_gateway import HttpGateway
-from localrun.http_routes import Route, RouteTable
-from localrun.jwt_authorizer import JwtAuthorizer
-from localrun.oidc_issuer import LocalIssuer
-from localrun.token_cli import main as token_cli
+from localrun.gateway.auth import GatewayAuth, RouteAuth
+from localrun.gateway.jwt_authorizer import JwtAuthorizer
+from localrun.gateway.oidc_issuer import LocalIssuer
+from localrun.gateway.routes import Route, RouteTable
+from localrun.gateway.server import HttpGateway
+from localrun.gateway.token_cli import main as token_cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 

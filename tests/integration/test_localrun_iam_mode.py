@@ -12,7 +12,7 @@ from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
 from localrun import LocalRuntime, RuntimeOptions
-from localrun.sigv4_authorizer import LOCAL_CALLER
+from localrun.gateway.sigv4_authorizer import LOCAL_CALLER
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

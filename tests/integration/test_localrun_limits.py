@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from localrun.errors import TemplateError
-from localrun.http_limits import ACCOUNT_THROTTLE, HttpLimits, RouteLimit, TokenBucket, route_limit
-from localrun.template import HttpApiEvent, Throttle, load_template
+from localrun.gateway.limits import ACCOUNT_THROTTLE, HttpLimits, RouteLimit, TokenBucket, route_limit
+from localrun.stack.template import HttpApiEvent, Throttle, load_template
 
 pytestmark = pytest.mark.integration
 

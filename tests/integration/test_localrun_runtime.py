@@ -32,8 +32,8 @@ from localrun import (
     RuntimeOptions,
     TemplateError,
 )
-from localrun.endpoints import find_dynamodb_local_jar
 from localrun.errors import EndpointError
+from localrun.stack.endpoints import find_dynamodb_local_jar
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

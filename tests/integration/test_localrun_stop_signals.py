@@ -20,7 +20,7 @@ from typing import IO
 
 import pytest
 
-from localrun.template import PROJECT_ROOT
+from localrun.stack.template import PROJECT_ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from localrun.cfn_yaml import load_yaml
-from localrun.environment import function_environment, lambda_variables, local_variables
 from localrun.errors import TemplateError
-from localrun.iam_policies import function_log_group, function_policies, is_allowed
-from localrun.intrinsics import ResourceValues
-from localrun.provision import (
+from localrun.functions.environment import function_environment, lambda_variables, local_variables
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.iam_policies import function_log_group, function_policies, is_allowed
+from localrun.stack.intrinsics import ResourceValues
+from localrun.stack.provision import (
     EventBusResource,
     EventRuleResource,
     LocalResources,
@@ -22,7 +22,7 @@ from localrun.provision import (
     TableResource,
     function_identity,
 )
-from localrun.template import (
+from localrun.stack.template import (
     DEFAULT_TEMPLATE,
     DynamoDBStreamEvent,
     EventBusSpec,

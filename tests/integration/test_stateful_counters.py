@@ -46,9 +46,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from hybrid_counter.capacity import item_size
+from benchmarks.capacity import item_size
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.records import ops_from_records
+from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.replay import Replayer, ReplayFailed
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
@@ -63,7 +64,6 @@ from hybrid_counter.errors import (
 )
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import DEFAULT_KIND, RESOURCE_PREFIX, account_pk, counter_key, parse_kind_resource_sk
-from hybrid_counter.ops.recount import Recounter
 from hybrid_counter.resources import ResourceService
 from tests.faults import injected
 

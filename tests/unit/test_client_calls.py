@@ -31,7 +31,7 @@ from hybrid_counter_client import (
     __version__,
 )
 from hybrid_counter_client.client import DEFAULT_HEADERS
-from localrun.sigv4_authorizer import LOCAL_CALLER, SigV4Verifier
+from localrun.gateway.sigv4_authorizer import LOCAL_CALLER, SigV4Verifier
 from tests.unit.client_support import (
     CHANGE,
     KIND_USAGE,

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from localrun.redaction import RedactSecrets, redact_text
+from localrun.gateway.redaction import RedactSecrets, redact_text
 
 JWT = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJ4In0.c2lnbmF0dXJl"
 

@@ -10,7 +10,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from localrun.sigv4_authorizer import LOCAL_CALLER, SignatureRejected, SigV4Verifier
+from localrun.gateway.sigv4_authorizer import LOCAL_CALLER, SignatureRejected, SigV4Verifier
 
 HOST = "127.0.0.1:3000"
 TARGET = "/accounts/acme/resources?limit=5"

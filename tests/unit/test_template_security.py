@@ -19,11 +19,17 @@ from typing import Any
 
 import pytest
 
-from localrun.cfn_yaml import load_yaml
-from localrun.http_auth import GatewayAuth
-from localrun.iam_policies import Statement, broad_grants, function_log_group, function_policies, is_allowed
-from localrun.intrinsics import ResourceValues
-from localrun.template import ACCOUNT_ID, REGION, HttpApiEvent, Template, load_template
+from localrun.gateway.auth import GatewayAuth
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.iam_policies import (
+    Statement,
+    broad_grants,
+    function_log_group,
+    function_policies,
+    is_allowed,
+)
+from localrun.stack.intrinsics import ResourceValues
+from localrun.stack.template import ACCOUNT_ID, REGION, HttpApiEvent, Template, load_template
 
 PROJECT = Path(__file__).resolve().parents[2]
 SAM_PYTHON = PROJECT / ".tools" / "bin" / "python"

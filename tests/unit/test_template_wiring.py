@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from hybrid_counter.counting.replay import BatchInfo
-from localrun.cfn_yaml import load_yaml
 from localrun.errors import TemplateError
-from localrun.template import (
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.template import (
     DEFAULT_TEMPLATE,
     DynamoDBStreamEvent,
     HttpApiEvent,

@@ -7,7 +7,7 @@ polling the queue, sending on-failure records). `least_privilege_report()` turns
 into the IAM requests it needs (a transaction needs the item action on each item's table; a
 batch call the action of its entries; a stream read the stream's ARN; PutEvents the ARN of each
 bus its entries name) and checks each against
-the function's policies (`localrun.iam_policies`).
+the function's policies (`localrun.stack.iam_policies`).
 
 Not counted: calls the local emulation makes that Lambda does not (the SQS mapping's
 ChangeMessageVisibilityBatch, which stands in for waiting out the visibility timeout). Not
@@ -21,14 +21,27 @@ import json
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from localrun.call_recorder_hook import ENVIRONMENT_VARIABLE, CallLog
-from localrun.iam_policies import Statement, function_policies
-from localrun.template import ACCOUNT_ID, REGION
+from localrun.functions.call_recorder_hook import ENVIRONMENT_VARIABLE, CallLog
+from localrun.stack.iam_policies import Statement, function_policies
+from localrun.stack.template import ACCOUNT_ID, REGION
 
 if TYPE_CHECKING:
-    from localrun.runtime import LocalRuntime
+    from localrun.stack.provision import LocalResources
+    from localrun.stack.template import Template
+
+
+class RunningStack(Protocol):
+    """What the report reads of a running stack (a ``LocalRuntime`` is one): the template and the
+    resources made from it. A protocol, so this module does not import the runtime above it."""
+
+    @property
+    def template(self) -> Template: ...
+
+    @property
+    def resources(self) -> LocalResources: ...
+
 
 __all__ = ["ENVIRONMENT_VARIABLE", "IamRequest", "LeastPrivilegeReport", "attach", "least_privilege_report"]
 
@@ -87,7 +100,7 @@ class LeastPrivilegeReport:
         return "\n".join(lines)
 
 
-def least_privilege_report(runtime: LocalRuntime, directory: Path) -> LeastPrivilegeReport:
+def least_privilege_report(runtime: RunningStack, directory: Path) -> LeastPrivilegeReport:
     resources = runtime.resources
     by_name = {identity.name: logical_id for logical_id, identity in resources.functions.items()}
     resolver = runtime.template.resolver.with_resources(resources.values())
@@ -128,7 +141,7 @@ def _records(directory: Path) -> list[dict[str, Any]]:
     return records
 
 
-def iam_requests(record: dict[str, Any], runtime: LocalRuntime) -> list[tuple[str, str]]:
+def iam_requests(record: dict[str, Any], runtime: RunningStack) -> list[tuple[str, str]]:
     """The (action, resource ARN) pairs IAM evaluates for one recorded call."""
     service, operation, params = record["service"], record["operation"], record["params"]
     tables = {table.name: table.arn for table in runtime.resources.tables.values()}
@@ -149,7 +162,7 @@ def iam_requests(record: dict[str, Any], runtime: LocalRuntime) -> list[tuple[st
     return [(action, _resource(params, table_arn, runtime))]
 
 
-def _resource(params: dict[str, Any], table_arn: Any, runtime: LocalRuntime) -> str:
+def _resource(params: dict[str, Any], table_arn: Any, runtime: RunningStack) -> str:
     queues = runtime.resources.queues.values()
     if "TableName" in params:
         arn = str(table_arn(params["TableName"]))
@@ -163,7 +176,7 @@ def _resource(params: dict[str, Any], table_arn: Any, runtime: LocalRuntime) -> 
     return "*"
 
 
-def event_bus_arn(name_or_arn: str, runtime: LocalRuntime) -> str:
+def event_bus_arn(name_or_arn: str, runtime: RunningStack) -> str:
     """PutEvents is authorized on the bus's ARN (an entry's EventBusName may be either)."""
     if name_or_arn.startswith("arn:"):
         return name_or_arn

@@ -5,15 +5,15 @@ route's function as a payload format 2.0 event; the function's answer is mapped 
 to HTTP. Like API Gateway: no route -> 404 `{"message":"Not Found"}`, a body over
 10 MB -> 413, a function error or an answer that is not a valid response -> 500
 `{"message":"Internal Server Error"}`. One log line per request, with secrets redacted
-(`localrun.redaction`). With a `GatewayAuth` (`localrun.http_auth`), each route's authorizer
+(`localrun.gateway.redaction`). With a `GatewayAuth` (`localrun.gateway.auth`), each route's authorizer
 runs before the function, as on AWS.
 
 Routes are matched against the request target exactly as received: a path with an empty, `.`
-or `..` segment matches no route (`localrun.http_routes`), where http.server alone would have
+or `..` segment matches no route (`localrun.gateway.routes`), where http.server alone would have
 turned a leading `//` into `/` and served `//accounts/acme/usage` as `/accounts/acme/usage`.
 
 Routes of a non-`$default` stage are served under `/<stage>`, as on AWS. Throttling (429)
-and the integration timeout (503) are `localrun.http_limits`.
+and the integration timeout (503) are `localrun.gateway.limits`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from localrun.errors import LocalRunError
-from localrun.http_limits import THROTTLED_BODY, TIMED_OUT_BODY, HttpLimits, IntegrationTimeoutError
-from localrun.http_payload import (
+from localrun.gateway.limits import THROTTLED_BODY, TIMED_OUT_BODY, HttpLimits, IntegrationTimeoutError
+from localrun.gateway.payload import (
     INTERNAL_ERROR_BODY,
     MAX_REQUEST_BODY,
     NOT_FOUND_BODY,
@@ -41,11 +41,11 @@ from localrun.http_payload import (
     new_request_id,
     split_target,
 )
-from localrun.http_routes import RouteMatch, RouteTable
-from localrun.redaction import RedactSecrets
+from localrun.gateway.redaction import RedactSecrets
+from localrun.gateway.routes import RouteMatch, RouteTable
 
 if TYPE_CHECKING:
-    from localrun.http_auth import GatewayAuth
+    from localrun.gateway.auth import GatewayAuth
 
 log = logging.getLogger("localrun.http")
 log.addFilter(RedactSecrets())  # request lines carry tokens (`?access_token=`): never log them

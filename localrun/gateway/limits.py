@@ -25,7 +25,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.template import INTEGRATION_TIMEOUT_MS, HttpApiEvent, Template, Throttle
+from localrun.stack.template import INTEGRATION_TIMEOUT_MS, HttpApiEvent, Template, Throttle
 
 log = logging.getLogger("localrun.http")
 

@@ -1,7 +1,7 @@
 """Invoking a function's handler the way Lambda does: in execution environments.
 
 Each function has a pool of execution environments. An environment is a child process
-(`localrun.lambda_worker`) that imports the handler module from `CodeUri` once and then
+(`localrun.functions.lambda_worker`) that imports the handler module from `CodeUri` once and then
 runs one invocation at a time; a concurrent invocation that finds no idle environment
 starts a new one (a cold start), up to `max_environments` per function, beyond which it
 waits for one to become free. Processes rather than threads because handlers and the
@@ -11,9 +11,9 @@ concurrent invocations and neither may we.
 
 Events and answers cross the process boundary as JSON, as they cross it between Lambda
 and its callers, so a handler can neither receive nor return objects that Lambda could
-not carry. Each environment sees exactly the variables it is given (`localrun.environment`:
+not carry. Each environment sees exactly the variables it is given (`localrun.functions.environment`:
 its function's own plus Lambda's), not this process's, and starts as its `Launch` says
-(`localrun.launch`: the source tree on this virtualenv, or the built artifacts on a clean
+(`localrun.functions.launch`: the source tree on this virtualenv, or the built artifacts on a clean
 python3.12). `warm(n)` starts environments ahead of the first invocation (their init phase
 done), as provisioned concurrency would. Each environment reports Lambda's Init Duration and
 each invocation its Duration; `reports` keeps the latest ones.
@@ -48,12 +48,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from localrun.errors import TemplateError
-from localrun.lambda_worker import LambdaContext
-from localrun.launch import Launch
-from localrun.provision import FunctionIdentity
-from localrun.template import FunctionSpec
+from localrun.functions.lambda_worker import LambdaContext
+from localrun.functions.launch import Launch
+from localrun.stack.provision import FunctionIdentity
+from localrun.stack.template import FunctionSpec
 
-log = logging.getLogger("localrun.invoke")
+log = logging.getLogger("localrun.functions.invoke")
 
 CallNext = Callable[[Any, LambdaContext], Any]
 Wrapper = Callable[[Any, LambdaContext, CallNext], Any]

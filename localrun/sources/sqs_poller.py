@@ -13,7 +13,7 @@ md5OfBody, eventSource "aws:sqs", eventSourceARN, awsRegion}]}.
 Messages of a successful batch are deleted. A function error fails every message;
 with ReportBatchItemFailures, a response listing `{"itemIdentifier": <messageId>}`
 fails just those (an unknown, empty or missing id fails the batch; see
-`localrun.batch_response`). Failed messages stay in the queue to be received again;
+`localrun.sources.batch_response`). Failed messages stay in the queue to be received again;
 after the queue's maxReceiveCount receives, SQS itself (moto, from the template's
 RedrivePolicy) moves them to the dead-letter queue.
 
@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from localrun.batch_response import SUCCESS, BatchOutcome, failed, read_batch_response
+from localrun.sources.batch_response import SUCCESS, BatchOutcome, failed, read_batch_response
 
 if TYPE_CHECKING:
     from mypy_boto3_sqs import SQSClient

@@ -14,7 +14,7 @@ The issuer owns the registered claims `iss`, `aud`, `exp`, `nbf`, `iat` and `jti
 which the `scope` field sets): a request that sets one in `claims` is refused rather than given a
 token of another issuer, audience or lifetime. Every request gets an answer, malformed ones an
 OAuth error (`400 {"error": "invalid_request", "error_description": ...}`, RFC 6749 5.2), never a
-dropped connection. Its log lines (request lines at DEBUG) go through `localrun.redaction`.
+dropped connection. Its log lines (request lines at DEBUG) go through `localrun.gateway.redaction`.
 
 `mint()` does the same in-process without those checks: it makes the malformed tokens tests need
 (expired, not yet valid, other issuer or audience). PyJWT signs; cryptography makes the key.
@@ -37,7 +37,7 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from localrun.redaction import RedactSecrets
+from localrun.gateway.redaction import RedactSecrets
 
 DEFAULT_LIFETIME_SECONDS = 3600
 MAX_LIFETIME_SECONDS = 24 * 3600

@@ -2,7 +2,7 @@
 
 `BatchRunner.run(records)` returns once every record of the batch is either processed
 or handed to the on-failure handler, invoking the function as often as the mapping's
-settings say (see `localrun.stream_poller` for the rules and their sources). It never
+settings say (see `localrun.sources.stream_poller` for the rules and their sources). It never
 reorders records: the first unfinished record always goes first.
 """
 
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.batch_response import BatchOutcome, failed, read_batch_response
-from localrun.stream_events import StreamRecord
+from localrun.sources.batch_response import BatchOutcome, failed, read_batch_response
+from localrun.sources.stream_events import StreamRecord
 
 log = logging.getLogger("localrun.stream")
 

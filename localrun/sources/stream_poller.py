@@ -61,8 +61,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from localrun.stream_batches import BatchRunner, RetryPolicy, StoppedError
-from localrun.stream_events import StreamRecord, on_failure_record, stream_record
+from localrun.sources.stream_batches import BatchRunner, RetryPolicy, StoppedError
+from localrun.sources.stream_events import StreamRecord, on_failure_record, stream_record
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodbstreams import DynamoDBStreamsClient

@@ -1,6 +1,6 @@
 """One Lambda execution environment: a child process that imports a handler and runs it.
 
-Started by `localrun.invoke` as `python lambda_worker.py CODE_DIR MODULE FUNCTION REQ_FD RESP_FD
+Started by `localrun.functions.invoke` as `python lambda_worker.py CODE_DIR MODULE FUNCTION REQ_FD RESP_FD
 [LAYER_PATH ...]`. Like the Lambda Python runtime, it puts the code directory and then the
 layers' directories first on `sys.path`, imports the handler module by name once (the init
 phase), then runs one invocation at a time for as long as the parent keeps it. Nothing is
@@ -43,7 +43,7 @@ class LambdaContext:
     """The attributes and method of the Lambda Python runtime's context object.
 
     Built from plain fields so that it crosses the process boundary as JSON; the parent
-    (`localrun.invoke`) builds the same class for the wrappers it runs.
+    (`localrun.functions.invoke`) builds the same class for the wrappers it runs.
     """
 
     def __init__(self, fields: dict[str, Any]) -> None:
@@ -86,7 +86,7 @@ def _send(channel: BinaryIO, message: dict[str, Any]) -> None:
 
 
 def _record_aws_calls() -> None:
-    """With LOCALRUN_CALL_LOG set, record the handler's AWS calls (localrun/call_recorder_hook.py).
+    """With LOCALRUN_CALL_LOG set, record the handler's AWS calls (localrun/functions/call_recorder_hook.py).
 
     Loaded by path, not imported: this interpreter may have neither localrun nor botocore.
     """

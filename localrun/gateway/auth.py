@@ -7,7 +7,7 @@ authorizer if it names one (`NONE`: open), else the API's default; its scopes ar
 the authorizer's. Lambda authorizers are not emulated (rejected when the runtime starts).
 
 A JWT authorizer whose issuer is empty is served by the runtime's local OIDC issuer
-(`localrun.oidc_issuer`): the template's way of saying "no identity provider configured yet",
+(`localrun.gateway.oidc_issuer`): the template's way of saying "no identity provider configured yet",
 which a deployment refuses (the template's Rules) and `make dev` fills in.
 """
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from localrun.errors import TemplateError
-from localrun.http_payload import HttpRequest, HttpResponse, joined_header
-from localrun.jwt_authorizer import JwtAuthorizer, JwtVerifier, TokenRejected
-from localrun.sigv4_authorizer import SignatureRejected, SigV4Verifier
-from localrun.template import REGION, HttpApiEvent
+from localrun.gateway.jwt_authorizer import JwtAuthorizer, JwtVerifier, TokenRejected
+from localrun.gateway.payload import HttpRequest, HttpResponse, joined_header
+from localrun.gateway.sigv4_authorizer import SignatureRejected, SigV4Verifier
+from localrun.stack.template import REGION, HttpApiEvent
 
 UNAUTHORIZED_BODY = b'{"message":"Unauthorized"}'
 FORBIDDEN_BODY = b'{"message":"Forbidden"}'

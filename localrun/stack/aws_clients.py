@@ -8,7 +8,7 @@ import boto3
 from botocore.config import Config
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
-from localrun.template import REGION
+from localrun.stack.template import REGION
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from localrun.template import ACCOUNT_ID, REGION
+from localrun.stack.template import ACCOUNT_ID, REGION
 
 log = logging.getLogger("localrun.schedule")
 

@@ -23,10 +23,10 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from localrun.aws_clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
-from localrun.template import REGION
+from localrun.stack.aws_clients import DUMMY_ACCESS_KEY_ID, DUMMY_SECRET_ACCESS_KEY
+from localrun.stack.template import REGION
 
-log = logging.getLogger("localrun.environment")
+log = logging.getLogger("localrun.functions.environment")
 
 # What Lambda's python3.12 runtime sets that does not depend on the function.
 _RUNTIME_CONSTANTS = {

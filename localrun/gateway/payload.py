@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from localrun.template import ACCOUNT_ID
+from localrun.stack.template import ACCOUNT_ID
 
 NOT_FOUND_BODY = b'{"message":"Not Found"}'
 INTERNAL_ERROR_BODY = b'{"message":"Internal Server Error"}'

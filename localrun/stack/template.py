@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from localrun.cfn_yaml import load_yaml
 from localrun.errors import TemplateError
-from localrun.intrinsics import Resolver, intrinsic_name
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.intrinsics import Resolver, intrinsic_name
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEMPLATE = PROJECT_ROOT / "template.yaml"
 
 REGION = "us-east-1"
@@ -46,7 +46,7 @@ EVENT_RULE_TYPE = "AWS::Events::Rule"
 QUEUE_POLICY_TYPE = "AWS::SQS::QueuePolicy"
 
 # Resources that have no behaviour a local run needs (monitoring, permissions: the roles and
-# policies are read by localrun.iam_policies for the least-privilege check).
+# policies are read by localrun.stack.iam_policies for the least-privilege check).
 IGNORED_RESOURCE_TYPES = frozenset(
     {
         "AWS::CloudWatch::Alarm",
@@ -232,7 +232,7 @@ class Throttle:
 class HttpApiSpec:
     logical_id: str
     stage_name: str  # "$default" serves routes at the root
-    auth: dict[str, Any] | None = None  # Auth, resolved; localrun.http_auth interprets it
+    auth: dict[str, Any] | None = None  # Auth, resolved; localrun.gateway.auth interprets it
     default_route_settings: Throttle | None = None
     route_settings: dict[str, Throttle] = field(default_factory=dict)  # by route key "GET /path"
 
@@ -553,7 +553,7 @@ def _check_keys(where: str, props: Mapping[str, Any], used: frozenset[str], igno
     if unknown:
         raise TemplateError(
             f"{where}: the local runtime does not support {', '.join(unknown)} "
-            "(teach localrun/template.py about it, or leave it out)"
+            "(teach localrun/stack/template.py about it, or leave it out)"
         )
 
 

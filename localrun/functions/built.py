@@ -25,10 +25,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from localrun.cfn_yaml import load_yaml
 from localrun.errors import LocalRunError, TemplateError
-from localrun.launch import Launch
-from localrun.template import LAYER_TYPE, PROJECT_ROOT, FunctionSpec
+from localrun.functions.launch import Launch
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.template import LAYER_TYPE, PROJECT_ROOT, FunctionSpec
 
 BUILD_DIR = PROJECT_ROOT / ".aws-sam" / "build"
 PYTHON_VERSION = (3, 12)

@@ -7,7 +7,7 @@
 It reads `.local/runtime.json` (written by `make dev`) for the issuer's token endpoint and the
 template's AccountClaim and OperatorScope, and asks the issuer for a token (OAuth 2.0 client
 credentials), as a client of a real identity provider would. Also here: what `make dev`
-prints about authentication, and what it records for this command.
+prints about authentication (from the description the runtime gives, ``LocalRuntime.auth_description``).
 """
 
 from __future__ import annotations
@@ -19,42 +19,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from localrun.sigv4_authorizer import LOCAL_CALLER, SERVICE
-from localrun.template import REGION
-
-if TYPE_CHECKING:
-    from localrun.runtime import LocalRuntime
+from localrun.gateway.sigv4_authorizer import SERVICE
 
 STATE_FILE = Path(".local/runtime.json")
 DEFAULT_ACCOUNT_CLAIM = "account_id"
 DEFAULT_OPERATOR_SCOPE = "hybrid-counter/operator"
-
-
-def describe(runtime: LocalRuntime) -> dict[str, Any]:
-    """What a client needs to authenticate against the running gateway (for the state file)."""
-    auth = runtime.gateway_auth
-    mode = auth.mode if auth is not None else "none"
-    parameters = runtime.template.parameter_values
-    description: dict[str, Any] = {
-        "mode": mode,
-        "account_claim": parameters.get("AccountClaim", DEFAULT_ACCOUNT_CLAIM),
-        "operator_scope": parameters.get("OperatorScope", DEFAULT_OPERATOR_SCOPE),
-    }
-    if mode == "jwt" and auth is not None:
-        (authorizer, *_) = auth.jwt_authorizers
-        description["issuer"] = authorizer.issuer
-        description["audiences"] = list(authorizer.audiences)
-        try:
-            description["token_endpoint"] = runtime.issuer.token_endpoint
-        except Exception:
-            description["token_endpoint"] = None
-    if mode == "iam":
-        description["region"] = REGION
-        description["access_key_id"] = LOCAL_CALLER.access_key_id
-        description["secret_access_key"] = LOCAL_CALLER.secret_access_key
-    return description
 
 
 def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:

