@@ -119,11 +119,13 @@ test: deps $(TOOLS)/.installed
 	$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
 	wait $$exploration; explored=$$?; \
 	echo "---- $(EXPLORATION) (exit $$explored) ----"; cat .local/exploration.log; \
+	cat .local/explorer-figures.json 2>/dev/null; \
 	test $$rest -eq 0 -a $$explored -eq 0
 	HC_E2E_TARGET=built $(PY) -m pytest $(E2E_BUILT) $(PYTEST_ARGS)
 
+# Also rewrites docs/benchmarks.md and its plots (docs/bench/): the published figures are a run's.
 bench: deps
-	$(PY) -m benchmarks
+	$(PY) -m benchmarks --docs docs
 
 bench-local: deps
 	$(PY) -m benchmarks.local_runtime

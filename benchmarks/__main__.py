@@ -22,7 +22,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks import ceiling, cost, governance, growth, kinds, latency, plans, report, two_kinds, units
+from benchmarks import (
+    ceiling,
+    cost,
+    docs_page,
+    governance,
+    growth,
+    kinds,
+    latency,
+    plans,
+    report,
+    two_kinds,
+    units,
+)
 from benchmarks.world import bench_world
 
 PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "latency")
@@ -69,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--parts", default=",".join(PARTS))
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", default="bench-results")
+    parser.add_argument(
+        "--docs", default=None, help="also write <docs>/benchmarks.md and its plots (make bench: docs)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     # The domain's info logs and metric lines (one per heal, per count) would bury the report.
@@ -96,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.md").write_text(report.markdown(results))
     report.plots(results, out)
     print((out / "results.md").read_text())
+    if args.docs:
+        print(f"wrote {docs_page.write(results, (out / 'results.md').read_text(), out, Path(args.docs))}")
     return 0
 
 

@@ -5,7 +5,7 @@ invariant checked after every step (docs/reliability.md).
 Profiles (HC_EXPLORER_PROFILE): ``ci`` (make test) explores every pair of API operations
 exhaustively and samples the rest; ``long`` places every background step at every point of
 every pair and runs thousands of random schedules with faults, for hours (run it with
-``--timeout 0``). Figures are printed (``-s``).
+``--timeout 0``). Figures are printed (``-s``) and written to ``.local/explorer-figures.json``.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import botocore.endpoint
@@ -34,6 +35,15 @@ from tests.explorer.search import Stats, explore, random_run, replay, report, sh
 pytestmark = pytest.mark.integration
 
 FIGURES: dict[str, dict[str, object]] = {}
+FIGURES_FILE = Path(__file__).resolve().parents[2] / ".local" / "explorer-figures.json"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def figures_on_file():
+    """The run's figures, for docs/reliability.md (make test prints the file after the run)."""
+    yield
+    FIGURES_FILE.parent.mkdir(exist_ok=True)
+    FIGURES_FILE.write_text(json.dumps({"profile": profile().name, **FIGURES}, indent=1) + "\n")
 
 
 @pytest.fixture(scope="module", autouse=True)

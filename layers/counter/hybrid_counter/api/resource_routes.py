@@ -13,7 +13,20 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.api_gateway import Router
 from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 
-from hybrid_counter.api.documented import AT_LIMIT, DRY_RUN, NOT_FOUND, PUT_CONFLICT, responses
+from hybrid_counter.api.documented import (
+    AT_LIMIT,
+    CREATED,
+    DRY_RUN,
+    NO_CONTENT,
+    NOT_FOUND,
+    PUT_CONFLICT,
+    RESOURCE_OR_DRY_RUN,
+    ResourceOut,
+    ResourcePageOut,
+    UsageOut,
+    ok,
+    responses,
+)
 from hybrid_counter.api.json_response import json_response
 from hybrid_counter.api.models import ResizeBody, ResourceBody
 from hybrid_counter.keys import ID_PATTERN
@@ -34,12 +47,14 @@ NextToken = Annotated[str | None, Query(max_length=512)]
 def resource_routes(service: Callable[[], ResourceService]) -> Router:
     router = Router()  # type: ignore[no-untyped-call]
 
-    @router.get("/accounts/<account_id>/usage", responses=responses())
+    @router.get("/accounts/<account_id>/usage", responses=responses(ok(UsageOut, "Limits and use, per kind")))
     def get_usage(account_id: AccountId) -> Response[str]:
         return json_response(200, service().usage(account_id).to_json())
 
     # ---- a kind's resources ---------------------------------------------------------------------
-    @router.post("/accounts/<account_id>/kinds/<kind>/resources", responses=responses(AT_LIMIT, DRY_RUN))
+    @router.post(
+        "/accounts/<account_id>/kinds/<kind>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED)
+    )
     def create_kind_resource(
         account_id: AccountId, kind: Kind, body: Annotated[ResourceBody, Body()], dry_run: DryRun = False
     ) -> Response[str]:
@@ -47,7 +62,7 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.put(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(PUT_CONFLICT, DRY_RUN),
+        responses=responses(PUT_CONFLICT, RESOURCE_OR_DRY_RUN, CREATED),
     )
     def put_kind_resource(
         account_id: AccountId,
@@ -60,7 +75,7 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.patch(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(AT_LIMIT, NOT_FOUND, DRY_RUN),
+        responses=responses(AT_LIMIT, NOT_FOUND, RESOURCE_OR_DRY_RUN),
     )
     def resize_kind_resource(
         account_id: AccountId,
@@ -75,25 +90,32 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
             )
         return json_response(200, service().resize(account_id, resource_id, body.units, kind=kind).to_json())
 
-    @router.get("/accounts/<account_id>/kinds/<kind>/resources/<resource_id>", responses=responses(NOT_FOUND))
+    @router.get(
+        "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
+        responses=responses(NOT_FOUND, ok(ResourceOut, "The resource")),
+    )
     def get_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().get(account_id, resource_id, kind=kind).to_json())
 
-    @router.get("/accounts/<account_id>/kinds/<kind>/resources", responses=responses())
+    @router.get(
+        "/accounts/<account_id>/kinds/<kind>/resources",
+        responses=responses(ok(ResourcePageOut, "A page of resources")),
+    )
     def list_kind_resources(
         account_id: AccountId, kind: Kind, limit: PageSize = 50, next_token: NextToken = None
     ) -> Response[str]:
         return _list(service(), account_id, kind, limit, next_token)
 
     @router.delete(
-        "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>", responses=responses(NOT_FOUND)
+        "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
+        responses=responses(NOT_FOUND, NO_CONTENT),
     )
     def delete_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
         service().delete(account_id, resource_id, kind=kind)
         return Response(status_code=204, body="")
 
     # ---- the default kind's resources (the routes from before kinds) ------------------------------
-    @router.post("/accounts/<account_id>/resources", responses=responses(AT_LIMIT, DRY_RUN))
+    @router.post("/accounts/<account_id>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED))
     def create_resource(
         account_id: AccountId, body: Annotated[ResourceBody, Body()], dry_run: DryRun = False
     ) -> Response[str]:
@@ -101,7 +123,7 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.put(
         "/accounts/<account_id>/resources/<resource_id>",
-        responses=responses(PUT_CONFLICT, DRY_RUN),
+        responses=responses(PUT_CONFLICT, RESOURCE_OR_DRY_RUN, CREATED),
     )
     def put_resource(
         account_id: AccountId,
@@ -111,17 +133,24 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
     ) -> Response[str]:
         return _create(service(), account_id, None, body, resource_id=resource_id, dry_run=dry_run)
 
-    @router.get("/accounts/<account_id>/resources/<resource_id>", responses=responses(NOT_FOUND))
+    @router.get(
+        "/accounts/<account_id>/resources/<resource_id>",
+        responses=responses(NOT_FOUND, ok(ResourceOut, "The resource")),
+    )
     def get_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().get(account_id, resource_id).to_json())
 
-    @router.get("/accounts/<account_id>/resources", responses=responses())
+    @router.get(
+        "/accounts/<account_id>/resources", responses=responses(ok(ResourcePageOut, "A page of resources"))
+    )
     def list_resources(
         account_id: AccountId, limit: PageSize = 50, next_token: NextToken = None
     ) -> Response[str]:
         return _list(service(), account_id, None, limit, next_token)
 
-    @router.delete("/accounts/<account_id>/resources/<resource_id>", responses=responses(NOT_FOUND))
+    @router.delete(
+        "/accounts/<account_id>/resources/<resource_id>", responses=responses(NOT_FOUND, NO_CONTENT)
+    )
     def delete_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
         service().delete(account_id, resource_id)
         return Response(status_code=204, body="")
