@@ -51,7 +51,7 @@ def _mode(world: BenchWorld, mode: str, creates: int) -> dict[str, Any]:
     clients = replace(world.clients, events=events_client(world.runtime.events_url))
     published: Counter[str] = Counter()
     clients.events.meta.events.register(  # type: ignore[union-attr]
-        "before-call.events.PutEvents",
+        "provide-client-params.events.PutEvents",
         lambda params, **_: published.update(requests=1, entries=len(params["Entries"])),
     )
     components = Components(settings, clients, QUIET)

@@ -574,7 +574,13 @@ class CountingSystem(RuleBasedStateMachine):
                     census,
                     undercount,
                 )
-                assert best_effort == eventual, (account, kind, best_effort, eventual)
+                if undercount[(account, kind)] == 0:
+                    assert best_effort == eventual, (account, kind, best_effort, eventual)
+                else:
+                    # A dead growth settled by the larger size (Z4t) left both counters short of
+                    # what it grew; a delete of it then takes eventual below zero, while
+                    # best_effort stops at 0 (its floor): the heal leaves best_effort between them.
+                    assert eventual <= best_effort <= census.visible, (account, kind, best_effort, eventual)
                 assert item_size(item) < 1024
         STATS["examples"] += 1
 
@@ -593,6 +599,9 @@ def settings_for_profile() -> hypothesis_settings:
     return hypothesis_settings(
         max_examples=PROFILE["max_examples"],
         stateful_step_count=PROFILE["stateful_step_count"],
+        # ci: the same examples every run, so a failure in make test is one anyone can replay;
+        # the nightly profile draws new ones.
+        derandomize=PROFILE is PROFILES["ci"],
         deadline=None,
         suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
     )
