@@ -15,6 +15,7 @@ from hybrid_counter.aws import RETRYING, Clients
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
+from hybrid_counter.governance.thresholds import ThresholdWatcher
 from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
@@ -66,13 +67,15 @@ class BenchWorld:
             if isinstance(event, DynamoDBStreamEvent)
         )
 
-    def deliver(self, account_id: str, counter: EventualCounter) -> ApplyReport:
+    def deliver(
+        self, account_id: str, counter: EventualCounter, watcher: ThresholdWatcher | None = None
+    ) -> ApplyReport:
         """Everything the stream holds for the account, in batches of BatchSize as the mapping
-        sends them when records are waiting."""
+        sends them when records are waiting (with ``watcher``, judging threshold crossings too)."""
         report, size = ApplyReport(), self.batch_size
         while records := self.stream.records_for(account_id):
             for start in range(0, len(records), size):
-                outcome = process_stream_batch(records[start : start + size], counter)
+                outcome = process_stream_batch(records[start : start + size], counter, watcher)
                 if outcome.failed_sequence_numbers:
                     raise RuntimeError(f"stream batch failed: {outcome.error}")
                 report.merge(outcome.report)
