@@ -10,6 +10,9 @@ ProxyConnectionError). Each is what botocore raises for that failure (tests/inte
 test_lost_responses.py shows the ssl and proxy ones against real sockets). ``error`` may also be a
 DynamoDB error code ("ThrottlingException", "TransactionConflictException", ...), answered without
 sending.
+``when="crash"`` stands for the caller's process dying at that call, before it is sent: it raises
+``ProcessDied``, a BaseException, so no ``except Exception`` of the domain runs (as when a Lambda
+is killed); whatever the flow wrote before stays as it was.
 ``fail(request, ...)`` is the same fault applied to one request (the interleaving scheduler's).
 """
 
@@ -20,7 +23,7 @@ import json
 import ssl
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.client import RemoteDisconnected
@@ -83,8 +86,14 @@ def lost_as(request: Any, lost: str, *, sent: bool) -> Exception:
     raise ValueError(f"lost must be one of {LOST}, not {lost!r}")
 
 
+class ProcessDied(BaseException):
+    """The caller's process died at this call (``when="crash"``): nothing after it runs."""
+
+
 def fail(request: Any, when: str = "after", error: str | None = None, lost: str = "timeout") -> AWSResponse:
     """Answer ``request`` with a fault (or raise the exception that stands for a lost response)."""
+    if when == "crash":
+        raise ProcessDied(target_of(request))
     if error == "TransactionCanceledException":
         actions = len(json.loads(request.body or b"{}").get("TransactItems", []))
         reasons = [{"Code": "None"}] * actions
@@ -107,11 +116,13 @@ def fail(request: Any, when: str = "after", error: str | None = None, lost: str 
 @dataclass
 class Fault:
     operation: str
-    when: str = "after"  # "after": applied then lost; "before": never sent
+    when: str = "after"  # "after": applied then lost; "before": never sent; "crash": the process dies
     error: str | None = None  # DynamoDB error code answered instead of sending
     lost: str = "timeout"  # what the client sees instead of the response: one of LOST
     times: int = 1
     skip: int = 0  # matching calls let through before the first fault
+    # Only requests whose (JSON) body this accepts match; None: every request of the operation.
+    where: Callable[[dict[str, Any]], bool] | None = None
     fired: int = 0
     calls: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -134,11 +145,17 @@ class Fault:
     def kind(self) -> str:
         if self.error:
             return self.error
+        if self.when == "crash":
+            return "crash"
         kind = f"lost-{'request' if self.when == 'before' else 'response'}"
         return kind if self.lost == "timeout" else f"{kind}-{self.lost}"
 
     def __call__(self, request: Any, **_: Any) -> AWSResponse | None:
-        if target_of(request) != self.operation or not self._take():
+        if target_of(request) != self.operation:
+            return None
+        if self.where is not None and not self.where(json.loads(request.body or b"{}")):
+            return None
+        if not self._take():
             return None
         return fail(request, self.when, self.error, self.lost)
 

@@ -9,21 +9,23 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
 
+from benchmarks.capacity import item_size
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitBelowUsage
 from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
-from hybrid_counter.keys import counter_key
+from hybrid_counter.keys import counter_key, plan_key, profile_key
 from hybrid_counter.resources import ResourceService
 from localrun.stack.aws_clients import client
 from tests.explorer.scheduler import Race
-from tests.faults import injected
+from tests.faults import ProcessDied, injected
 
 pytestmark = pytest.mark.integration
 
@@ -235,10 +237,288 @@ def test_a_refused_change_leaves_no_history(gov, account):
     assert gov.account_history(account).items == []
 
 
-def test_a_lost_response_of_the_history_write_records_it_once(gov, account, gov_clients):
-    with injected(gov_clients.dynamodb, "PutItem", when="after"):
+def test_a_lost_response_of_the_history_write_records_it_once(gov, account, gov_clients, bus):
+    with injected(gov_clients.dynamodb, "PutItem", when="after", where=writes_history):
         gov.set_limit(account, 4, by="ops")
     assert len(gov.account_history(account).items) == 1
+    # and its event was still published at once, from the history item's outbox
+    assert len(limit_events(drain_events(bus, account))) == 1
+
+
+# ---- one change, one record, one event id, whatever is lost (issue 23, items 6 to 9) ---------------
+
+# An IAM caller's identity, as API Gateway gives it: a role session's ARN (long names).
+CALLER = (
+    "arn:aws:sts::123456789012:assumed-role/"
+    + "hybrid-counter-operators-"
+    + "r" * 39
+    + "/operator-session-"
+    + "s" * 46
+)
+
+
+def limit_events(events: list[dict[str, Any]], by: str | None = None) -> set[str]:
+    """The distinct event ids of the Quota Limit Changed events (consumers dedupe on event_id),
+    of the changes ``by`` made if given."""
+    return {
+        e["detail"]["event_id"]
+        for e in events
+        if e["detail-type"] == "Quota Limit Changed" and by in (None, e["detail"].get("by"))
+    }
+
+
+def plan_events(bus: dict[str, Any], plan_id: str) -> set[str]:
+    found = set()
+    for _ in range(10):
+        got = bus["sqs"].receive_message(QueueUrl=bus["queue_url"], MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        for message in got.get("Messages", []):
+            body = json.loads(message["Body"])
+            bus["sqs"].delete_message(QueueUrl=bus["queue_url"], ReceiptHandle=message["ReceiptHandle"])
+            detail = body["detail"]
+            if body["detail-type"] == "Quota Limit Changed" and (detail.get("plan_id"), detail.get("by")) == (
+                plan_id,
+                CALLER,
+            ):
+                found.add(body["detail"]["event_id"])
+        if not got.get("Messages"):
+            time.sleep(0.05)
+    return found
+
+
+@dataclass(frozen=True)
+class Change:
+    """One kind of limit change: how to make it, which request is the change's own write (by
+    what it writes, whatever else the implementation writes around it), and where it is recorded."""
+
+    make: Callable[[ResourceService, str, str], Any]
+    write: Callable[[str, str], tuple[str, Callable[[dict[str, Any]], bool]]]  # (account, plan)
+    history: Callable[[ResourceService, str, str], list[dict[str, Any]]]
+    events: Callable[[dict[str, Any], str, str], set[str]]
+
+
+def _on_plan(gov: ResourceService, account: str, plan: str) -> None:
+    gov.put_plan(plan, {"seats": 10}, by="setup")
+    gov.put_plan(f"{plan}-b", {"seats": 12}, by="setup")
+    gov.assign_plan(account, plan, force=True, by="setup")
+
+
+def writes_key(key: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """The UpdateItem or PutItem of this item."""
+    return lambda body: (body.get("Key") or {k: body.get("Item", {}).get(k) for k in ("pk", "sk")}) == key
+
+
+def writes_history(body: dict[str, Any]) -> bool:
+    return str(body.get("Item", {}).get("pk", {}).get("S", "")).startswith("HISTORY#")
+
+
+CHANGES = {
+    "override": Change(
+        lambda gov, account, plan: gov.set_limit(account, 7, kind="seats", by=CALLER),
+        lambda account, plan: ("UpdateItem", writes_key(counter_key(account, kind="seats"))),
+        lambda gov, account, plan: [r for r in gov.account_history(account).items if r["by"] == CALLER],
+        lambda bus, account, plan: limit_events(drain_events(bus, account), CALLER),
+    ),
+    "plan_limits": Change(
+        lambda gov, account, plan: gov.put_plan(plan, {"seats": 7}, by=CALLER),
+        lambda account, plan: ("PutItem", writes_key(plan_key(plan))),
+        lambda gov, account, plan: [r for r in gov.plan_history(plan).items if r["by"] == CALLER],
+        lambda bus, account, plan: plan_events(bus, plan),
+    ),
+    "account_plan": Change(
+        lambda gov, account, plan: gov.assign_plan(account, f"{plan}-b", by=CALLER),
+        lambda account, plan: ("PutItem", writes_key(profile_key(account))),
+        lambda gov, account, plan: [r for r in gov.account_history(account).items if r["by"] == CALLER],
+        lambda bus, account, plan: limit_events(drain_events(bus, account), CALLER),
+    ),
+}
+
+
+@pytest.fixture
+def plan() -> str:
+    return f"p-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
+def test_a_change_whose_response_is_lost_is_one_change_with_one_record_and_one_event_id(
+    gov, gov_clients, account, plan, bus, change
+):
+    # Given an account on a plan
+    _on_plan(gov, account, plan)
+    drain_events(bus, account, wait=0.2)
+    plan_events(bus, plan)
+    # When the change's write applies and its response is lost (botocore resends it, and the
+    # resend is refused by the change's own condition)
+    operation, where = change.write(account, plan)
+    with injected(gov_clients.dynamodb, operation, when="after", where=where) as fault:
+        change.make(gov, account, plan)
+    assert fault.fired == 1
+    # Then it is one change: one history entry, one event id
+    assert len(change.history(gov, account, plan)) == 1
+    assert len(change.events(bus, account, plan)) == 1
+
+
+@pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
+def test_a_change_retried_by_its_caller_is_recorded_once(gov, account, plan, bus, change):
+    _on_plan(gov, account, plan)
+    drain_events(bus, account, wait=0.2)
+    plan_events(bus, plan)
+    # When the caller sends the same change twice (its first answer was lost on the way back)
+    change.make(gov, account, plan)
+    change.make(gov, account, plan)
+    # Then the second changed nothing and recorded nothing
+    (entry,) = change.history(gov, account, plan)
+    assert entry["old"] != entry["new"]
+    assert len(change.events(bus, account, plan)) == 1
+
+
+@pytest.mark.parametrize("finisher", ["retry", "next change", "sweeper"])
+@pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
+def test_a_change_whose_process_died_before_its_completion_is_recorded_once(
+    gov, gov_settings, gov_clients, account, plan, bus, counter, change, finisher
+):
+    _on_plan(gov, account, plan)
+    drain_events(bus, account, wait=0.2)
+    plan_events(bus, plan)
+    # Given a change that was made and whose process died as it wrote its history
+    with (
+        injected(gov_clients.dynamodb, "PutItem", when="crash", where=writes_history),
+        pytest.raises(ProcessDied),
+    ):
+        change.make(gov, account, plan)
+    assert change.history(gov, account, plan) == []
+    # When the caller retries it, or another change of the same item comes, or the sweeper runs
+    if finisher == "retry":
+        change.make(gov, account, plan)
+    elif finisher == "next change":
+        gov.set_limit(account, 8, kind="seats", by="next")
+        gov.put_plan(plan, {"seats": 8}, by="next")
+        gov.assign_plan(account, plan, force=True, by="next")
+    else:
+        later = time.time() + gov_settings.pending_grace_seconds + 1
+        Sweeper(
+            gov_settings.table_name,
+            counter,
+            gov_settings.pending_grace_seconds,
+            gov_clients,
+            clock=lambda: later,
+            changes=gov.changes,
+        ).sweep()
+    # Then it is in history once, with one event id, and nothing waits any more
+    assert len(change.history(gov, account, plan)) == 1
+    assert len(change.events(bus, account, plan)) == 1
+    assert waiting_changes(gov_settings, gov_clients, account, plan) == []
+
+
+def waiting_changes(settings, clients, account: str, plan: str) -> list[str]:
+    """Items that still name a change, and record items left (of this account and plan)."""
+    named = [
+        str(item["sk"]["S"])
+        for key in (
+            counter_key(account, kind="seats"),
+            profile_key(account),
+            plan_key(plan),
+            plan_key(f"{plan}-b"),
+        )
+        if (
+            item := clients.dynamodb.get_item(
+                TableName=settings.table_name, Key=key, ConsistentRead=True
+            ).get("Item")
+        )
+        and "limit_change" in item
+    ]
+    records = clients.dynamodb.scan(
+        TableName=settings.table_name,
+        FilterExpression="begins_with(pk, :change) AND (contains(#record, :account) OR contains(#record, :plan))",
+        ExpressionAttributeNames={"#record": "record"},
+        ExpressionAttributeValues={
+            ":change": {"S": "CHANGE#"},
+            ":account": {"S": account},
+            ":plan": {"S": plan},
+        },
+    )["Items"]
+    return named + [str(r["pk"]["S"]) for r in records]
+
+
+def test_removing_an_override_that_is_not_there_records_and_publishes_nothing(gov, account, bus):
+    # When an override that does not exist is removed (a DELETE repeated, or never set)
+    gov.remove_limit(account, kind="seats", by=CALLER)
+    gov.remove_limit(account, kind="seats", by=CALLER)
+    # Then nothing was recorded or published (the API still answers 204: it is idempotent)
+    assert gov.account_history(account).items == []
+    assert limit_events(drain_events(bus, account)) == set()
+
+
+def test_removing_an_override_is_judged_by_the_plan_as_stored_not_as_cached(
+    gov_settings, gov_clients, account, plan
+):
+    # Given two API processes, an account on a plan of 10 seats with an override of 6, 5 used
+    first = ResourceService(gov_settings, gov_clients)
+    second = ResourceService(gov_settings, gov_clients)
+    first.put_plan(plan, {"seats": 10})
+    first.assign_plan(account, plan, force=True)
+    first.set_limit(account, 6, kind="seats")
+    first.create(account, "team", {}, kind="seats", units=5)
+    assert first.usage(account).kinds["seats"].limit == 6  # the first process caches the plan
+    # When the second lowers the plan to 3, and the first removes the override, unforced
+    second.put_plan(plan, {"seats": 3})
+    # Then the removal is refused: under the plan as it is now, 5 used is over 3
+    with pytest.raises(LimitBelowUsage) as refused:
+        first.remove_limit(account, kind="seats")
+    assert refused.value.below == [("seats", 3, 5)]
+    assert first.usage(account).kinds["seats"].limit_source == "override"
+
+
+def test_the_counter_item_stays_under_1_kb_in_every_state_at_the_longest_ids(
+    gov_settings, gov_clients, stream, counter
+):
+    # Given the longest ids (64 characters) and an IAM role session as the caller
+    account, kind, rid = "a" * 63 + "1", "k" * 64, "r" * 64
+    service = ResourceService(gov_settings, gov_clients)
+    service.set_limit(account, 10, kind=kind, by=CALLER)
+    # And every token the item keeps at its longest: an admission, a resize, a release; the
+    # stream path's counts and the threshold state it keeps (80 and 100 % reached)
+    service.create(account, "x", {}, rid, kind=kind, units=2)
+    service.resize(account, rid, 3, kind=kind)
+    service.create(account, "y", {}, "s" * 64, kind=kind, units=7)
+    service.delete(account, rid, kind=kind)
+    service.create(account, "z", {}, "t" * 64, kind=kind, units=3)
+    watcher = watcher_of(service, gov_settings, gov_clients)
+    assert process_stream_batch(stream.records_for(account), counter, watcher).failed_sequence_numbers == []
+    # And a change's record waiting on it (its process died before completing it)
+    with (
+        injected(gov_clients.dynamodb, "PutItem", when="crash", where=writes_history),
+        pytest.raises(ProcessDied),
+    ):
+        service.set_limit(account, 12, kind=kind, by=CALLER)
+    key = counter_key(account, kind=kind)
+    item = gov_clients.dynamodb.get_item(TableName=gov_settings.table_name, Key=key, ConsistentRead=True)[
+        "Item"
+    ]
+    assert "limit_change" in item
+    assert "alert_seq" in item
+    # And, for a long-lived item, each range's counters and version grown large
+    big = {f"v{r:x}": 10**12 for r in range(16)} | {f"b{r:x}": 10**9 for r in range(16)}
+    big |= {f"e{r:x}": 10**9 for r in range(16)}
+    gov_clients.dynamodb.update_item(
+        TableName=gov_settings.table_name,
+        Key=key,
+        UpdateExpression="SET " + ", ".join(f"#{n} = :{n}" for n in big),
+        ExpressionAttributeNames={f"#{n}": n for n in big},
+        ExpressionAttributeValues={f":{n}": {"N": str(v)} for n, v in big.items()},
+    )
+    item = gov_clients.dynamodb.get_item(TableName=gov_settings.table_name, Key=key, ConsistentRead=True)[
+        "Item"
+    ]
+    # Then it is under 1 KB, and a write of it costs one write unit
+    assert item_size(item) < 1024, item_size(item)
+    consumed = gov_clients.dynamodb.update_item(
+        TableName=gov_settings.table_name,
+        Key=key,
+        UpdateExpression="ADD probe :zero",
+        ExpressionAttributeValues={":zero": {"N": "0"}},
+        ReturnConsumedCapacity="TOTAL",
+    )["ConsumedCapacity"]["CapacityUnits"]
+    assert consumed == 1.0
 
 
 # ---- 3. exactly one event per crossing --------------------------------------------------------------

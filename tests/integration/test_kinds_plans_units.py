@@ -459,16 +459,34 @@ def test_a_resize_whose_request_died_is_settled_by_a_later_patch_after_the_grace
     # When, past the grace period, the client patches it again (to 5)
     clock.now += settings.pending_grace_seconds + 1
     resized = service.resize(account, team.resource_id, 5, kind="seats")
-    # Then the stale claim was taken over and settled (by the larger size: the counters never
-    # overcount), and the new resize went through from there
+    # Then the stale claim was ended at the size the counters hold (4: its write never applied),
+    # and the new resize went through from there: the counters hold 5, exactly
     item = raw(key) or {}
     assert "resize_request" not in item
     assert resized.units == 5
     assert int(item["units"]["N"]) == 5
     drain(account)
     _, best_effort, eventual, _ = usage_of(service, account, "seats")
-    assert best_effort <= 5
-    assert eventual <= 5
+    assert (best_effort, eventual) == (5, 5)
+
+
+def test_repeating_the_creating_put_after_a_patch_is_the_same_request(service, account):
+    # Given a team created by a PUT of 3 seats, then patched to 5
+    service.set_limit(account, 10, kind="seats")
+    service.create(account, "team", {"tier": "gold"}, "team-1", kind="seats", units=3)
+    service.resize(account, "team-1", 5, kind="seats")
+    # When the creating PUT is repeated (a client retrying it late), or dry-run
+    resource, created = service.create(account, "team", {"tier": "gold"}, "team-1", kind="seats", units=3)
+    dry = service.would_create(account, "team", {"tier": "gold"}, "team-1", kind="seats", units=3)
+    # Then it is the same request: 200 with the resource as it is now, adding nothing
+    assert (created, resource.units) == (False, 5)
+    assert (dry.would_admit, dry.units) == (True, 0)
+    assert usage_of(service, account, "seats")[1] == 5
+    # And a PUT with the team's current size is not the request that created it
+    with pytest.raises(IdempotencyConflict):
+        service.create(account, "team", {"tier": "gold"}, "team-1", kind="seats", units=5)
+    with pytest.raises(IdempotencyConflict):
+        service.would_create(account, "team", {"tier": "gold"}, "team-1", kind="seats", units=5)
 
 
 def test_a_shrink_releases_its_units_at_once(service, account, drain):

@@ -36,9 +36,15 @@ class Components:
 
     @cached_property
     def eventual(self) -> EventualCounter:
-        requests = RecountRequests(self.settings.table_name, self.clients, self.effects.clock)
+        clock = self.effects.clock
+        requests = RecountRequests(self.settings.table_name, self.clients, clock)
         return EventualCounter(
-            self.settings.table_name, self.settings.counting_mode, self.clients, self.obs, requests=requests
+            self.settings.table_name,
+            self.settings.counting_mode,
+            self.clients,
+            self.obs,
+            requests=requests,
+            clock=clock,
         )
 
     @cached_property

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -129,6 +129,7 @@ class EventualCounter:
         sleep: Any = time.sleep,
         *,
         requests: RecountRequests | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._table = table_name
         self._mode = mode
@@ -136,7 +137,9 @@ class EventualCounter:
         self._obs = obs or default_observability()
         self._sleep = sleep
         self._retry = RetryPolicy(sleep=sleep)
-        self._requests = requests or RecountRequests(table_name, self._clients, time.time)
+        # The same clock as the sweeper's: what it stamps into the PendingIndex is judged by it.
+        self._clock = clock
+        self._requests = requests or RecountRequests(table_name, self._clients, clock)
 
     def apply(self, ops: Sequence[Op]) -> ApplyReport:
         report = ApplyReport()
@@ -313,7 +316,7 @@ class EventualCounter:
                 ConditionExpression="incarnation = :inc AND counter_processed = :false",
                 ExpressionAttributeValues={
                     ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
-                    ":now": {"S": iso_utc(time.time())},
+                    ":now": {"S": iso_utc(self._clock())},
                     ":inc": {"S": op.incarnation},
                     ":false": {"BOOL": False},
                 },

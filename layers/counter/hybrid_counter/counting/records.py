@@ -17,7 +17,7 @@ refused). A REMOVE of a resource cancels an earlier FinishDeleteOp of that incar
 of a *pending* resource by TTL (the record's userIdentity names the DynamoDB service, or the item
 was past its ``expires_at`` when it went) asks for a census of its range (CensusOp): its create
 died, and whether its admission holds a slot only the census can tell. Repair requests
-(``REPAIR#``) and the sweeper's own items carry no work.
+(``REPAIR#``), limit changes (``CHANGE#``) and the sweeper's own items carry no work.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from hybrid_counter.counters.state import (
 )
 from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, FinishResizeOp, HealOp, Op
 from hybrid_counter.keys import (
+    CHANGE_PREFIX,
     CONTROL_PREFIX,
     COUNTER_PREFIX,
     EVENT_PREFIX,
@@ -125,8 +126,8 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
     event = record.raw_event.get("eventName")
     if event not in ("INSERT", "MODIFY", "REMOVE"):
         raise PoisonRecord(f"unknown eventName {event!r}")
-    if pk.startswith((CONTROL_PREFIX, HISTORY_PREFIX)) or pk == PLANS_PK:
-        return [], None  # the sweeper's own bookkeeping, plans, the history of limit changes
+    if pk.startswith((CONTROL_PREFIX, HISTORY_PREFIX, CHANGE_PREFIX)) or pk == PLANS_PK:
+        return [], None  # the sweeper's own bookkeeping, plans, limit changes and their history
     account_id = parse_account_pk(pk)
     if sk.startswith((REPAIR_PREFIX, EVENT_PREFIX)) or sk == PROFILE_SK:
         return [], None  # census requests, events to publish, the account's plan

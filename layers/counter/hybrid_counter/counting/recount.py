@@ -33,8 +33,8 @@ from hybrid_counter.counting.ops import op_for_item
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import DEFAULT_KIND, account_pk, all_ranges, epoch_of, range_prefix
-from hybrid_counter.resources import items
+from hybrid_counter.keys import DEFAULT_KIND, all_ranges
+from hybrid_counter.resources.census import CensusTaker, RangeCensus
 from hybrid_counter.resources.repairs import Repairs
 
 if TYPE_CHECKING:
@@ -49,35 +49,6 @@ class HasRepairs(Protocol):
 
 
 MAX_ATTEMPTS = 20
-
-
-@dataclass
-class RangeCensus:
-    """One range's resources, counted in items and in units (a resource holds ``units``)."""
-
-    pending: int = 0
-    live: int = 0
-    deleting: int = 0
-    counted_live: int = 0  # units of the live resources the stream path counted: eventual's share
-    slot_units: int = 0  # units that can hold a slot (see slot_bound)
-    deleting_items: list[dict[str, Any]] = field(default_factory=list)
-    uncounted_items: list[dict[str, Any]] = field(default_factory=list)
-    resizing_items: list[dict[str, Any]] = field(default_factory=list)
-    # Pending longer than the grace period: their creates are over and no caller was told they
-    # exist, so they hold no slot a caller could see; --fix releases what the counter still
-    # holds for them and then removes them (never the other way round: no overcount between).
-    stale_pending_items: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def slot_bound(self) -> int:
-        """The units that can hold a slot: live, claimed, and pending creates still running (a
-        resource being resized at the larger of its two sizes)."""
-        return self.slot_units
-
-    @property
-    def in_flight(self) -> list[dict[str, Any]]:
-        """Deletes and resizes running: their counter writes are not readable off the items."""
-        return self.deleting_items + self.resizing_items
 
 
 @dataclass
@@ -162,6 +133,7 @@ class Recounter:
         self._clock = clock
         self._sleep = sleep
         self._attempts = attempts
+        self._censuses = CensusTaker(table_name, clients, grace_seconds=grace_seconds, clock=clock)
         # Finishes deletes and rolls back creates stuck past the grace period, each on the
         # incarnation the census read (resources/repairs.py).
         self._repairs = repairs or (
@@ -285,43 +257,10 @@ class Recounter:
         return result
 
     def _stale(self, item: dict[str, Any], attribute: str, older_than: float) -> bool:
-        return epoch_of(items.since(item, attribute)) < self._clock() - older_than
+        return self._censuses.stale(item, attribute, older_than)
 
     def census(self, account_id: str, range_id: str, *, kind: str | None = None) -> RangeCensus:
-        census = RangeCensus()
-        paginator = self._clients.dynamodb.get_paginator("query")
-        for page in paginator.paginate(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={
-                ":pk": {"S": account_pk(account_id)},
-                ":prefix": {"S": range_prefix(range_id, kind=kind or self._counters.default_kind)},
-            },
-            ConsistentRead=True,
-        ):
-            for raw in page.get("Items", []):
-                self._take(census, dict(raw))
-        return census
-
-    def _take(self, census: RangeCensus, item: dict[str, Any]) -> None:
-        state = items.state_of(item)
-        if state == items.PENDING:
-            census.pending += 1
-            if self._stale(item, "created_at", self._grace):
-                census.stale_pending_items.append(item)
-                return
-        elif state == items.LIVE:
-            census.live += 1
-            if items.is_counted(item):
-                census.counted_live += items.units_of(item)
-            else:
-                census.uncounted_items.append(item)
-            if items.resizing(item):
-                census.resizing_items.append(item)
-        elif state == items.DELETING:
-            census.deleting += 1
-            census.deleting_items.append(item)
-        census.slot_units += items.slot_units(item)
+        return self._censuses.census(account_id, range_id, kind=kind or self._counters.default_kind)
 
     def _finish(self, census: RangeCensus, count_older_than: float | None, actions: list[str]) -> bool:
         """Finish the deletes claimed longer ago than the grace period (the takeover a retried

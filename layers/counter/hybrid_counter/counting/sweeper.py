@@ -41,10 +41,12 @@ from hybrid_counter.governance.publisher import OUTBOX, OutboxEvent
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import (
     ACCOUNT_PREFIX,
+    CHANGE_PREFIX,
     CONTROL_PREFIX,
     COUNTER_PREFIX,
     PLANS_PK,
     PROFILE_SK,
+    REPAIR_PREFIX,
     RESOURCE_PREFIX,
     iso_utc,
     parse_account_pk,
@@ -180,8 +182,10 @@ class Sweeper:
         scan: dict[str, Any] = {
             "TableName": self._table,
             "IndexName": PENDING_INDEX,
-            "FilterExpression": "pending_since < :cutoff",
-            "ExpressionAttributeValues": {":cutoff": {"S": cutoff}},
+            # Census requests are due at once: nobody else will take them, and a census waits
+            # for whatever is in flight in its range by itself (its fences).
+            "FilterExpression": "pending_since < :cutoff OR begins_with(sk, :repair)",
+            "ExpressionAttributeValues": {":cutoff": {"S": cutoff}, ":repair": {"S": REPAIR_PREFIX}},
             "Limit": PAGE_SIZE,
         }
         if start:
@@ -191,7 +195,11 @@ class Sweeper:
 
     def _apply_page(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
         outcome.pages += 1
-        resources = [entry for entry in page if _sort_key(entry).startswith(RESOURCE_PREFIX)]
+        resources = [
+            self._end_dead_resize(entry, outcome)
+            for entry in page
+            if _sort_key(entry).startswith(RESOURCE_PREFIX)
+        ]
         ops = [op for op in (op_for_item(item) for item in resources) if op is not None]
         outcome.found += len(ops)
         if ops:
@@ -204,6 +212,32 @@ class Sweeper:
                 kind, range_id = requested_range(entry)
                 self._take_census(parse_account_pk(entry["pk"]["S"]), kind, range_id, outcome)
         self._finish_governance(page, outcome)
+
+    def _end_dead_resize(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
+        """A resource a resize holds is never counted (the resize's counter write moved eventual
+        only if it was counted when claimed), so the stream path leaves its count here. If that
+        resize's request died, it is ended first, at the size the counters hold (settled like
+        any dead resize: resources/resize_settlement.py), and the resource is then counted as it
+        stands. Returns the item as it is now (the index entry lacks the claim's sizes)."""
+        if not items.resizing(entry):
+            return entry
+        account_id, rid = parse_account_pk(entry["pk"]["S"]), parse_kind_resource_sk(entry["sk"]["S"])[1]
+        item = self._current(entry)
+        if item is None or not items.resizing(item):
+            return item or entry
+        try:
+            if not self._recounter.repairs.settle_stale_resize(account_id, rid, item):
+                return item  # still running, or its range busy: the next sweep
+        except (DomainError, ClientError, BotoCoreError):
+            return item
+        outcome.resizes_ended += 1
+        return self._current(entry) or entry
+
+    def _current(self, entry: dict[str, Any]) -> dict[str, Any] | None:
+        found = self._clients.dynamodb.get_item(
+            TableName=self._table, Key={"pk": entry["pk"], "sk": entry["sk"]}, ConsistentRead=True
+        ).get("Item")
+        return None if found is None else dict(found)
 
     def _finish_governance(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
         """Limit changes whose history a process did not get to write, and events it did not get
@@ -374,6 +408,7 @@ def _sort_key(entry: dict[str, Any]) -> str:
 
 
 def _holds_limits(entry: dict[str, Any]) -> bool:
-    """An item a limit change writes: a counter item (override), a plan, an account's plan."""
+    """A limit change's record item (governance/records.py), or, before record items, an item a
+    limit change wrote its record on (a counter item, a plan, an account's plan)."""
     pk, sk = str(entry.get("pk", {}).get("S", "")), _sort_key(entry)
-    return sk.startswith(COUNTER_PREFIX) or sk == PROFILE_SK or pk == PLANS_PK
+    return pk.startswith(CHANGE_PREFIX) or sk.startswith(COUNTER_PREFIX) or sk == PROFILE_SK or pk == PLANS_PK

@@ -1,9 +1,11 @@
-"""Safe limit changes, each recorded in the same conditional write that makes it (records.py).
+"""Safe limit changes, each made once and recorded once, whatever is lost (records.py).
 
 - An override (``PUT /accounts/{id}/limits/{kind}``, the legacy ``PUT .../limit``) or its removal:
   one conditional write of the kind's counter item. Below the kind's current use it is refused
   (LimitBelowUsage) unless forced, and the check is in the write's condition (``best_effort``
-  and ``eventual`` at most the new limit), so no create can slip between the check and the change.
+  and ``eventual`` at most the new limit), so no create can slip between the check and the
+  change. Removing one is judged by the plan's limit as stored, read inside the check (not
+  through this process's cache, which may be behind another process's change of the plan).
 - A plan's limits (``PUT /plans/{id}``): one conditional write of the plan item, whatever the
   number of accounts on it (no per-account check: the history records it, and threshold events
   tell whom it affects as their use next changes).
@@ -12,14 +14,18 @@
   the account's plan item. The check reads the account's counters first (one Query), so a create
   racing the move may still take a kind over: plan moves are operators' decisions, not admissions.
 
-Each write carries the change's record and is conditional on no earlier record still waiting on
-that item; a change that finds one completes it first. Completing writes the history item, puts
-the change's event in the outbox (published at once, or later by the sweeper) and clears the
-record. Who changed it is the caller's identity (the token's ``sub``, or the IAM principal).
+A request that changes nothing (the value is already the one asked for: a repeat, a removal of
+an override that is not there) writes, records and publishes nothing. A change keeps one change
+id for the whole request, so when its write applies and the response is lost (botocore's resend
+is then refused by the change's own condition) it finds itself named on the item, or already in
+history, and completes that change instead of making a second one. Each change is completed
+before the next change of the same item is made.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -29,7 +35,7 @@ from hybrid_counter.counters import CounterState
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
 from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
-from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What
+from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import counter_key, counter_shard, iso_utc, pending_shard, plan_key, profile_key
 from hybrid_counter.plans.store import DEFAULT_PLAN, Plan
 
@@ -72,18 +78,29 @@ class LimitChanges:
     def set_override(self, account_id: str, kind: str, limit: int | None, *, force: bool, by: str) -> None:
         """Set (or, with None, remove) the account's override for the kind."""
         key = counter_key(account_id, kind=kind)
+        change = self._new_change()
         for _ in range(ATTEMPTS):
-            item = self._settled(key)
-            state = CounterState.from_item(item)
-            effective = limit if limit is not None else self._limits.plan_limit(account_id, kind)
+            state = CounterState.from_item(self._settled(key))
+            if state.limit == limit:
+                return  # nothing changes (a repeat, or no override to remove): nothing recorded
+            effective = limit if limit is not None else self._limits.stored_plan_limit(account_id, kind)
             if not force and effective < state.used:
                 raise LimitBelowUsage([(kind, effective, state.used)])
             what: What = "override" if limit is not None else "override_removed"
-            record = self._record(what, state.limit, limit, force, by, account_id=account_id, kind=kind)
-            if self._write_override(
-                key, account_id, record, old=state.limit, new=limit, effective=effective, force=force
-            ):
-                self.complete(key, record)
+            record = self._record(
+                change, what, state.limit, limit, force=force, by=by, account_id=account_id, kind=kind
+            )
+            write = partial(
+                self._write_override,
+                key,
+                account_id,
+                record,
+                old=state.limit,
+                new=limit,
+                effective=effective,
+                force=force,
+            )
+            if self._made(key, record, write):
                 return
         raise InProgress("the limit kept changing while it was being set; retry the request")
 
@@ -99,24 +116,15 @@ class LimitChanges:
         force: bool,
     ) -> bool:
         values: dict[str, Any] = {
-            ":record": {"S": record.text()},
-            ":shard": {"S": pending_shard(account_id, record.change_id, kind="limit")},
-            ":since": {"S": record.at},
+            ":change": {"S": record.change_id},
             ":counter_shard": {"S": counter_shard(account_id)},
         }
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
-        sets = [
-            "#change = :record",
-            "pending_shard = :shard",
-            "pending_since = :since",
-            "counter_shard = if_not_exists(counter_shard, :counter_shard)",
-        ]
-        update = "SET " + ", ".join(sets)
+        sets = ["#change = :change", "counter_shard = if_not_exists(counter_shard, :counter_shard)"]
         if new is not None:
-            update = update.replace("SET ", "SET #limit = :new, ", 1)
+            sets.insert(0, "#limit = :new")
             values[":new"] = {"N": str(new)}
-        else:
-            update += " REMOVE #limit"
+        update = "SET " + ", ".join(sets) + ("" if new is not None else " REMOVE #limit")
         conditions = ["attribute_not_exists(#change)"]
         if old is None:
             conditions.append("attribute_not_exists(#limit)")
@@ -144,11 +152,20 @@ class LimitChanges:
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str) -> Plan:
         """Replace a plan's limits: one write, whatever the number of accounts on it."""
         key = plan_key(plan_id)
+        change = self._new_change()
         for _ in range(ATTEMPTS):
             item = self._settled(key)
             old = self._plans.plan_of_item(plan_id, item)
+            if item is not None and old is not None and old.limits == limits:
+                return old  # the plan already has these limits: nothing recorded
             record = self._record(
-                "plan_limits", old.limits if old else None, dict(limits), False, by, plan_id=plan_id
+                change,
+                "plan_limits",
+                old.limits if old else None,
+                dict(limits),
+                force=False,
+                by=by,
+                plan_id=plan_id,
             )
             version = int(item.get("version", {}).get("N", "0")) if item else 0
             written: dict[str, Any] = {
@@ -156,13 +173,10 @@ class LimitChanges:
                 "limits": {"M": {kind: {"N": str(limit)} for kind, limit in limits.items()}},
                 "updated_at": {"S": record.at},
                 "version": {"N": str(version + 1)},
-                LIMIT_CHANGE: {"S": record.text()},
-                "pending_shard": {"S": pending_shard("PLANS", record.change_id, kind="limit")},
-                "pending_since": {"S": record.at},
+                LIMIT_CHANGE: {"S": record.change_id},
             }
             condition, values = self._same_version(item, version)
-            if self._put(written, condition, values):
-                self.complete(key, record)
+            if self._made(key, record, partial(self._put, written, condition, values)):
                 self._limits.forget(plan_id=plan_id)
                 return Plan(plan_id, dict(limits))
         raise InProgress("the plan kept changing while it was being written; retry the request")
@@ -173,29 +187,37 @@ class LimitChanges:
         if plan is None:
             raise ValidationError(f"plan {plan_id} does not exist")
         key = profile_key(account_id)
+        change = self._new_change()
         for _ in range(ATTEMPTS):
             item = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else DEFAULT_PLAN
+            if old == plan_id:
+                self._limits.forget(account_id=account_id)
+                return  # already on it: nothing recorded
             if not force:
                 self._check_plan_fits(account_id, plan)
             record = self._record(
-                "account_plan", old, plan_id, force, by, account_id=account_id, plan_id=plan_id
+                change,
+                "account_plan",
+                old,
+                plan_id,
+                force=force,
+                by=by,
+                account_id=account_id,
+                plan_id=plan_id,
             )
             written: dict[str, Any] = {
                 **key,
                 "plan_id": {"S": plan_id},
                 "updated_at": {"S": record.at},
-                LIMIT_CHANGE: {"S": record.text()},
-                "pending_shard": {"S": pending_shard(account_id, record.change_id, kind="plan")},
-                "pending_since": {"S": record.at},
+                LIMIT_CHANGE: {"S": record.change_id},
             }
             if item is None:
                 condition, values = "attribute_not_exists(pk)", None
             else:
                 condition = f"plan_id = :old AND attribute_not_exists({LIMIT_CHANGE})"
                 values = {":old": {"S": old}}
-            if self._put(written, condition, values):
-                self.complete(key, record)
+            if self._made(key, record, partial(self._put, written, condition, values)):
                 self._limits.forget(account_id=account_id)
                 return
         raise InProgress("the account's plan kept changing while it was being moved; retry the request")
@@ -209,26 +231,78 @@ class LimitChanges:
         if below:
             raise LimitBelowUsage(below)
 
+    # ---- making a change once -----------------------------------------------------------------------
+    def _made(self, key: Key, record: ChangeRecord, write: Callable[[], bool]) -> bool:
+        """Write the change's record, then the change itself; True once the change is made (by
+        this write, or by an earlier attempt of it whose response was lost) and completed.
+        False: another change came first; the caller judges again on the item as it is now."""
+        self._put_record(key, record)
+        if write():
+            self.complete(key, record)
+            return True
+        found = self._item(key)
+        if found is not None and found.get(LIMIT_CHANGE, {}).get("S") == record.change_id:
+            self.complete(key, record)  # ours applied; botocore's resend was refused by its own condition
+            return True
+        if self._history.exists(record):
+            self._drop_record(record)  # ours applied, and another change completed it first
+            return True
+        self._drop_record(record)  # not made: judged again, under the same change id
+        return False
+
+    def _put_record(self, key: Key, record: ChangeRecord) -> None:
+        retry_conflicts(
+            lambda: self._clients.dynamodb.put_item(
+                TableName=self._table,
+                Item={
+                    **record_key(record.change_id),
+                    "record": {"S": record.text()},
+                    "changes_pk": key["pk"],
+                    "changes_sk": key["sk"],
+                    "pending_shard": {"S": pending_shard(key["pk"]["S"], record.change_id, kind="limit")},
+                    "pending_since": {"S": record.at},
+                },
+            ),
+            self._retry,
+        )
+
+    def _drop_record(self, record: ChangeRecord) -> None:
+        self._conditional(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=record_key(record.change_id),
+                ConditionExpression="#record = :record",
+                ExpressionAttributeNames={"#record": "record"},
+                ExpressionAttributeValues={":record": {"S": record.text()}},
+            )
+        )
+
     # ---- completing a change: its history, its event ------------------------------------------------
-    def complete(self, key: Key, record: ChangeRecord) -> None:
-        """Copy the record into history (once), publish its event, and take it off the item."""
+    def complete(self, key: Key, record: ChangeRecord, *, named: str | None = None) -> None:
+        """Copy the record into history (once), take its name off the changed item (``named``:
+        how the item names it, by default its change id), remove the record item, and publish
+        its event while it is still in the outbox on the history item (a publish twice is the
+        same event id, which consumers dedupe on; one that fails stays for the sweeper)."""
         history_key = {"pk": {"S": record.history_pk}, "sk": {"S": record.history_sk}}
         event = (
             OutboxEvent(LIMIT_CHANGED, {"event_id": record.change_id, **record.to_json()}, history_key)
             if self._publisher.enabled
             else None
         )
-        self._history.write(record, event)
+        written = self._history.write(record, event) or (
+            event is not None and self._history.outbox_of(record) is not None
+        )
         self._conditional(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,
                 Key=key,
                 UpdateExpression=f"REMOVE {LIMIT_CHANGE}, pending_shard, pending_since",
-                ConditionExpression=f"{LIMIT_CHANGE} = :record",
-                ExpressionAttributeValues={":record": {"S": record.text()}},
+                ConditionExpression=f"{LIMIT_CHANGE} = :change",
+                ExpressionAttributeValues={":change": {"S": named or record.change_id}},
             )
         )
-        if event is not None:
+        self._drop_record(record)
+        if event is not None and written:
             self.publish([event])
 
     def publish(self, events: list[OutboxEvent]) -> int:
@@ -247,21 +321,45 @@ class LimitChanges:
         return len(published)
 
     def complete_pending(self, key: Key) -> bool:
-        """Complete the record an item still holds (the sweeper's part); True if it held one."""
+        """The sweeper's part, for a PendingIndex entry older than the grace period: a record
+        item whose change its item still names is completed; one whose item does not name it is
+        of a change completed already or never made (its request died between its two writes),
+        and is removed. True if a change was completed."""
         item = self._item(key)
-        if item is None or LIMIT_CHANGE not in item:
+        if item is None:
             return False
-        self.complete(key, ChangeRecord.of(str(item[LIMIT_CHANGE]["S"])))
-        return True
+        if "record" not in item:  # a changed item naming a change (before record items: inline)
+            return self._settled_now(key, item)
+        record = ChangeRecord.of(str(item["record"]["S"]))
+        target = {"pk": item["changes_pk"], "sk": item["changes_sk"]}
+        changed = self._item(target) or {}
+        if changed.get(LIMIT_CHANGE, {}).get("S") == record.change_id:
+            self.complete(target, record)
+            return True
+        self._drop_record(record)
+        return False
 
     # ---- plumbing -----------------------------------------------------------------------------------
     def _settled(self, key: Key) -> dict[str, Any] | None:
-        """The item, once no earlier change's record waits on it (completed here if one does)."""
+        """The item, once no earlier change is named on it (completed here if one is)."""
         item = self._item(key)
-        if item is not None and LIMIT_CHANGE in item:
-            self.complete(key, ChangeRecord.of(str(item[LIMIT_CHANGE]["S"])))
+        if item is not None and self._settled_now(key, item):
             item = self._item(key)
         return item
+
+    def _settled_now(self, key: Key, item: dict[str, Any]) -> bool:
+        """Complete the change ``item`` names, if it names one; True if it did."""
+        named = item.get(LIMIT_CHANGE, {}).get("S")
+        if not named:
+            return False
+        if named.startswith("{"):  # written before record items: the record itself
+            self.complete(key, ChangeRecord.of(named), named=named)
+            return True
+        stored = self._item(record_key(named))
+        if stored is None:
+            raise InProgress("a limit change named on this item has no record; retry the request")
+        self.complete(key, ChangeRecord.of(str(stored["record"]["S"])))
+        return True
 
     def _item(self, key: Key) -> dict[str, Any] | None:
         found = self._clients.dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
@@ -269,21 +367,27 @@ class LimitChanges:
         )
         return None if found is None else dict(found)
 
+    def _new_change(self) -> tuple[str, str]:
+        """The id and time of one request's change: kept through its retries."""
+        return self._fx.new_id()[:16], iso_utc(self._fx.clock())
+
+    @staticmethod
     def _record(
-        self,
+        change: tuple[str, str],
         what: What,
         old: Any,
         new: Any,
+        *,
         force: bool,
         by: str,
-        *,
         account_id: str | None = None,
         kind: str | None = None,
         plan_id: str | None = None,
     ) -> ChangeRecord:
+        change_id, at = change
         return ChangeRecord(
-            change_id=self._fx.new_id()[:16],
-            at=iso_utc(self._fx.clock()),
+            change_id=change_id,
+            at=at,
             by=by,
             what=what,
             old=old,

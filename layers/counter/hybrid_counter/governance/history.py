@@ -46,8 +46,27 @@ class HistoryStore:
         self._retention = retention_days
         self._retry = RetryPolicy()
 
-    def write(self, record: ChangeRecord, event: OutboxEvent | None) -> None:
-        """The record's history item (once), with its event in the outbox if there is one."""
+    def exists(self, record: ChangeRecord) -> bool:
+        """The change is in history (completed)."""
+        return "Item" in self._clients.dynamodb.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": record.history_pk}, "sk": {"S": record.history_sk}},
+            ConsistentRead=True,
+            ProjectionExpression="pk",
+        )
+
+    def outbox_of(self, record: ChangeRecord) -> OutboxEvent | None:
+        """The change's event, while it waits in the outbox on its history item."""
+        item = self._clients.dynamodb.get_item(
+            TableName=self._table,
+            Key={"pk": {"S": record.history_pk}, "sk": {"S": record.history_sk}},
+            ConsistentRead=True,
+        ).get("Item")
+        return OutboxEvent.of(dict(item)) if item is not None and OUTBOX in item else None
+
+    def write(self, record: ChangeRecord, event: OutboxEvent | None) -> bool:
+        """The record's history item (once), with its event in the outbox if there is one; True
+        if this call wrote it."""
         item: dict[str, Any] = {
             "pk": {"S": record.history_pk},
             "sk": {"S": record.history_sk},
@@ -70,6 +89,8 @@ class HistoryStore:
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
+            return False
+        return True
 
     def page(
         self, pk: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None

@@ -1,13 +1,23 @@
-"""A change of a limit, as recorded: in the changed item's own conditional write, then in history.
+"""A change of a limit, as recorded: its record item, the changed item's reference to it, history.
 
-Every change of an override, a plan's limits, or an account's plan writes its record
-(``limit_change``, a JSON string) in the same conditional write as the change itself, on the
-item it changes, with the PendingIndex keys: the record exists if and only if the change
-happened. Completing it (changes.py) copies it into the history (an item keyed by its change id,
-so copying twice is copying once), publishes it, and removes it from the changed item
-(conditional on its being that record). The API completes it at once; a process that died
-before is covered by the next change of the same item (which completes the record it finds
-first) and by the sweeper (PendingIndex).
+Every change of an override, a plan's limits, or an account's plan is made in two writes:
+
+1. its **record item** (``CHANGE#<change id>`` / ``RECORD``): who, when, what, old and new, and
+   which item it changes, with the PendingIndex keys;
+2. the change itself, one conditional write of the changed item (the kind's counter item, the
+   plan item, the account's plan item) that also names the change (``limit_change``, the change
+   id, a few bytes), conditional on no other change being named there.
+
+So the change happened if and only if the changed item names it (or history holds it, once
+completed). Completing it (changes.py) copies the record into history (an item keyed by its
+time and change id, written only if new: copying twice writes once), takes the name off the
+changed item (conditional on its being that change), removes the record item, and publishes
+its event. The API completes it at once; a process that died before is covered by the next
+change of the same item (which completes the change it finds named first) and by the sweeper
+(the record item is in the PendingIndex; one not named by its item is of a change that never
+happened, and is removed). The record lives apart from the changed item because a counter item
+must stay one write unit (under 1 KB) in every state, and a caller's identity (an IAM role
+session's ARN) alone can be a few hundred bytes.
 """
 
 from __future__ import annotations
@@ -16,8 +26,15 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from hybrid_counter.keys import CHANGE_PREFIX
+
 What = Literal["override", "override_removed", "plan_limits", "account_plan"]
-LIMIT_CHANGE = "limit_change"  # the attribute that holds a change's record until it is in history
+LIMIT_CHANGE = "limit_change"  # on the changed item: the change id, until the change is in history
+RECORD_SK = "RECORD"
+
+
+def record_key(change_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": f"{CHANGE_PREFIX}{change_id}"}, "sk": {"S": RECORD_SK}}
 
 
 @dataclass(frozen=True)

@@ -37,19 +37,26 @@ class Limits:
         self._plan_of: TTLCache[str, str] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
         self._plan: TTLCache[str, Plan | None] = TTLCache(PLANS_CACHED, cache_seconds, timer=clock)
 
+    # Each cache is looked up once, with one reading of the clock (TTLCache.__getitem__): a test
+    # of membership followed by a read takes two, and an entry expiring between them raised
+    # KeyError (cachetools' own get() does the same two readings).
     def plan_id_of(self, account_id: str) -> str:
-        with self._lock:
-            cached = self._plan_of.get(account_id)
-        if cached is None:
-            cached = self._plans.plan_of(account_id)
+        try:
             with self._lock:
-                self._plan_of[account_id] = cached
-        return cached
+                return self._plan_of[account_id]
+        except KeyError:
+            pass
+        found = self._plans.plan_of(account_id)
+        with self._lock:
+            self._plan_of[account_id] = found
+        return found
 
     def plan(self, plan_id: str) -> Plan | None:
-        with self._lock:
-            if plan_id in self._plan:
+        try:
+            with self._lock:
                 return self._plan[plan_id]
+        except KeyError:
+            pass
         found = self._plans.get(plan_id)
         with self._lock:
             self._plan[plan_id] = found
@@ -57,6 +64,17 @@ class Limits:
 
     def plan_limit(self, account_id: str, kind: str) -> int:
         plan = self.plan(self.plan_id_of(account_id))
+        return 0 if plan is None else plan.limit_for(kind)
+
+    def stored_plan_limit(self, account_id: str, kind: str) -> int:
+        """The plan's limit as stored now (consistent reads, no cache): what a check that guards a
+        write judges by (a process's cache may be PlanCacheSeconds behind another's change).
+        What it read replaces what this process had cached."""
+        plan_id = self._plans.plan_of(account_id)
+        plan = self._plans.get(plan_id)
+        with self._lock:
+            self._plan_of[account_id] = plan_id
+            self._plan[plan_id] = plan
         return 0 if plan is None else plan.limit_for(kind)
 
     def judge(self, account_id: str, kind: str) -> Judge:

@@ -37,10 +37,12 @@ if TYPE_CHECKING:
 
 
 def same_request(existing: Resource, name: str, extra: dict[str, Any], units: int) -> Resource:
-    """A PUT of an existing id is a retry only if it asks for the same resource; a different
-    body under the same id is the caller's mistake, refused as payment APIs refuse a reused
-    idempotency key with other parameters."""
-    if existing.name != name or existing.extra != extra or existing.units != units:
+    """A PUT of an existing id is a retry only if it repeats the request that created it; a
+    different body under the same id is the caller's mistake, refused as payment APIs refuse a
+    reused idempotency key with other parameters. A PATCH since does not make the creating
+    request a different one: its repeat answers 200 with the resource as it is now."""
+    created = existing.units if existing.requested_units is None else existing.requested_units
+    if existing.name != name or existing.extra != extra or created != units:
         raise IdempotencyConflict(
             f"resource {existing.resource_id} exists with a different body; "
             "a PUT of an existing id must repeat the request that created it"

@@ -12,7 +12,7 @@
   the stream path if the delete could not finish).
 
 ``kind`` is the kind of resource it is, ``units`` how many units of that kind it holds (1 unless
-the create said otherwise). ``counter_processed`` says the stream path has counted it into
+the create said otherwise; a PATCH changes it), ``created_units`` what its create asked for. ``counter_processed`` says the stream path has counted it into
 ``eventual`` (exactly once: the flag flips in the same transaction); a counted resource
 contributes its ``units`` there. While a resize is in flight, ``resize_request`` (with
 ``resize_from``, ``resize_to``, ``resizing_since``) names the one request that may move its
@@ -45,6 +45,9 @@ class Resource:
     extra: dict[str, Any] = field(default_factory=dict)
     kind: str = DEFAULT_KIND
     units: int = 1
+    # The units its create asked for (a PATCH changes ``units``, not what the create was): a
+    # repeated PUT is the same request if it repeats these.
+    requested_units: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -101,6 +104,7 @@ def resource_from_item(item: dict[str, Any]) -> Resource:
         created_at=item["created_at"]["S"],
         kind=kind_of(item),
         units=units_of(item),
+        requested_units=int(item["created_units"]["N"]) if "created_units" in item else None,
         extra=json.loads(item.get("extra_json", {"S": "{}"})["S"], parse_constant=_non_finite_as_null),
     )
 
@@ -129,6 +133,7 @@ def pending_item(
         "kind": {"S": kind},
         "resource_id": {"S": resource_id},
         "units": {"N": str(units)},
+        "created_units": {"N": str(units)},
         "name": {"S": name},
         "extra_json": {"S": json.dumps(extra, separators=(",", ":"), sort_keys=True, allow_nan=False)},
         "created_at": {"S": created},

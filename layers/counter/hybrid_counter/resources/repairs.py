@@ -95,5 +95,7 @@ class Repairs:
         ).applied
 
     def settle_stale_resize(self, account_id: str, rid: str, seen: Item) -> bool:
-        """End the resize of ``seen`` whose request died (resize.py: on that claim only)."""
-        return self._resizes.settle_stale(account_id, items.kind_of(seen), rid, seen)
+        """End the resize of ``seen`` whose request died, at the size its counters hold; where
+        only a census can tell, at the smaller size, after asking for that census
+        (resize_settlement.py). True if this repair ended it."""
+        return self._resizes.settle_stale(account_id, items.kind_of(seen), rid, seen, must=True)

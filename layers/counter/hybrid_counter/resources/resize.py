@@ -14,10 +14,10 @@
    ``last_resize`` names the resize, so the stream path can finish it if this request cannot.
 4. Finish: the item takes ``resize_to`` as its units and drops the claim. 200.
 
-A resize whose request died leaves its claim; a PATCH or a DELETE of the resource (or a repair)
-that finds it older than the grace period ends it (``settle_stale``): finished if ``last_resize``
-names it (its counters moved), otherwise the resource keeps the larger of its two sizes, so a
-counter can only ever undercount it (healed like any undercount), never overcount.
+A resize whose request died (or could not revert its claim) leaves its claim; a PATCH or a DELETE
+of the resource, the sweeper, the audit or a recount that finds it older than the grace period
+ends it at the size its counters hold, read off ``last_resize`` or a census of its range
+(resize_settlement.py), never at a size they were not moved to.
 
 Why the order (call by call, against every other flow): docs/design.md.
 """
@@ -34,6 +34,7 @@ from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, StoreUnav
 from hybrid_counter.keys import epoch_of, resize_token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.resize_settlement import ResizeSettlement
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
 if TYPE_CHECKING:
@@ -56,6 +57,7 @@ class ResizeFlow:
         self._grace = grace_seconds
         self._fx = effects
         self._obs = obs
+        self.settlement = ResizeSettlement(table, counters, grace_seconds, effects, obs)
 
     def resize(
         self, account_id: str, kind: str, rid: str, target: int, *, judge: Judge | None = None
@@ -93,6 +95,8 @@ class ResizeFlow:
             if state == items.LIVE and not items.resizing(item):
                 return item
             if state == items.LIVE and self._stale(item, "resizing_since"):
+                # A resize whose request died: ended at the size its counters hold, or, where
+                # only a census can tell, left to the sweeper (503 after three tries).
                 guarded(partial(self.settle_stale, account_id, kind, rid, item), "the resize")
                 continue
             since = items.since(item, "delete_request" if state == items.DELETING else "resize_request")
@@ -176,32 +180,15 @@ class ResizeFlow:
         try:
             self._table.revert_resize(account_id, rid, request_id, kind=kind)
         except (ClientError, BotoCoreError) as error:
-            # Left claimed: a request after the grace period ends it (settle_stale), by the
-            # larger-size rule, which here is exact for a shrink and errs low for a growth.
+            # Left claimed: whoever finds it after the grace period ends it at the size the
+            # counters hold, which is the one it had (nothing moved them): resize_settlement.py.
             self._obs.count("RevertFailed")
             self._obs.logger.warning("could not revert a resize's claim", extra={"error": repr(error)})
 
-    def settle_stale(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
+    def settle_stale(self, account_id: str, kind: str, rid: str, seen: Item, *, must: bool = False) -> bool:
         """End the resize of ``seen`` whose request died (claimed longer ago than the grace
-        period), on that incarnation and that claim only. True if this call ended it."""
-        if not items.resizing(seen) or not self._stale(seen, "resizing_since"):
-            return False
-        old = items.since(seen, "resize_request")
-        incarnation = items.incarnation_of(seen)
-        mine = self._fx.new_id()
-        taken = self._table.claim_resize(
-            account_id, rid, mine, kind=kind, incarnation=incarnation, units=0, target=0, taking_over=old
-        )
-        if not taken.applied:
-            return False
-        self._obs.count("ResizeTakenOver")
-        grows = int(seen["resize_to"]["N"]) > int(seen["resize_from"]["N"])
-        moved = self._counters.read(account_id, kind=kind).last_resize == resize_token(rid, incarnation, old)
-        if moved or grows:
-            self._table.finish_resize(account_id, rid, mine, kind=kind)
-        else:
-            self._table.revert_resize(account_id, rid, mine, kind=kind)
-        return True
+        period), on that claim only. True if this call ended it (resize_settlement.py)."""
+        return self.settlement.settle(account_id, kind, rid, seen, must=must)
 
     def _stale(self, item: Item, attribute: str) -> bool:
         since = items.since(item, attribute)

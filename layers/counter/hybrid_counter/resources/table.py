@@ -38,6 +38,14 @@ class ResourceTable:
         self._clients = clients
         self._effects = effects
 
+    @property
+    def name(self) -> str:
+        return self._table
+
+    @property
+    def clients(self) -> Clients:
+        return self._clients
+
     def get(self, account_id: str, resource_id: str, *, kind: str = DEFAULT_KIND) -> Item | None:
         response = self._clients.dynamodb.get_item(
             TableName=self._table, Key=resource_key(account_id, resource_id, kind=kind), ConsistentRead=True
@@ -215,44 +223,31 @@ class ResourceTable:
         incarnation: str,
         units: int,
         target: int,
-        taking_over: str | None = None,
     ) -> Written:
         """Make ``request_id`` the one request that moves this live incarnation's counters from
         ``units`` to ``target`` (the stream path does not count it, and no delete claims it, while
-        the claim stands). With ``taking_over``: take a stale resize claim of that request over.
-        Applied: ``item`` is the item as claimed (ALL_NEW)."""
-        values: dict[str, Any] = {
-            ":req": {"S": request_id},
-            ":now": {"S": iso_utc(self._effects.clock())},
-            ":inc": {"S": incarnation},
-            ":live": {"S": LIVE},
-            ":from": {"N": str(units)},
-            ":to": {"N": str(target)},
-        }
-        names = {"#state": "state"}
-        if taking_over is None:
-            condition = f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}"
-            update = "SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now"
-            names["#units"] = "units"
-        else:
-            # DynamoDB refuses a name the expressions do not use (ValidationException).
-            condition = "#state = :live AND incarnation = :inc AND resize_request = :old"
-            values[":old"] = {"S": taking_over}
-            del values[":from"], values[":to"]
-            update = "SET resize_request = :req, resizing_since = :now"
+        the claim stands). Applied: ``item`` is the item as claimed (ALL_NEW)."""
         return self._update(
             account_id,
             resource_id,
             kind,
-            UpdateExpression=update,
-            ConditionExpression=condition,
-            ExpressionAttributeNames=names,
-            ExpressionAttributeValues=values,
+            UpdateExpression="SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now",
+            ConditionExpression=f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}",
+            ExpressionAttributeNames={"#state": "state", "#units": "units"},
+            ExpressionAttributeValues={
+                ":req": {"S": request_id},
+                ":now": {"S": iso_utc(self._effects.clock())},
+                ":inc": {"S": incarnation},
+                ":live": {"S": LIVE},
+                ":from": {"N": str(units)},
+                ":to": {"N": str(target)},
+            },
             ReturnValues="ALL_NEW",
         )
 
     def finish_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
-        """The resize's counters moved: the resource now holds ``resize_to`` units."""
+        """The resize's counters moved (or a settlement found they hold its target): the resource
+        now holds ``resize_to`` units."""
         return self._update(
             account_id,
             resource_id,
@@ -264,7 +259,8 @@ class ResourceTable:
         )
 
     def revert_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
-        """The resize's counters did not move: the resource keeps its units."""
+        """The resize's counters did not move (or a settlement found they hold its old size): the
+        resource keeps its units."""
         return self._update(
             account_id,
             resource_id,
