@@ -1,5 +1,11 @@
 """Every answer of a walk through the API matches what its OpenAPI description says of that
-route and status: the status is documented, and the body validates against its schema.
+route and status: the status is documented, and the body validates against its schema (an
+error's against the schema of each code the status documents, so a code the description does
+not give that status fails too).
+
+The walk sees every success of every route, and the refusals: every operation without a token
+and with a bad one (401), and with a query parameter it does not take (400); the 403s, 404s and
+each 409's codes where an operation answers them.
 
 The description is the one the target serves (GET /openapi.json), so this checks the contract
 a client generator would read against what the service does."""
@@ -14,6 +20,7 @@ import jsonschema
 import pytest
 import requests
 
+from tests.e2e.auth import bearer
 from tests.e2e.conftest import Target
 
 pytestmark = pytest.mark.e2e
@@ -29,7 +36,12 @@ class Contract:
         self.checked: set[tuple[str, str, int]] = set()
 
     def check(self, method: str, path: str, response: requests.Response) -> None:
-        template = next(t for pattern, t in self.routes if pattern.match(path.split("?", maxsplit=1)[0]))
+        bare = path.split("?", maxsplit=1)[0]
+        template = next(
+            t
+            for pattern, t in self.routes
+            if pattern.match(bare) and method.lower() in self.document["paths"][t]
+        )
         documented = self.document["paths"][template][method.lower()]["responses"]
         assert str(response.status_code) in documented, (
             method,
@@ -100,3 +112,87 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
         if status.startswith("2") and template != "/openapi.json"
     }
     assert documented - successes == set()
+
+
+def fill(template: str, account: str) -> str:
+    values = {"account_id": account, "kind": "seats", "resource_id": "r1", "plan_id": "doc-plan"}
+    return re.sub(r"\{([^}]+)\}", lambda match: values[match.group(1)], template)
+
+
+def test_every_operation_documents_its_refusals(target: Target) -> None:
+    contract = Contract(target.call("GET", "/openapi.json", auth=None).json())
+    account, other = f"doc-{uuid.uuid4().hex[:8]}", f"doc-{uuid.uuid4().hex[:8]}"
+    operations = [
+        (method.upper(), template)
+        for template, items in contract.document["paths"].items()
+        for method in items
+    ]
+
+    def call(method: str, path: str, body: Any = None, **auth: Any) -> requests.Response:
+        response = target.call(method, path, body, **auth)
+        contract.check(method, path, response)
+        return response
+
+    for method, template in operations:
+        path = fill(template, account)
+        # without a token, and with one that is no token: API Gateway's 401
+        for headers in ({}, {"Authorization": "Bearer not-a-token"}):
+            answered = call(method, path, auth=headers).status_code
+            assert answered == (200 if template == "/openapi.json" else 401), (method, template)
+        # a permitted caller, with a parameter the operation does not take: 400 naming it
+        refused = call(method, f"{path}?not_a_parameter=1")
+        assert refused.status_code == 400, (method, template, refused.text)
+        assert '"not_a_parameter"' in refused.json()["error"]["message"]
+
+    # 403: another account's tenant (the function), a tenant on an operator route (API Gateway)
+    assert target.tokens is not None
+    intruder = {"auth": bearer(target.tokens.tenant_token(other))}
+    assert call("GET", f"/accounts/{account}/usage", **intruder).status_code == 403
+    assert call("DELETE", f"/accounts/{account}/resources/r1", **intruder).status_code == 403
+    assert call("PUT", f"/accounts/{account}/limit", {"limit": 1}, **intruder).status_code == 403
+    # 404: no such resource or plan
+    base = f"/accounts/{account}/kinds/seats/resources"
+    for method, path, body in [
+        ("GET", f"{base}/missing", None),
+        ("PATCH", f"{base}/missing", {"units": 2}),
+        ("PATCH", f"{base}/missing?dry_run=true", {"units": 2}),
+        ("DELETE", f"{base}/missing", None),
+        ("GET", f"/accounts/{account}/resources/missing", None),
+        ("DELETE", f"/accounts/{account}/resources/missing", None),
+        ("GET", f"/plans/missing-{uuid.uuid4().hex[:8]}", None),
+    ]:
+        assert call(method, path, body).status_code == 404, (method, path)
+
+    # 409: each code where it is answered
+    def conflict(method: str, path: str, body: Any, code: str) -> None:
+        response = call(method, path, body)
+        assert (response.status_code, response.json()["error"]["code"]) == (409, code), (method, path)
+
+    call("PUT", f"/accounts/{account}/limits/seats", {"limit": 2})
+    call("PUT", f"{base}/a", {"name": "a", "units": 2})
+    conflict("POST", base, {"name": "b"}, "LimitExceeded")
+    conflict("PUT", f"{base}/b", {"name": "b"}, "LimitExceeded")
+    conflict("PUT", f"{base}/a", {"name": "other", "units": 2}, "IdempotencyConflict")
+    conflict("PUT", f"{base}/a?dry_run=true", {"name": "other", "units": 2}, "IdempotencyConflict")
+    conflict("PATCH", f"{base}/a", {"units": 3}, "LimitExceeded")
+    conflict("PUT", f"/accounts/{account}/limits/seats", {"limit": 1}, "LimitBelowUsage")
+    conflict("DELETE", f"/accounts/{account}/limits/seats", None, "LimitBelowUsage")
+    # (the routes without a kind: a plan without room for what the account has, then its limit)
+    call("POST", f"/accounts/{account}/resources", {"name": "flat"})
+    no_room = f"doc-{uuid.uuid4().hex[:8]}"
+    call("PUT", f"/plans/{no_room}", {"limits": {"seats": 2}})
+    conflict("PUT", f"/accounts/{account}/plan", {"plan_id": no_room}, "LimitBelowUsage")
+    call("PUT", f"/accounts/{account}/limit", {"limit": 1})
+    conflict("POST", f"/accounts/{account}/resources", {"name": "flat2"}, "LimitExceeded")
+    conflict("PUT", f"/accounts/{account}/resources/flat2", {"name": "flat2"}, "LimitExceeded")
+    conflict("PUT", f"/accounts/{account}/limit", {"limit": 0}, "LimitBelowUsage")
+    # 400: a reserved kind, a body that is not valid
+    assert call("PUT", f"/accounts/{account}/limits/history", {"limit": 1}).status_code == 400
+    assert call("PUT", "/plans/doc-plan", {"limits": {"history": 1}}).status_code == 400
+    assert call("POST", base, {"name": ""}).status_code == 400
+
+    # Then every operation was seen answering 400, and every secured one 401
+    for method, template in operations:
+        assert (method, template, 400) in contract.checked, (method, template)
+        if template != "/openapi.json":
+            assert (method, template, 401) in contract.checked, (method, template)

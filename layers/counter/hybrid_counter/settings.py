@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from hybrid_counter.keys import DEFAULT_KIND, ID_PATTERN, is_valid_id
+from hybrid_counter.keys import DEFAULT_KIND, ID_PATTERN, check_kind, is_valid_id
 
 CountingMode = Literal["batched", "per_record"]
 
@@ -40,6 +40,10 @@ class Settings:
         default_kind = env.get("DEFAULT_KIND") or DEFAULT_KIND
         if not is_valid_id(default_kind):
             raise RuntimeError(f"DEFAULT_KIND must match {ID_PATTERN}, not {default_kind!r}")
+        try:
+            check_kind(default_kind)
+        except ValueError as error:
+            raise RuntimeError(f"DEFAULT_KIND: {error}") from error
         plan_cache_seconds = float(env.get("PLAN_CACHE_SECONDS", "60"))
         if plan_cache_seconds < 0:
             raise RuntimeError("PLAN_CACHE_SECONDS must be >= 0")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import binascii
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -15,8 +16,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
 from hybrid_counter.api.body import reject_oversize, strict_json
+from hybrid_counter.api.documented import API_DESCRIPTION, DESCRIPTION, INVALID, with_query_rule
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.limit_routes import limit_routes
+from hybrid_counter.api.query import refuse_undeclared_query
 from hybrid_counter.api.resource_routes import resource_routes
 from hybrid_counter.aws import store_error
 from hybrid_counter.errors import DomainError
@@ -35,10 +38,11 @@ def build_app(
     # switch (enable_validation=True) puts it before every user middleware, so a request about
     # another account with a bad body would get a 400 instead of the 403 every such request gets.
     # Bodies are measured before anything parses them, and parsed once, strictly (api/body.py).
+    # A query parameter the route does not declare is refused before validation (api/query.py).
     app = APIGatewayHttpResolver(json_body_deserializer=strict_json)
 
     validate: Callable[..., Response[Any]] = OpenAPIRequestValidationMiddleware()  # type: ignore[no-untyped-call]
-    checks = [reject_oversize, validate]
+    checks = [reject_oversize, refuse_undeclared_query, validate]
     app.use(checks if access is None else [access_middleware(access), *checks])
 
     @app.exception_handler(RequestValidationError)  # type: ignore[untyped-decorator]
@@ -66,12 +70,15 @@ def build_app(
     app.include_router(limit_routes(service))
     app.include_router(resource_routes(service))
 
-    @app.get("/openapi.json")
+    @app.get("/openapi.json", responses={**INVALID, 200: DESCRIPTION})
     def openapi() -> Response[str]:
+        schema = app.get_openapi_json_schema(
+            title="hybrid-counter", version="1.0.0", description=API_DESCRIPTION
+        )
         return Response(
             status_code=200,
             content_type=content_types.APPLICATION_JSON,
-            body=documented(access, app.get_openapi_json_schema(title="hybrid-counter", version="1.0.0")),
+            body=documented(access, json.dumps(with_query_rule(json.loads(schema)))),
         )
 
     return app

@@ -1,10 +1,22 @@
-"""What the OpenAPI description says of each route's answers: its success body, and the
-project's error body by status."""
+"""What the OpenAPI description says of each route's answers: its success body, and every error
+it can answer, by status, with the body of each error code (and API Gateway's own answers)."""
 
 from __future__ import annotations
 
-from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
-from pydantic import BaseModel, ConfigDict
+import operator
+from functools import reduce
+from typing import Any
+
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from hybrid_counter.api.query import REFUSED
+
+API_DESCRIPTION = (
+    'Per-account resource limits. Errors are {"error": {"code", "message", ...}}, one body per '
+    "code; API Gateway's own refusals (no valid token, a missing scope, its throttling and timeouts, "
+    'a body over 10 MB) are {"message": ...}. Every operation lists the query parameters it takes. ' + REFUSED
+)
 
 
 class KindBelowUsage(BaseModel):
@@ -16,16 +28,160 @@ class KindBelowUsage(BaseModel):
 class ErrorDetail(BaseModel):
     code: str
     message: str
-    limit: int | None = None  # LimitExceeded, LimitBelowUsage
-    used: int | None = None  # LimitExceeded, LimitBelowUsage
-    kind: str | None = None  # LimitExceeded, LimitBelowUsage
-    kinds: list[KindBelowUsage] | None = None  # LimitBelowUsage
 
 
-class ErrorBody(BaseModel):
-    error: ErrorDetail
+def _error_body(code: str, doc: str, **fields: Any) -> type[BaseModel]:
+    """``{"error": {"code": <code>, "message", ...fields}}``: one schema per code, so a client
+    (and tests/e2e/test_documented_bodies.py) can tell which codes a status carries."""
+    detail = create_model(
+        f"{code}Detail", __base__=ErrorDetail, code=(str, Field(json_schema_extra={"enum": [code]})), **fields
+    )
+    return create_model(f"{code}Body", __doc__=doc, error=(detail, ...))
 
 
+ValidationErrorBody = _error_body("ValidationError", "The request is not valid; the message says why.")
+UnauthorizedBody = _error_body("Unauthorized", "No caller identity reached the function.")
+ForbiddenBody = _error_body("Forbidden", "This caller may not make this request.")
+NotFoundBody = _error_body("NotFound", "No such resource or plan.")
+LimitExceededBody = _error_body(
+    "LimitExceeded",
+    "No room for the units under the kind's limit.",
+    limit=(int, ...),
+    used=(int, ...),
+    kind=(str | None, None),
+)
+IdempotencyConflictBody = _error_body("IdempotencyConflict", "The id exists, created with another body.")
+LimitBelowUsageBody = _error_body(
+    "LimitBelowUsage",
+    "The new limit is below current use; nothing changed (send force to apply it anyway).",
+    kinds=(list[KindBelowUsage], ...),
+    limit=(int | None, None),  # these three when one kind is below
+    used=(int | None, None),
+    kind=(str | None, None),
+)
+TooManyRequestsBody = _error_body(
+    "TooManyRequests", "DynamoDB throttled the account's counter; nothing was done."
+)
+ServiceUnavailableBody = _error_body(
+    "ServiceUnavailable", "Done or not: retry the request (a POST only if a duplicate is acceptable)."
+)
+
+
+class GatewayBody(BaseModel):
+    """API Gateway's own answer, given before the function runs."""
+
+    message: str
+
+
+RETRY_AFTER: dict[str, OpenAPIResponseHeader] = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying (the function's answers; API Gateway's carry none)",
+        "schema": {"type": "integer", "minimum": 0},
+    }
+}
+
+
+def _answer(description: str, *bodies: type[BaseModel], retry_after: bool = False) -> OpenAPIResponse:
+    answer: OpenAPIResponse = {
+        "description": description,
+        "content": {"application/json": {"model": reduce(operator.or_, bodies)}},
+    }
+    if retry_after:
+        answer["headers"] = RETRY_AFTER
+    return answer
+
+
+INVALID: dict[int, OpenAPIResponse] = {
+    400: _answer(
+        "ValidationError: malformed or over-16-KiB JSON, wrong types, unknown or reserved fields, ids not "
+        "matching the id pattern, a reserved kind name (history), or a query parameter the operation does "
+        "not list (or one given twice)",
+        ValidationErrorBody,
+    )
+}
+COMMON: dict[int, OpenAPIResponse] = {
+    **INVALID,
+    401: _answer(
+        'No valid token: API Gateway answers {"message": "Unauthorized"} before the function runs (missing, '
+        "expired, wrong issuer or audience); Unauthorized: no caller identity reached the function",
+        UnauthorizedBody,
+        GatewayBody,
+    ),
+    403: _answer(
+        "Forbidden: the token may not act on that account (another account's, an account claim that is "
+        "not an account id, an operator token on a tenant's resources); API Gateway's "
+        '{"message": "Forbidden"}: the route\'s scope is missing, or an IAM signature is refused',
+        ForbiddenBody,
+        GatewayBody,
+    ),
+    429: _answer(
+        "TooManyRequests: DynamoDB throttled the account's counter item; nothing was done. Retry after "
+        'Retry-After seconds. API Gateway\'s {"message": "Too Many Requests"}: its own throttling',
+        TooManyRequestsBody,
+        GatewayBody,
+        retry_after=True,
+    ),
+    503: _answer(
+        "ServiceUnavailable: done or not, retry the request after Retry-After seconds (PUT, PATCH, DELETE "
+        'and GET are safe to retry; a POST may have created). API Gateway\'s {"message": "Service '
+        'Unavailable"}: the function timed out',
+        ServiceUnavailableBody,
+        GatewayBody,
+        retry_after=True,
+    ),
+    413: _answer(
+        'API Gateway\'s {"message": "Request Entity Too Large"}: a request body over its 10 MB (a body '
+        "over 16 KiB is a 400)",
+        GatewayBody,
+    ),
+}
+DESCRIPTION: OpenAPIResponse = {
+    "description": "This OpenAPI description",
+    "content": {"application/json": {"schema": {"type": "object"}}},
+}
+NOT_FOUND: dict[int, OpenAPIResponse] = {404: _answer("NotFound: no such resource or plan", NotFoundBody)}
+BELOW_USAGE: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "LimitBelowUsage: the new limit is below the kind's current use (error.limit, error.used, "
+        "error.kinds); nothing changed. Send force: true (?force=true) to apply it anyway",
+        LimitBelowUsageBody,
+    )
+}
+AT_LIMIT: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind)",
+        LimitExceededBody,
+    )
+}
+PUT_CONFLICT: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "LimitExceeded (no room under the limit), or IdempotencyConflict: the id exists with another body",
+        LimitExceededBody,
+        IdempotencyConflictBody,
+    )
+}
+
+
+def responses(*groups: dict[int, OpenAPIResponse]) -> dict[int, OpenAPIResponse]:
+    """Every answer of an operation behind the authorizer: the common ones, then its own."""
+    merged: dict[int, OpenAPIResponse] = {}
+    for group in (COMMON, *groups):
+        merged.update(group)
+    return merged
+
+
+def with_query_rule(schema: dict[str, Any]) -> dict[str, Any]:
+    """Each operation's description says which query parameters it takes, and that no other is
+    (read from the operation's own parameters, which api/query.py enforces)."""
+    for operations in schema.get("paths", {}).values():
+        for operation in operations.values():
+            names = [p["name"] for p in operation.get("parameters", []) if p.get("in") == "query"]
+            takes = f"Query parameters: {', '.join(names)}." if names else "No query parameters."
+            operation["description"] = " ".join(filter(None, [operation.get("description"), takes, REFUSED]))
+    return schema
+
+
+# ---- success bodies ------------------------------------------------------------------------------
 class WouldAdmitBody(BaseModel):
     would_admit: bool
     kind: str
@@ -33,46 +189,6 @@ class WouldAdmitBody(BaseModel):
     limit: int
     used: int
     remaining: int
-
-
-def _error(description: str) -> OpenAPIResponse:
-    return {"description": description, "content": {"application/json": {"model": ErrorBody}}}
-
-
-COMMON: dict[int, OpenAPIResponse] = {
-    400: _error("ValidationError: malformed JSON, wrong types, ids not matching the id pattern"),
-    403: _error("Forbidden: the token may not act on that account"),
-    429: _error(
-        "TooManyRequests: DynamoDB throttled the account's counter item; nothing was done. Retry-After"
-    ),
-    503: _error(
-        "ServiceUnavailable: done or not, retry the request (PUT, PATCH, DELETE and GET are safe to retry). Retry-After"
-    ),
-}
-NOT_FOUND: dict[int, OpenAPIResponse] = {404: _error("NotFound: no such resource or plan")}
-BELOW_USAGE: dict[int, OpenAPIResponse] = {
-    409: _error(
-        "LimitBelowUsage: the new limit is below the kind's current use (error.limit, error.used, "
-        "error.kinds); nothing changed. Send force: true (?force=true) to apply it anyway"
-    )
-}
-AT_LIMIT: dict[int, OpenAPIResponse] = {
-    409: _error(
-        "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind)"
-    )
-}
-PUT_CONFLICT: dict[int, OpenAPIResponse] = {
-    409: _error(
-        "LimitExceeded (no room under the limit), or IdempotencyConflict: the id exists with another body"
-    )
-}
-
-
-def responses(*groups: dict[int, OpenAPIResponse]) -> dict[int, OpenAPIResponse]:
-    merged: dict[int, OpenAPIResponse] = {}
-    for group in (COMMON, *groups):
-        merged.update(group)
-    return merged
 
 
 DRY_RUN: dict[int, OpenAPIResponse] = {
@@ -84,7 +200,6 @@ DRY_RUN: dict[int, OpenAPIResponse] = {
 }
 
 
-# ---- success bodies ------------------------------------------------------------------------------
 class _Out(BaseModel):
     model_config = ConfigDict(extra="allow")  # a body may gain fields; clients ignore what they do not know
 

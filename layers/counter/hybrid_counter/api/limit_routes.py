@@ -31,14 +31,14 @@ from hybrid_counter.api.documented import (
     responses,
 )
 from hybrid_counter.api.json_response import json_response
-from hybrid_counter.api.models import AccountPlanBody, LimitBody, PlanBody
+from hybrid_counter.api.models import AccountPlanBody, KindId, LimitBody, PlanBody
 from hybrid_counter.api.resource_routes import AccountId, Kind, NextToken, PageSize
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
 PlanId = Annotated[str, Path(pattern=ID_PATTERN, description="Plan id: 1-64 of A-Z a-z 0-9 _ . -")]
 Force = Annotated[bool, Query(description="Apply it even below the kind's current use")]
-KindFilter = Annotated[str | None, Query(pattern=ID_PATTERN, description="Only this kind's changes")]
+KindFilter = Annotated[KindId | None, Query(description="Only this kind's changes")]
 
 
 def limit_routes(service: Callable[[], ResourceService]) -> Router:

@@ -4,15 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    model_validator,
+)
 
-from hybrid_counter.keys import ID_PATTERN
+from hybrid_counter.keys import ID_PATTERN, RESERVED_KINDS, check_kind
 
 RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at", "kind"})
 MAX_LIMIT = 1_000_000_000
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
 Units = Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT, description="Units of its kind the resource holds")]
-KindId = Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+# Every kind the API is given (a path's {kind}, a plan's limits, the history's filter) is this:
+# the id pattern, and not a word a route uses (keys.RESERVED_KINDS, said in the description too).
+KindId = Annotated[
+    str,
+    Field(pattern=ID_PATTERN, json_schema_extra={"not": {"enum": sorted(RESERVED_KINDS)}}),
+    AfterValidator(check_kind),
+]
+KIND_DESCRIPTION = (
+    "Kind of resource, e.g. projects, seats, volume_gb: 1-64 of A-Z a-z 0-9 _ . -, "
+    f"not {' or '.join(sorted(RESERVED_KINDS))} (reserved: the routes use the word)"
+)
 
 
 class LimitBody(BaseModel):

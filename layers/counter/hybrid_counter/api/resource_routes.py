@@ -28,15 +28,13 @@ from hybrid_counter.api.documented import (
     responses,
 )
 from hybrid_counter.api.json_response import json_response
-from hybrid_counter.api.models import ResizeBody, ResourceBody
+from hybrid_counter.api.models import KIND_DESCRIPTION, KindId, ResizeBody, ResourceBody
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
 AccountId = Annotated[str, Path(pattern=ID_PATTERN, description="Account id: 1-64 of A-Z a-z 0-9 _ . -")]
 ResourceId = Annotated[str, Path(pattern=ID_PATTERN, description="Resource id: 1-64 of A-Z a-z 0-9 _ . -")]
-Kind = Annotated[
-    str, Path(pattern=ID_PATTERN, description="Kind of resource, e.g. projects, seats, volume_gb")
-]
+Kind = Annotated[KindId, Path(description=KIND_DESCRIPTION)]
 DryRun = Annotated[
     bool, Query(description="Answer whether the request would be admitted now, writing nothing")
 ]
