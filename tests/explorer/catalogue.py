@@ -186,6 +186,53 @@ REPAIR_SCENARIOS: list[
 ]
 
 
+# Resizes that died (issue 23): ended at the size their counters hold by whoever finds them: a
+# later PATCH or DELETE, the audit, a recount, the sweeper (at the end of every run) or the
+# stream path, never grown where the grow was not admitted. (start, stuck (id, how:target), lost)
+Z_REFUSED = (Start("x:2 and y at the limit of 3", 3, ("x:2", "y")), (("x", "refused:3"),), False)
+Z_DIED = (Start("x:2 of 3", 3, ("x:2",)), (("x", "resizing:3"),), False)
+Z_DIED_SHRINK = (Start("x:3 of 3", 3, ("x:3",)), (("x", "resizing:1"),), False)
+Z_DIED_UNCOUNTED = (Start("x:2 of 3, not yet counted", 3, (), ("x:2",)), (("x", "resizing:3"),), False)
+Z_MOVED_LOST = (Start("x:2 of 3", 3, ("x:2",)), (("x", "resized:3"),), True)
+Z_SHRUNK_LOST = (Start("x:3 of 3", 3, ("x:3",)), (("x", "resized:1"),), True)
+Z_SHRUNK = (Start("x:3 of 3", 3, ("x:3",)), (("x", "resized:1"),), False)
+DeadResize = tuple[Start, tuple[tuple[str, str], ...], bool]
+
+RESIZE_REPAIRS: list[tuple[tuple[OpSpec, ...], tuple[DeadResize, ...]]] = [
+    # A later PATCH (to the size it has) or DELETE of it, racing a create that fits only if the
+    # dead grow was never admitted
+    ((patch(2), post()), (Z_DIED, Z_DIED_UNCOUNTED, Z_MOVED_LOST)),
+    ((patch(2), post()), (Z_REFUSED,)),
+    ((delete(), post(2)), (Z_REFUSED, Z_DIED)),
+    ((patch(3), post(2)), (Z_DIED_SHRINK, Z_SHRUNK_LOST)),
+    # The repairs, racing a create
+    ((AUDIT, post()), (Z_REFUSED, Z_DIED, Z_MOVED_LOST, Z_SHRUNK_LOST)),
+    ((RECOUNT, post()), (Z_REFUSED, Z_DIED, Z_DIED_UNCOUNTED)),
+    # The stream path finishing a dead resize whose counter write applied, racing a create
+    ((post(2),), (Z_SHRUNK,)),
+]
+
+
+def resize_repair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    scenarios = []
+    for ops, deads in RESIZE_REPAIRS:
+        for start, stuck, lost in deads:
+            described = ", ".join(f"{rid} {how.replace(':', ' to ')}" for rid, how in stuck)
+            scenarios.append(
+                Scenario(
+                    f"{' + '.join(str(op) for op in ops)}, {start.name}, {described}{', records lost' if lost else ''}",
+                    start.limit,
+                    ops,
+                    start.counted,
+                    start.uncounted,
+                    backgrounds + (("stream",) if start.uncounted and not backgrounds else ()),
+                    stuck=stuck,
+                    records_lost=lost,
+                )
+            )
+    return scenarios
+
+
 def repair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
     scenarios = []
     for ops, starts in REPAIR_SCENARIOS:

@@ -26,7 +26,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -52,16 +52,21 @@ from hybrid_counter.errors import (
     StoreUnavailable,
     Throttled,
 )
+from hybrid_counter.governance.records import LIMIT_CHANGE
 from hybrid_counter.healing import Healer
 from hybrid_counter.keys import (
+    ACCOUNT_PREFIX,
     COUNTER_PREFIX,
     DEFAULT_KIND,
+    HISTORY_PREFIX,
     PROFILE_SK,
+    REPAIR_PREFIX,
     RESOURCE_PREFIX,
     account_pk,
     all_ranges,
     iso_utc,
     parse_kind_resource_sk,
+    parse_repair_sk,
     plan_key,
     range_of,
     resize_token,
@@ -76,6 +81,7 @@ from hybrid_counter.settings import Settings
 from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
 from tests.explorer.spec import (
     CONFLICT,
+    LIMIT_OPS,
     LIMIT_SET,
     NEVER_ENDED,
     REPAIR,
@@ -159,6 +165,12 @@ class Scenario:
         return tuple(sorted(found))
 
 
+# A PATCH that died long ago, as ``<how>:<target>`` (the resource set up as counted/uncounted):
+RESIZES_STUCK = (
+    "resizing",  # claimed, then died before its counter write
+    "resized",  # claimed, its counter write applied, died before it finished
+    "refused",  # claimed, its grow refused (answered 409), its revert failed
+)
 # How a request that died before the run left an id (set up long enough ago to be stale):
 STUCK = (
     "claimed",  # a delete claimed it and died before its release: visible, holding its slot
@@ -209,19 +221,20 @@ class Truth:
     owed: Counter[tuple[str, str]] = field(default_factory=Counter)
     # Resizes whose counter write (Z3) applied, by token (<id>#<incarnation>#<request>).
     resized: set[str] = field(default_factory=set)
-    # A takeover of a dead resize's claim (Z4t) names its own request: the one it took over.
-    resize_alias: dict[str, str] = field(default_factory=dict)
-    resize_taken_over: bool = False  # Z4t keeps the larger size: the counters may undercount
+    # Census requests outstanding, by (kind, range) (recount_requests.py).
+    requested: set[tuple[str, str]] = field(default_factory=set)
 
     def observe(self, call: Call) -> None:
         if call.outcome and call.outcome.startswith("fault:"):
             self.faults += 1
         if made_live_unadmitted(call):
             self.adopted = True
-        if call.applied and _takes_a_resize_over(call):
-            values = call.values()
-            self.resize_alias[values[":req"]["S"]] = values[":old"]["S"]
-            self.resize_taken_over = True
+        if call.applied and call.key.startswith(REPAIR_PREFIX):
+            requested = parse_repair_sk(call.key)
+            if call.operation == "UpdateItem":
+                self.requested.add(requested)
+            elif call.operation == "DeleteItem":
+                self.requested.discard(requested)
         if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
             return
         kind = call.key[len(COUNTER_PREFIX) :]
@@ -236,21 +249,20 @@ class Truth:
             self.resized.add(of_kind(kind, assigned["last_resize"]))
 
     @property
-    def doubled(self) -> bool:
+    def undercounts(self) -> bool:
+        """The one documented undercount: a retried delete released twice (design.md §4)."""
         return any(n > 1 for n in self.released.values())
 
-    @property
-    def undercounts(self) -> bool:
-        """A documented undercount: a retried delete released twice (design.md §4), or a dead
-        resize was ended by the larger-size rule (§4.4, Z4t)."""
-        return self.doubled or self.resize_taken_over
 
-
-def _takes_a_resize_over(call: Call) -> bool:
+def ends_a_resize(call: Call) -> tuple[str, bool] | None:
+    """A write that ends a resize's claim (the resize's own, the stream path's, a settlement's):
+    (the claim's request, whether it gives the resource the target)."""
     expression = str(call.body.get("UpdateExpression", ""))
-    return (
-        call.operation == "UpdateItem" and "resize_request = :req" in expression and ":old" in call.values()
-    )
+    if call.operation != "UpdateItem" or not call.key.startswith(RESOURCE_PREFIX):
+        return None
+    if "REMOVE resize_request" not in expression:
+        return None
+    return call.values()[":req"]["S"], "= resize_to" in expression
 
 
 def _corrected_ranges(call: Call) -> list[str]:
@@ -359,7 +371,11 @@ class Run:
 
     def counter(self) -> EventualCounter:
         return EventualCounter(
-            self.world.settings.table_name, "batched", self.world.clients, sleep=lambda _: None
+            self.world.settings.table_name,
+            "batched",
+            self.world.clients,
+            sleep=lambda _: None,
+            clock=lambda: self.now,
         )
 
     # ---- the run -----------------------------------------------------------------------------------
@@ -434,6 +450,9 @@ class Run:
         table = ResourceTable(
             self.world.settings.table_name, self.world.clients, Effects(clock=lambda: long_ago)
         )
+        if how.split(":", maxsplit=1)[0] in RESIZES_STUCK:
+            self._leave_resize(table, dead, rid, how)
+            return
         if how in ("claimed", "released"):
             claim = table.claim(self.account, rid, f"dead-{rid}")
             assert claim.applied
@@ -458,11 +477,44 @@ class Run:
             self.truth.admitted.add(of_kind(DEFAULT_KIND, admission))
         self.dead.append(Done("create0", rid, "crash", started=0, ended=NEVER_ENDED))
 
+    def _leave_resize(self, table: ResourceTable, dead: ResourceService, text: str, how: str) -> None:
+        """A PATCH of ``text``'s resource to the target in ``how`` that claimed it long ago and
+        then died: before its counter write, or after it ("resized"), or after it was refused
+        (409) and its revert failed ("refused")."""
+        what, target = how.split(":")
+        kind, rid, _ = parse_res(text)
+        item = table.get(self.account, rid, kind=kind)
+        assert item is not None
+        units, incarnation = resource_items.units_of(item), resource_items.incarnation_of(item)
+        request = f"deadz-{rid}"
+        claimed = table.claim_resize(
+            self.account, rid, request, kind=kind, incarnation=incarnation, units=units, target=int(target)
+        )
+        assert claimed.applied
+        patch = Done("patch", rid, "crash", started=0, ended=NEVER_ENDED, of=kind, units=int(target))
+        if what == "resized":
+            moved = dead.counters.resize(
+                self.account,
+                rid,
+                resize_token(rid, incarnation, request),
+                int(target) - units,
+                counted=resource_items.is_counted(item),
+                seen=dead.counters.read(self.account, kind=kind),
+                kind=kind,
+                judge=dead.limits.judge(self.account, kind),
+            )
+            assert moved.outcome.value == "admitted"
+            self.truth.resized.add(of_kind(kind, resize_token(rid, incarnation, request)))
+        elif what == "refused":
+            patch = replace(patch, answer=409, ended=0)  # its caller was told nothing changed
+        self.dead.append(patch)
+
     def _operation(self, index: int, spec: OpSpec) -> Callable[[], Any]:
         service = self.service(chr(97 + index))
         if spec.kind in REPAIRS:
             return self._repair(spec, service)
         account, of, units, arg = self.account, spec.of, spec.units, spec.arg
+        by = changed_by(index)
         flows: dict[str, Callable[[], Any]] = {
             "post": lambda: service.create(account, "posted", {}, kind=of, units=units),
             "put": lambda: service.create(
@@ -470,10 +522,10 @@ class Run:
             ),
             "delete": lambda: service.delete(account, str(arg), kind=of),
             "patch": lambda: service.resize(account, str(arg), units, kind=of),
-            "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True),
-            "unlimit": lambda: service.remove_limit(account, kind=of, force=True),
-            "plan": lambda: service.put_plan(self.plan_id(arg[0]), dict(arg[1])),
-            "assign": lambda: service.assign_plan(account, self.plan_id(str(arg)), force=True),
+            "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True, by=by),
+            "unlimit": lambda: service.remove_limit(account, kind=of, force=True, by=by),
+            "plan": lambda: service.put_plan(self.plan_id(arg[0]), dict(arg[1]), by=by),
+            "assign": lambda: service.assign_plan(account, self.plan_id(str(arg)), force=True, by=by),
         }
         return flows[spec.kind]
 
@@ -582,6 +634,7 @@ class Run:
         if call is None:
             return
         self.truth.observe(call)
+        self.violations.extend(f"step {self.step_no}: {problem}" for problem in self._resize_ended(call))
         self.trace.append(f"{self.step_no:3d}. {call.describe()}")
         if op.waiting:
             self._waiting_since[what] = self.step_no
@@ -648,6 +701,7 @@ class Run:
                 world.settings.pending_grace_seconds,
                 world.clients,
                 clock=lambda: self.now,
+                changes=self.service("w").changes,  # completes limit changes left waiting
             )
             work = sweeper.sweep
         elif name == "heal":
@@ -663,8 +717,11 @@ class Run:
         op = self.scheduler.spawn(f"bg:{name}", work)
         while not op.done:
             call = self.scheduler.step(op)
-            if call is not None:
+            if call is not None and self._mine(call):
                 self.truth.observe(call)
+                self.violations.extend(
+                    f"step {self.step_no}: {problem}" for problem in self._resize_ended(call)
+                )
                 if call.operation == "TransactWriteItems" and call.applied:
                     # A count, looked at on its own: a delivery may also finish the resize that
                     # held the resource, right after (design.md §5.1: counts first).
@@ -756,12 +813,47 @@ class Run:
         the target once the resize's counter write has applied (the scheduler saw it)."""
         request = resource_items.since(item, "resize_request")
         if request:
-            moved = resize_token(
-                key[1], resource_items.incarnation_of(item), self.truth.resize_alias.get(request, request)
-            )
+            moved = resize_token(key[1], resource_items.incarnation_of(item), request)
             if of_kind(key[0], moved) in self.truth.resized:
                 return int(item["resize_to"]["N"])
         return resource_items.units_of(item)
+
+    def _mine(self, call: Call) -> bool:
+        """A call on this run's account, a plan or a transaction (a sweep also finishes what
+        earlier runs, cut short by the search, left in the PendingIndex: not this run's truth)."""
+        partition = call.partition
+        return (
+            partition is None
+            or not partition.startswith(ACCOUNT_PREFIX)
+            or partition == account_pk(self.account)
+        )
+
+    def _resize_ended(self, call: Call) -> list[str]:
+        """A resize's claim ended: at the size its counters hold (design.md §4.4), or, only by a
+        settlement that asked for a census of the range first, at the smaller size while they
+        hold the larger: that census brings them down (an owed slot, as TTL's). Never at more
+        than they hold. ``self.snapshot`` is still the state before the call (the claim in it)."""
+        ended = ends_a_resize(call) if call.applied else None
+        if ended is None:
+            return []
+        request, to_target = ended
+        key = parse_kind_resource_sk(call.key)
+        item = self.snapshot.resources.get(key)
+        if item is None or resource_items.since(item, "resize_request") != request:
+            return [f"{key} ended a resize {request} that the snapshot does not show"]
+        origin, target = int(item["resize_from"]["N"]), int(item["resize_to"]["N"])
+        held = self.held_units(key, item)
+        now = target if to_target else origin
+        if now > held:
+            return [f"{key}'s resize ended at {now} units, more than the {held} its counters hold"]
+        if now < held:
+            kind, rid = key
+            if (kind, range_of(rid)) not in self.truth.requested:
+                return [
+                    f"{key}'s resize ended at {now} units below the {held} its counters hold, with no census asked for"
+                ]
+            self.truth.owed[(kind, range_of(rid))] += held - now
+        return []
 
     def slot_holders(self, snap: Snapshot, kind: str) -> dict[Key, int]:
         """The kind's resources holding a slot, with the units each holds."""
@@ -876,8 +968,11 @@ class Run:
         self.now = START + self.world.settings.pending_grace_seconds + 60
         if self.scenario.records_lost:
             self.background("audit")
-        if self.snapshot.census_requests or any(
-            "pending_shard" in item for item in self.snapshot.resources.values()
+        changes = any(op.kind in LIMIT_OPS for op in self.scenario.ops)
+        if (
+            changes
+            or self.snapshot.census_requests
+            or any("pending_shard" in item for item in self.snapshot.resources.values())
         ):
             self.background("sweep")  # the PendingIndex holds something of this account
             self.background("stream")  # the sweep's own counter writes may ask for a heal
@@ -885,6 +980,8 @@ class Run:
             self.background("heal")
         for kind in self.kinds:
             self._check_end(kind)
+        if changes:
+            self._check_history()
         snap = self.snapshot
         final = frozenset(
             (kind, rid, resource_items.units_of(snap.resources[(kind, rid)]))
@@ -927,6 +1024,34 @@ class Run:
                 f"end: {kind} best_effort {state.best_effort} != eventual {state.eventual} (no fault)"
             )
 
+    def _check_history(self) -> None:
+        """Every limit change made is in history once, with its own change id, and none that
+        changed nothing; nothing waits to be completed any more (design.md §9)."""
+        found: Counter[str] = Counter()
+        for pk in (
+            f"{HISTORY_PREFIX}ACCOUNT#{self.account}",
+            *(f"{HISTORY_PREFIX}PLAN#{self.plan_id(p)}" for p in "ab"),
+        ):
+            for item in self.world.clients.dynamodb.query(
+                TableName=self.world.settings.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": pk}},
+                ConsistentRead=True,
+            )["Items"]:
+                record = json.loads(item["record"]["S"])
+                found[record["by"]] += 1
+                if record["old"] == record["new"]:
+                    self.violations.append(f"end: {record['by']} recorded a change of nothing: {record}")
+        for index, spec in enumerate(self.scenario.ops):
+            by = changed_by(index)
+            if spec.kind in LIMIT_OPS and found[by] > 1:
+                self.violations.append(f"end: {by} ({spec}) is in history {found[by]} times")
+        waiting = [
+            str(item["sk"]["S"]) for item in (*self.snapshot.counters.values(),) if LIMIT_CHANGE in item
+        ]
+        if waiting:
+            self.violations.append(f"end: changes still named on {waiting} after the sweep")
+
     def _check_answers(self, final: frozenset[Held]) -> None:
         scenario = self.scenario
         claimed = [parse_res(rid) for rid, how in scenario.stuck if how == "claimed"]
@@ -944,6 +1069,11 @@ class Run:
             self.violations.append(
                 f"end: no sequential order explains the answers ({shown}) and {sorted(final)}"
             )
+
+
+def changed_by(index: int) -> str:
+    """Who a limit operation's change is recorded as made by: the operation itself."""
+    return f"op-{chr(65 + index)}"
 
 
 def answer_of(op: Operation, kind: str) -> int | str:

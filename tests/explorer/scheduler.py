@@ -54,6 +54,13 @@ class Call:
             return "transaction"
         return self.operation
 
+    @property
+    def partition(self) -> str | None:
+        """The partition key of the item it writes or reads (None for a transaction or a scan)."""
+        key = self.body.get("Key") or self.body.get("Item") or {}
+        pk = key.get("pk", {}).get("S")
+        return None if pk is None else str(pk)
+
     def values(self) -> dict[str, Any]:
         return dict(self.body.get("ExpressionAttributeValues") or {})
 

@@ -27,6 +27,7 @@ from tests.explorer.catalogue import (
     profile,
     random_scenario,
     repair_scenarios,
+    resize_repair_scenarios,
     selected,
 )
 from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario, World
@@ -123,6 +124,25 @@ def test_repairs_and_ttl_meeting_api_operations_in_every_order(world):
             total.merge(stats)
     FIGURES["repairs"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
     print(f"\nexplorer {chosen.name}, repairs: {json.dumps(FIGURES['repairs'])}")
+    if total.violations:
+        fail_with(world, total)
+    assert total.complete_schedules > 0
+
+
+def test_dead_resizes_ended_by_requests_and_repairs_in_every_order(world):
+    """Resizes whose request died (before its counter write, after it, or after a refusal whose
+    revert failed) met by a later PATCH or DELETE, the audit, a recount, the sweeper and the stream
+    path, racing creates: every order of their calls (capped per scenario in ci)."""
+    chosen = profile()
+    total, started = Stats(), time.monotonic()
+    spread = random.Random(chosen.seed)
+    for backgrounds in chosen.background_sets:
+        for scenario in selected(resize_repair_scenarios(backgrounds)):
+            stats = Stats()
+            explore(world, scenario, stats, max_schedules=chosen.repair_schedules, spread=spread)
+            total.merge(stats)
+    FIGURES["dead_resizes"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
+    print(f"\nexplorer {chosen.name}, dead resizes: {json.dumps(FIGURES['dead_resizes'])}")
     if total.violations:
         fail_with(world, total)
     assert total.complete_schedules > 0

@@ -12,11 +12,14 @@ then to the operator queue; sweeps, heals and operator recounts at any time.
 After every step, for every account and kind, in units: best_effort <= the units of the visible
 resources (never overcounts), eventual == the units of the resources marked counted (nothing
 counted twice or lost from the count), and the visible units stay under the kind's limit (plus
-one create per admission whose outcome stayed unknown).
-After the drain: eventual == visible units, best_effort == eventual, and every resource is
-counted (or its record is in the operator queue); a resize answered 503 whose growth a retry
-after the grace period finished by the larger-size rule (design.md §4.4, Z4t) may leave both
-counters below by what it grew.
+one create per admission whose outcome stayed unknown); a resource a resize claims counts at the
+larger of its two sizes in the upper bounds and the smaller in the lower (its counter write may
+or may not have applied yet).
+At quiescence (the stream drained, the grace period passed, every request a caller would retry
+retried, the sweep, the heal), for every account and kind, with no exception: best_effort ==
+eventual == the units of the visible resources, every resource counted, and the counter item
+under 1 KB. A resize claim may remain only where its caller was told 409 and its revert failed
+(nothing retries it; its counters never moved, and whoever touches the resource next ends it).
 
 Example counts: HC_STATEFUL_PROFILE=ci (default, see PROFILES) or =nightly for the long run.
 """
@@ -63,9 +66,16 @@ from hybrid_counter.errors import (
     ValidationError,
 )
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import DEFAULT_KIND, RESOURCE_PREFIX, account_pk, counter_key, parse_kind_resource_sk
+from hybrid_counter.keys import (
+    DEFAULT_KIND,
+    RESOURCE_PREFIX,
+    account_pk,
+    counter_key,
+    parse_kind_resource_sk,
+    resource_key,
+)
 from hybrid_counter.resources import ResourceService
-from tests.faults import injected
+from tests.faults import ProcessDied, injected
 
 pytestmark = pytest.mark.integration
 
@@ -87,8 +97,17 @@ DELETE_FAULTS = [
     ("remove", "after"),
 ]
 COUNT_FAULTS = [None, "conflict", "after", "throttle", "conflict-all"]
-# Faults on the resize's counter write (Z3), as on the admission's: its single-attempt UpdateItem.
-RESIZE_FAULTS = [None, ("move", "after"), ("move", "5xx"), ("move", "throttle-all")]
+# Faults on the resize's counter write (Z3), as on the admission's (its single-attempt UpdateItem),
+# the process dying right before it, and (grows only) every later write of the claim throttled:
+# a refused grow's revert (the claim stays, its caller told 409) or an admitted grow's finish.
+RESIZE_FAULTS = [
+    None,
+    ("move", "after"),
+    ("move", "5xx"),
+    ("move", "throttle-all"),
+    ("move", "crash"),
+    ("revert", "throttle-all"),
+]
 KINDS = [DEFAULT_KIND, "seats"]
 UNITS = [1, 1, 2, 3]  # a create's units: mostly 1
 
@@ -106,7 +125,12 @@ class Census:
     deleting: int = 0
     uncounted_live: int = 0
     resizing: int = 0
-    grown_if_settled: int = 0  # units a stale resize's growth adds if a retry finishes it (Z4t)
+    claims: tuple[str, ...] = ()  # the resources a resize claim holds
+    # While a resize claim stands, its counter write may or may not have applied: the counters
+    # hold its resource at the larger or the smaller of its two sizes.
+    visible_high: int = 0
+    counted_low: int = 0
+    counted_high: int = 0
 
 
 class World:
@@ -127,7 +151,9 @@ class CountingSystem(RuleBasedStateMachine):
         self.clock = time.time()
         effects = Effects(clock=lambda: self.clock, waiter=Waiter(attempts=3, delay=0.01))
         self.service = ResourceService(w.settings, w.clients, effects=effects)
-        self.counter = EventualCounter(w.settings.table_name, "batched", w.clients, sleep=lambda _: None)
+        self.counter = EventualCounter(
+            w.settings.table_name, "batched", w.clients, sleep=lambda _: None, clock=lambda: self.clock
+        )
         grace = w.settings.pending_grace_seconds
         self.sweeper = Sweeper(
             w.settings.table_name, self.counter, grace, w.clients, clock=lambda: self.clock
@@ -157,6 +183,8 @@ class CountingSystem(RuleBasedStateMachine):
         # after the grace period, when a claim left behind is taken over (design.md §4).
         self.to_retry: list[tuple[str, str, str]] = []
         self.resizes_to_retry: list[tuple[str, str, str, int]] = []  # PATCHes answered 503, likewise
+        # Resizes refused (409) whose revert failed: their callers were told nothing changed
+        self.refused_claims: set[tuple[str, str, str]] = set()
         self.limits: dict[str, int] = {}
         # per (account, kind): units that admissions whose outcome stayed unknown may have let in
         self.overshoot_allowance: Counter[tuple[str, str]] = Counter()
@@ -229,9 +257,14 @@ class CountingSystem(RuleBasedStateMachine):
                 census.counted_visible += units * (counted and state in ("live", "deleting"))
                 census.deleting += state == "deleting"
                 census.uncounted_live += not counted and state == "live"
+                target = int(item["resize_to"]["N"]) if "resize_request" in item else units
+                high, low = max(units, target), min(units, target)
+                census.visible_high += high * (state in ("live", "deleting"))
+                census.counted_low += low * (counted and state == "live")
+                census.counted_high += high * (counted and state in ("live", "deleting"))
                 if "resize_request" in item:
                     census.resizing += 1
-                    census.grown_if_settled += max(0, int(item["resize_to"]["N"]) - units)
+                    census.claims += (str(item["resource_id"]["S"]),)
         return censuses
 
     def _counters(self, account: str, kind: str = DEFAULT_KIND) -> tuple[int, int, dict[str, Any]]:
@@ -348,8 +381,14 @@ class CountingSystem(RuleBasedStateMachine):
     def resize(self, account: int, pick: int, units: int, fault: tuple[str, str] | None) -> None:
         """PATCH a resource to ``units``, with a fault on its counter write (Z3), the
         single-attempt UpdateItem: its response lost after it applied, a 5xx (outcome unknown to
-        the request: the claim stays, 503), or throttled on every attempt (reverted, 429)."""
+        the request: the claim stays, 503), throttled on every attempt (reverted, 429), or the
+        process dying right before it (the claim stays; its caller got a 5xx and retries); or,
+        for a grow, every write after its claim throttled (a refused grow's revert fails: 409 and
+        the claim stays; an admitted one cannot finish: 503, the stream path finishes it)."""
         acct, kind, rid = self._pick(account, pick)
+        clients = self.world.clients
+        if fault == ("revert", "throttle-all") and units <= self._units(acct, kind, rid):
+            fault = None  # not a grow (a shrink that cannot finish: the read anomaly, design.md §4.5)
         try:
             if fault is None:
                 self.service.resize(acct, rid, units, kind=kind)
@@ -359,15 +398,32 @@ class CountingSystem(RuleBasedStateMachine):
                     "after": {"when": "after"},
                     "5xx": {"error": "InternalServerError"},
                     "throttle-all": {"error": "ThrottlingException", "times": 100},
+                    "crash": {"when": "crash"},
                 }
                 how = faults[fault[1]]
-                with injected(self.world.clients.dynamodb_single_attempt, "UpdateItem", **how):
+                client, skip = (
+                    (clients.dynamodb_single_attempt, 0) if fault[0] == "move" else (clients.dynamodb, 1)
+                )
+                with injected(client, "UpdateItem", skip=skip, **how):
                     self.service.resize(acct, rid, units, kind=kind)
             STATS["resizes"] += 1
+        except ProcessDied:
+            STATS["resize:ProcessDied"] += 1
+            self.resizes_to_retry.append((acct, kind, rid, units))  # its caller got a 5xx
         except (NotFound, LimitExceeded, StoreUnavailable, Throttled) as refused:
             STATS[f"resize:{type(refused).__name__}"] += 1
             if isinstance(refused, StoreUnavailable):
                 self.resizes_to_retry.append((acct, kind, rid, units))
+            elif isinstance(refused, LimitExceeded) and fault == ("revert", "throttle-all"):
+                self.refused_claims.add((acct, kind, rid))
+
+    def _units(self, account: str, kind: str, rid: str) -> int:
+        item = self.world.clients.dynamodb.get_item(
+            TableName=self.world.settings.table_name,
+            Key=resource_key(account, rid, kind=kind),
+            ConsistentRead=True,
+        ).get("Item")
+        return int(item["units"]["N"]) if item else 0
 
     @precondition(lambda self: any(self.known.values()))
     @rule(account=st.integers(0, 1), pick=st.integers(0, 2**16))
@@ -425,7 +481,9 @@ class CountingSystem(RuleBasedStateMachine):
         results: list[list[str]] = []
 
         def work() -> None:
-            counter = EventualCounter(self.world.settings.table_name, "batched", self.world.clients)
+            counter = EventualCounter(
+                self.world.settings.table_name, "batched", self.world.clients, clock=lambda: self.clock
+            )
             results.append(process_stream_batch(batch, counter).failed_sequence_numbers)
 
         threads = [threading.Thread(target=work) for _ in range(2)]
@@ -443,7 +501,9 @@ class CountingSystem(RuleBasedStateMachine):
         if not batch:
             return
         ops = [op for _, op in ops_from_records(batch)]
-        dying = EventualCounter(self.world.settings.table_name, "per_record", self.world.clients)
+        dying = EventualCounter(
+            self.world.settings.table_name, "per_record", self.world.clients, clock=lambda: self.clock
+        )
         dying.apply(ops[: min(survive, len(ops))])  # then the process is gone: nothing reported
         STATS["worker_deaths"] += 1
 
@@ -493,10 +553,10 @@ class CountingSystem(RuleBasedStateMachine):
             for kind in KINDS:
                 best_effort, eventual, _ = self._counters(account, kind)
                 census = censuses[kind]
-                assert 0 <= best_effort <= census.visible, (account, kind, best_effort, census)
+                assert 0 <= best_effort <= census.visible_high, (account, kind, best_effort, census)
                 # eventual counts what the stream counted and no release took out (a claimed resource
                 # whose release applied but whose removal failed is visible yet released)
-                assert census.counted_live <= eventual <= census.counted_visible, (
+                assert census.counted_low <= eventual <= census.counted_high, (
                     account,
                     kind,
                     eventual,
@@ -527,20 +587,16 @@ class CountingSystem(RuleBasedStateMachine):
         # Everything delivered: only creates whose admission outcome stayed unknown may still wait
         # (for the sweeper), and no released resource may be left. A stream path that dropped
         # work would hide behind the sweeper otherwise.
-        # (a resize left claimed by a 503 holds its item's count too: the stream path leaves the
-        # count of a resource a resize holds to the sweeper)
+        # (a resize left claimed holds its item's count too: the stream path leaves the count of
+        # a resource a resize holds to the sweeper)
         waiting = [c for account in self.accounts for c in self._census(account).values()]
         assert sum(c.uncounted_live - c.resizing for c in waiting) <= self.unadmitted, (
             waiting,
             self.unadmitted,
         )
-        # A growth left claimed is finished by the retry below without its counter write (Z4t):
-        # both counters then undercount it by what it grew, until a recount.
-        undercount = {
-            (account, kind): census.grown_if_settled
-            for account in self.accounts
-            for kind, census in self._census(account).items()
-        }
+        # The grace period passes; the callers of 503s (and of 5xx from a process that died)
+        # retry; the sweeper's pass (twice: a settlement may ask for a census while one runs);
+        # the stream drained again; the heal.
         self.clock += self.world.settings.pending_grace_seconds + 1
         for acct, kind, rid in self.to_retry:
             try:
@@ -553,10 +609,11 @@ class CountingSystem(RuleBasedStateMachine):
                 STATS["retried_resize"] += 1
             except (NotFound, LimitExceeded) as refused:
                 STATS[f"retried_resize:{type(refused).__name__}"] += 1
-        self.sweeper.sweep()
-        self._pull()
-        batch, self.undelivered = self.undelivered, []
-        assert process_stream_batch(batch, self.counter).failed_sequence_numbers == []
+        for _ in range(2):
+            self.sweeper.sweep()
+            self._pull()
+            batch, self.undelivered = self.undelivered, []
+            assert process_stream_batch(batch, self.counter).failed_sequence_numbers == []
         for account in self.accounts:
             censuses = self._census(account)
             for kind in KINDS:
@@ -564,23 +621,21 @@ class CountingSystem(RuleBasedStateMachine):
                 best_effort, eventual, item = self._counters(account, kind)
                 census = censuses[kind]
                 assert census.deleting == 0, (account, kind, census)
-                assert census.resizing == 0, (account, kind, census)
-                assert census.visible == census.counted_visible, (account, kind, census)
-                below = census.visible - eventual
-                assert 0 <= below <= undercount[(account, kind)], (
+                # Only a refused grow whose revert failed may still hold its claim (never moved)
+                assert {(account, kind, rid) for rid in census.claims} <= self.refused_claims, (
                     account,
                     kind,
+                    census,
+                )
+                assert census.visible == census.counted_visible, (account, kind, census)
+                # Exact, no exception: both counters hold what is visible
+                assert best_effort == eventual == census.visible, (
+                    account,
+                    kind,
+                    best_effort,
                     eventual,
                     census,
-                    undercount,
                 )
-                if undercount[(account, kind)] == 0:
-                    assert best_effort == eventual, (account, kind, best_effort, eventual)
-                else:
-                    # A dead growth settled by the larger size (Z4t) left both counters short of
-                    # what it grew; a delete of it then takes eventual below zero, while
-                    # best_effort stops at 0 (its floor): the heal leaves best_effort between them.
-                    assert eventual <= best_effort <= census.visible, (account, kind, best_effort, eventual)
                 assert item_size(item) < 1024
         STATS["examples"] += 1
 

@@ -120,3 +120,16 @@ def test_the_description_lists_exactly_the_parameters_each_operation_takes():
         assert "query parameter" in operation["responses"]["400"]["description"]
     # And the refusal sentence is in the rendered reference's source as served (once per operation)
     assert json.dumps(document).count(REFUSED) == len(ROUTES) + 1
+
+
+def test_a_request_signed_in_its_query_string_is_not_refused_for_its_signature():
+    # Given a DELETE presigned with SigV4 (AuthMode=iam: API Gateway checks the X-Amz-* parameters)
+    route = next(r for r in ROUTES if route_id(r) == "GET /accounts/{account_id}/usage")
+    signed = "X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIA%2F20261125&X-Amz-Signature=ab12"
+    # When it is answered, Then its signature parameters are not taken for the route's own
+    status, _, _ = answer(event_for(route, signed))
+    assert status != 400
+    # And an unknown parameter beside them is still refused
+    status, body, _ = answer(event_for(route, f"{signed}&dry_run=true"))
+    assert status == 400
+    assert '"dry_run"' in body["error"]["message"]

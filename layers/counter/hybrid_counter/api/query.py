@@ -26,6 +26,9 @@ from aws_lambda_powertools.event_handler.middlewares import NextMiddleware
 
 from hybrid_counter.errors import ValidationError
 
+# A request signed in its query string (SigV4, AuthMode=iam) carries the signature there:
+# X-Amz-Algorithm, X-Amz-Credential, X-Amz-Date, X-Amz-Signature, ...; API Gateway checks them.
+SIGNATURE_PREFIX = "X-Amz-"
 REFUSED = (
     "A query parameter the operation does not list, or one given twice, is refused (400 ValidationError)."
 )
@@ -46,7 +49,7 @@ def query_names(event: Mapping[str, Any]) -> list[str]:
 
 def check_query(event: Mapping[str, Any], declared: Collection[str]) -> None:
     """ValidationError, naming the parameter, unless every one is declared and given once."""
-    names = query_names(event)
+    names = [name for name in query_names(event) if not name.startswith(SIGNATURE_PREFIX)]
     unknown = sorted({name for name in names if name not in declared})
     if unknown:
         takes = ", ".join(sorted(declared)) or "none"
