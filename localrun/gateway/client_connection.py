@@ -97,6 +97,7 @@ class ClientConnection:
     def next_request(self) -> ReceivedRequest | Refusal | None:
         """The next request, or what to answer instead; None when the client closed between requests."""
         request: h11.Request | None = None
+        self._method = b""
         self._head = bytearray(self._h11.trailing_data[0])  # a pipelined request's first bytes
         try:
             event = self._next_event()
@@ -155,6 +156,7 @@ class ClientConnection:
         if response.body and not no_body:
             data = (data or b"") + (self._h11.send(h11.Data(data=response.body)) or b"")
         data = (data or b"") + (self._h11.send(h11.EndOfMessage()) or b"")
+        self._sock.settimeout(None)  # the wait for a request's bytes is not a limit on the client's reading
         self._sock.sendall(data)
 
     def ready_for_next(self) -> bool:
