@@ -1,16 +1,16 @@
-"""The HTTP front door: a threaded HTTP server on 127.0.0.1 that plays API Gateway (HTTP API).
+"""The HTTP front door: a threaded server on 127.0.0.1 that plays API Gateway (HTTP API).
 
-Each request is matched against the template's HttpApi routes and handed to the
-route's function as a payload format 2.0 event; the function's answer is mapped back
-to HTTP. Like API Gateway: no route -> 404 `{"message":"Not Found"}`, a body over
-10 MB -> 413, a function error or an answer that is not a valid response -> 500
-`{"message":"Internal Server Error"}`. One log line per request, with secrets redacted
-(`localrun.gateway.redaction`). With a `GatewayAuth` (`localrun.gateway.auth`), each route's authorizer
-runs before the function, as on AWS.
+Each connection is read by `localrun.gateway.client_connection` (HTTP/1.1 through h11, with API
+Gateway's quotas: a malformed request is answered 400, 408 or 413 there, before anything else).
+Each request is matched against the template's HttpApi routes and handed to the route's function
+as a payload format 2.0 event; the function's answer is mapped back to HTTP. Like API Gateway: no
+route -> 404 `{"message":"Not Found"}`, a function error or an answer that is not a valid
+response -> 500 `{"message":"Internal Server Error"}`. One log line per request, with secrets
+redacted (`localrun.gateway.redaction`). With a `GatewayAuth` (`localrun.gateway.auth`), each
+route's authorizer runs before the function, as on AWS.
 
 Routes are matched against the request target exactly as received: a path with an empty, `.`
-or `..` segment matches no route (`localrun.gateway.routes`), where http.server alone would have
-turned a leading `//` into `/` and served `//accounts/acme/usage` as `/accounts/acme/usage`.
+or `..` segment matches no route (`localrun.gateway.routes`).
 
 Routes of a non-`$default` stage are served under `/<stage>`, as on AWS. Throttling (429)
 and the integration timeout (503) are `localrun.gateway.limits`.
@@ -19,19 +19,25 @@ and the integration timeout (503) are `localrun.gateway.limits`.
 from __future__ import annotations
 
 import logging
+import socket
+import socketserver
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any
 
 from localrun.errors import LocalRunError
+from localrun.gateway.client_connection import (
+    INCOMPLETE_REQUEST_SECONDS,
+    ClientConnection,
+    ReceivedRequest,
+    Refusal,
+    UnsendableResponse,
+)
 from localrun.gateway.limits import THROTTLED_BODY, TIMED_OUT_BODY, HttpLimits, IntegrationTimeoutError
 from localrun.gateway.payload import (
     INTERNAL_ERROR_BODY,
-    MAX_REQUEST_BODY,
     NOT_FOUND_BODY,
-    TOO_LARGE_BODY,
     HttpRequest,
     HttpResponse,
     build_event,
@@ -53,37 +59,28 @@ log.addFilter(RedactSecrets())  # request lines carry tokens (`?access_token=`):
 Invoke = Callable[[str, dict[str, Any]], Any]  # (function logical id, event) -> result
 
 
-class _Server(ThreadingHTTPServer):
+class _Server(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
     request_queue_size = 512  # bursts of concurrent clients (load tests) must not be refused
     gateway: HttpGateway
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # Not socketserver's traceback on stderr: a failure here is a bug of the gateway, logged as one.
+        log.exception("connection from %s failed", client_address[0])
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in separate writes; with Nagle's algorithm on, the body would wait
-    # for the client's delayed ACK of the headers (40 ms on Linux) on every keep-alive request.
-    disable_nagle_algorithm = True
+
+class _ConnectionHandler(socketserver.BaseRequestHandler):
+    request: socket.socket
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug(format, *args)
+    def setup(self) -> None:
+        # A 100 Continue and its answer go out in separate writes; with Nagle's algorithm on, the
+        # second would wait for the client's delayed ACK of the first (40 ms on Linux).
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def _handle(self) -> None:
-        self.server.gateway.handle(self)
-
-    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _handle
-
-
-def request_target(handler: BaseHTTPRequestHandler) -> str:
-    """The target of the request line as the client sent it.
-
-    `handler.path` is not: since Python 3.12 (gh-87389) http.server reduces a leading `//` to `/`.
-    API Gateway documents no such normalisation, so the gateway routes what was sent.
-    """
-    words = handler.requestline.split()
-    return words[1] if len(words) >= 2 else handler.path
+    def handle(self) -> None:
+        self.server.gateway.serve(self.request, str(self.client_address[0]))
 
 
 class HttpGateway:
@@ -98,6 +95,7 @@ class HttpGateway:
         on_request: Callable[[], Any] | None = None,
         auth: GatewayAuth | None = None,
         limits: HttpLimits | None = None,
+        incomplete_request_timeout: float = INCOMPLETE_REQUEST_SECONDS,
     ) -> None:
         self._routes = routes
         self._auth = auth
@@ -109,6 +107,7 @@ class HttpGateway:
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
         self._on_request = on_request
+        self._incomplete_request_timeout = incomplete_request_timeout
 
     @property
     def port(self) -> int:
@@ -123,7 +122,7 @@ class HttpGateway:
 
     def start(self) -> None:
         try:
-            server = _Server(("127.0.0.1", self._requested_port), _Handler)
+            server = _Server(("127.0.0.1", self._requested_port), _ConnectionHandler)
         except OSError as error:
             raise LocalRunError(
                 f"cannot listen on 127.0.0.1:{self._requested_port} ({error.strerror}); "
@@ -143,52 +142,73 @@ class HttpGateway:
             self._thread.join(timeout=5)
             self._thread = None
 
-    # -- request handling -------------------------------------------------------------------------
+    # -- connections and requests -----------------------------------------------------------------
 
-    def handle(self, handler: _Handler) -> None:
+    def serve(self, sock: socket.socket, client_ip: str) -> None:
+        """Answer the requests of one connection until the client or a refusal closes it."""
+        connection = ClientConnection(sock, incomplete_request_timeout=self._incomplete_request_timeout)
+        try:
+            while True:
+                received = connection.next_request()
+                if received is None:
+                    return
+                if isinstance(received, Refusal):
+                    self._refuse(connection, received)
+                    return
+                self._answer(connection, received, client_ip)
+                if not connection.ready_for_next():
+                    return
+        except OSError as error:
+            log.debug("connection from %s ended: %s", client_ip, error)  # the client went away
+
+    def _refuse(self, connection: ClientConnection, refusal: Refusal) -> None:
+        connection.send(json_error(refusal.status, refusal.body, new_request_id()), close=True)
+        log.info("%s %s -> %d - (%s)", refusal.method, refusal.target, refusal.status, refusal.reason)
+        connection.linger()
+
+    def _answer(self, connection: ClientConnection, received: ReceivedRequest, client_ip: str) -> None:
         started = time.monotonic()
         request_id = new_request_id()
         function = "-"
         try:
-            response, function = self._respond(handler, request_id)
+            response, function = self.respond(received, client_ip, request_id)
         except Exception:
             log.exception("gateway error")
             response = json_error(500, INTERNAL_ERROR_BODY, request_id)
-        self._write(handler, response)
+        try:
+            connection.send(response)
+            unsendable = None
+        except UnsendableResponse as error:
+            unsendable = error
+        if unsendable is not None:  # as API Gateway answers a malformed Lambda response
+            log.error("%s's answer is not a valid HTTP response (%s)", function, unsendable)
+            response = json_error(500, INTERNAL_ERROR_BODY, request_id)
+            connection.send(response)
         log.info(
             "%s %s -> %d %s (%.0f ms)",
-            handler.command,
-            request_target(handler),
+            received.method,
+            received.target,
             response.status,
             function,
             (time.monotonic() - started) * 1000,
         )
 
-    def _respond(self, handler: _Handler, request_id: str) -> tuple[HttpResponse, str]:
-        length = int(handler.headers.get("Content-Length") or 0)
-        if length > MAX_REQUEST_BODY:
-            handler.close_connection = True
-            return json_error(413, TOO_LARGE_BODY, request_id), "-"
-        body = self._read_body(handler, length)
-        if body is None:
-            handler.close_connection = True
-            return json_error(413, TOO_LARGE_BODY, request_id), "-"
-        target = request_target(handler)
-        path, _ = split_target(target)
-        match = self._match(handler.command, path)
+    def respond(self, received: ReceivedRequest, client_ip: str, request_id: str) -> tuple[HttpResponse, str]:
+        """API Gateway's answer to a well-formed request, and the function that made it ("-": none)."""
+        path, _ = split_target(received.target)
+        match = self._match(received.method, path)
         if match is None:
             return json_error(404, NOT_FOUND_BODY, request_id), "-"
         route_key, function = match.route.route_key, match.route.function
         if self._limits is not None and not self._limits.admit(route_key):
             return json_error(429, THROTTLED_BODY, request_id), "-"
-        client_ip = str(handler.client_address[0])
         request = HttpRequest(
-            method=handler.command,
-            target=target,
-            headers=forwarded_headers(list(handler.headers.items()), client_ip, self.port, request_id),
-            body=body,
+            method=received.method,
+            target=received.target,
+            headers=forwarded_headers(received.headers, client_ip, self.port, request_id),
+            body=received.body,
             source_ip=client_ip,
-            protocol=handler.request_version,
+            protocol=f"HTTP/{received.http_version}",
         )
         authorizer = None
         if self._auth is not None:
@@ -235,33 +255,3 @@ class HttpGateway:
                 return None
             path = path[len(prefix) :] or "/"
         return self._routes.match(method, path)
-
-    @staticmethod
-    def _read_body(handler: _Handler, length: int) -> bytes | None:
-        if "chunked" in (handler.headers.get("Transfer-Encoding") or "").lower():
-            chunks: list[bytes] = []
-            total = 0
-            while True:
-                size = int(handler.rfile.readline().split(b";", 1)[0].strip() or b"0", 16)
-                if size == 0:
-                    handler.rfile.readline()
-                    return b"".join(chunks)
-                total += size
-                if total > MAX_REQUEST_BODY:
-                    return None
-                chunks.append(handler.rfile.read(size))
-                handler.rfile.readline()
-        return handler.rfile.read(length) if length > 0 else b""
-
-    @staticmethod
-    def _write(handler: _Handler, response: HttpResponse) -> None:
-        handler.send_response(response.status)
-        for name, value in response.headers:
-            if name.lower() not in {"content-length", "transfer-encoding", "connection"}:
-                handler.send_header(name, value)
-        handler.send_header("Content-Length", str(len(response.body)))
-        if handler.close_connection:
-            handler.send_header("Connection", "close")
-        handler.end_headers()
-        if handler.command != "HEAD" and response.body:
-            handler.wfile.write(response.body)

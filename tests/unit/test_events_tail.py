@@ -16,10 +16,25 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.exceptions import (
+    ClientError,
+    ConnectionClosedError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
 from moto import mock_aws
 
 from hybrid_counter.ops import cli
-from hybrid_counter.ops.events_tail import TailOptions, event_line, tail
+from hybrid_counter.ops.events_tail import (
+    Backoff,
+    QueueUnavailable,
+    TailOptions,
+    event_line,
+    is_transient,
+    tail,
+)
 
 
 @pytest.fixture
@@ -246,3 +261,83 @@ def test_the_queue_flag_wins_over_the_local_state(
 def test_the_command_says_what_is_missing(aws: None, argv: list[str], message: str) -> None:
     with pytest.raises(SystemExit, match=message):
         cli.main(argv)
+
+
+# -- following through failures ---------------------------------------------------------------------
+
+
+def client_error(code: str, status: int) -> ClientError:
+    response: Any = {"Error": {"Code": code, "Message": code}, "ResponseMetadata": {"HTTPStatusCode": status}}
+    return ClientError(response, "ReceiveMessage")
+
+
+@pytest.mark.parametrize(
+    ("error", "transient"),
+    [
+        pytest.param(EndpointConnectionError(endpoint_url="http://q"), True, id="connection refused"),
+        pytest.param(ConnectionClosedError(endpoint_url="http://q"), True, id="connection reset"),
+        pytest.param(ReadTimeoutError(endpoint_url="http://q"), True, id="read timeout"),
+        pytest.param(ConnectTimeoutError(endpoint_url="http://q"), True, id="connect timeout"),
+        pytest.param(client_error("ThrottlingException", 400), True, id="throttling"),
+        pytest.param(client_error("RequestThrottled", 403), True, id="SQS throttling"),
+        pytest.param(client_error("InternalError", 500), True, id="a 500"),
+        pytest.param(client_error("ServiceUnavailable", 503), True, id="a 503"),
+        pytest.param(QueueUnavailable("waiting for make dev"), True, id="local state missing"),
+        pytest.param(client_error("AWS.SimpleQueueService.NonExistentQueue", 400), False, id="no such queue"),
+        pytest.param(client_error("AccessDenied", 403), False, id="access denied"),
+        pytest.param(NoCredentialsError(), False, id="no credentials"),
+    ],
+)
+def test_following_waits_out_only_what_may_pass(error: Exception, transient: bool) -> None:
+    assert is_transient(error) is transient
+
+
+def test_the_pause_between_retries_doubles_up_to_its_cap_and_starts_again_after_a_success() -> None:
+    backoff = Backoff(first=0.5, cap=4.0)
+    assert [backoff.pause() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    backoff.reset()
+    assert backoff.pause() == 0.5
+
+
+def test_an_injected_throttling_error_is_noted_and_the_follow_goes_on(stack: Stack) -> None:
+    # Given a client whose first two receives fail as throttled (a botocore hook raising before the call)
+    stack.publish("Quota Threshold Reached", {"seen": "after throttling"})
+    failures = [client_error("ThrottlingException", 400), client_error("ThrottlingException", 400)]
+
+    def throttle(**_: Any) -> None:
+        if failures:
+            raise failures.pop()
+
+    stack.sqs.meta.events.register("before-call.sqs.ReceiveMessage", throttle)
+    out = io.StringIO()
+    notes: list[str] = []
+    pauses: list[float] = []
+
+    # When the queue is followed
+    printed = tail(
+        stack.sqs,
+        stack.queue_url,
+        TailOptions(wait_seconds=1, follow=True, max_events=1),
+        out,
+        warn=notes.append,
+        sleep=pauses.append,
+    )
+
+    # Then each failure was a note and a growing pause, and the event was printed after them
+    assert printed == 1
+    assert [line["detail"] for line in lines(out)] == [{"seen": "after throttling"}]
+    assert len(notes) == 2
+    assert all("cannot receive (ClientError" in note and "ThrottlingException" in note for note in notes)
+    assert pauses == [0.5, 1.0]
+
+
+def test_a_failure_that_cannot_pass_ends_the_follow_with_one_line(stack: Stack) -> None:
+    # Given a queue URL that names no queue
+    missing = stack.queue_url + "-gone"
+
+    # When the command follows it
+    with pytest.raises(SystemExit, match="events tail: QueueDoesNotExist") as ended:
+        cli.main(["--events-queue-url", missing, "events", "tail", "--follow", "--wait", "1"])
+
+    # Then it ends with that one line (main prints it, not a traceback)
+    assert "\n" not in str(ended.value)

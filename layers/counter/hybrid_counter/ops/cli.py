@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
 from hybrid_counter.counting.ops import CensusOp, HealOp
@@ -28,7 +29,13 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability
 from hybrid_counter.ops.clock import ClockUnknown, ServerClock, calibrate
-from hybrid_counter.ops.events_tail import MAX_WAIT_SECONDS, TailOptions, tail
+from hybrid_counter.ops.events_tail import (
+    LONG_POLLING,
+    MAX_WAIT_SECONDS,
+    QueueUnavailable,
+    TailOptions,
+    tail,
+)
 from hybrid_counter.ops.queues import FailureQueue, QueuedFailure
 from hybrid_counter.runtime import Components
 from hybrid_counter.settings import Settings
@@ -45,6 +52,7 @@ class Target:
     sqs: Any
     grace_seconds: int = DEFAULT_GRACE
     events_queue_url: str | None = None  # QuotaEventsQueue, for `events tail`
+    sqs_endpoint: str | None = None  # None: boto3's own (AWS, or AWS_ENDPOINT_URL_SQS)
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
@@ -96,7 +104,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         dynamodb_single_attempt=client("dynamodb", SINGLE_ATTEMPT),
         streams=client("dynamodbstreams"),
     )
-    return Target(table or "", queues, clients, client("sqs"), grace, events_queue)
+    return Target(table or "", queues, clients, client("sqs"), grace, events_queue, endpoints.get("sqs"))
 
 
 def _queue(target: Target, which: str) -> FailureQueue:
@@ -291,7 +299,32 @@ def cmd_events_tail(target: Target, args: argparse.Namespace) -> None:
         options = TailOptions(max_events=args.max, wait_seconds=wait, follow=args.follow)
     except ValueError as error:
         raise SystemExit(f"events tail: {error}") from None
-    tail(target.sqs, target.events_queue_url, options)
+    try:
+        reopen = (lambda: _local_events_queue(args)) if args.local else None
+        tail(*_events_queue(target.sqs_endpoint, target.events_queue_url), options, reopen=reopen)
+    except (BotoCoreError, ClientError) as error:
+        raise SystemExit(f"events tail: {type(error).__name__}: {error}") from None
+    except KeyboardInterrupt:
+        pass  # Ctrl-C before the tail began: as quiet as during it
+
+
+def _events_queue(sqs_endpoint: str | None, queue_url: str) -> tuple[Any, str]:
+    """A client for long polls (its read timeout outlasts them), and the queue's URL."""
+    return boto3.client("sqs", endpoint_url=sqs_endpoint, config=LONG_POLLING), queue_url
+
+
+def _local_events_queue(args: argparse.Namespace) -> tuple[Any, str]:
+    """The local queue after a failure: a restarted `make dev` listens on new ports, so read its state anew."""
+    try:
+        state = json.loads(Path(args.local_state).read_text())
+        sqs_endpoint, queue_url = state["sqs_url"], args.events_queue_url or state["events_queue_url"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise QueueUnavailable(
+            f"waiting for `make dev` ({args.local_state} is missing or incomplete)"
+        ) from None
+    if not queue_url:
+        raise QueueUnavailable("the local runtime has no quota events queue")
+    return _events_queue(sqs_endpoint, queue_url)
 
 
 def parser() -> argparse.ArgumentParser:
