@@ -224,9 +224,11 @@ def test_the_sweeper_records_a_change_its_process_left_unrecorded(
     )
     assert sweeper.sweep().changes_recorded >= 1
     assert [(r["by"], r["new"]) for r in gov.account_history(account).items] == [("ops-dead", 7)]
+    # and the change's record item, its work done, is gone (the counter item names the change,
+    # which is in history, until the next change: nothing else waits on it)
     item = gov_clients.dynamodb.get_item(TableName=gov_settings.table_name, Key=counter_key(account))["Item"]
-    assert "limit_change" not in item
     assert "pending_shard" not in item
+    assert record_items(gov_settings, gov_clients, account, "none") == []
 
 
 def test_a_refused_change_leaves_no_history(gov, account):
@@ -403,40 +405,53 @@ def test_a_change_whose_process_died_before_its_completion_is_recorded_once(
             clock=lambda: later,
             changes=gov.changes,
         ).sweep()
-    # Then it is in history once, with one event id, and nothing waits any more
+    # Then it is in history once, with one event id; every change named on an item is in
+    # history; the sweeper has removed the record items whose work is done
     assert len(change.history(gov, account, plan)) == 1
     assert len(change.events(bus, account, plan)) == 1
-    assert waiting_changes(gov_settings, gov_clients, account, plan) == []
+    assert unrecorded_changes(gov, gov_settings, gov_clients, account, plan) == []
+    if finisher == "sweeper":
+        assert record_items(gov_settings, gov_clients, account, plan) == []
 
 
-def waiting_changes(settings, clients, account: str, plan: str) -> list[str]:
-    """Items that still name a change, and record items left (of this account and plan)."""
-    named = [
-        str(item["sk"]["S"])
-        for key in (
-            counter_key(account, kind="seats"),
-            profile_key(account),
-            plan_key(plan),
-            plan_key(f"{plan}-b"),
+def unrecorded_changes(gov, settings, clients, account: str, plan: str) -> list[str]:
+    """The changes items of this account and plan name that are not in history."""
+    recorded = {
+        f"{r['at']}#{r['change_id']}"
+        for r in [
+            *gov.account_history(account).items,
+            *gov.plan_history(plan).items,
+            *gov.plan_history(f"{plan}-b").items,
+        ]
+    }
+    named = []
+    for key in (
+        counter_key(account, kind="seats"),
+        profile_key(account),
+        plan_key(plan),
+        plan_key(f"{plan}-b"),
+    ):
+        item = clients.dynamodb.get_item(TableName=settings.table_name, Key=key, ConsistentRead=True).get(
+            "Item"
         )
-        if (
-            item := clients.dynamodb.get_item(
-                TableName=settings.table_name, Key=key, ConsistentRead=True
-            ).get("Item")
-        )
-        and "limit_change" in item
-    ]
-    records = clients.dynamodb.scan(
+        if item and "limit_change" in item:
+            named.append(str(item["limit_change"]["S"]))
+    return [name for name in named if name not in recorded]
+
+
+def record_items(settings, clients, account: str, plan: str) -> list[str]:
+    """Record items of this account's or plan's changes still in the table."""
+    pages = clients.dynamodb.get_paginator("scan").paginate(
         TableName=settings.table_name,
         FilterExpression="begins_with(pk, :change) AND (contains(#record, :account) OR contains(#record, :plan))",
         ExpressionAttributeNames={"#record": "record"},
         ExpressionAttributeValues={
             ":change": {"S": "CHANGE#"},
             ":account": {"S": account},
-            ":plan": {"S": plan},
+            ":plan": {"S": f'"{plan}"'},
         },
-    )["Items"]
-    return named + [str(r["pk"]["S"]) for r in records]
+    )
+    return [str(r["pk"]["S"]) for page in pages for r in page["Items"]]
 
 
 def test_removing_an_override_that_is_not_there_records_and_publishes_nothing(gov, account, bus):

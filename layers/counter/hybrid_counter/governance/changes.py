@@ -19,7 +19,10 @@ an override that is not there) writes, records and publishes nothing. A change k
 id for the whole request, so when its write applies and the response is lost (botocore's resend
 is then refused by the change's own condition) it finds itself named on the item, or already in
 history, and completes that change instead of making a second one. Each change is completed
-before the next change of the same item is made.
+(in history) before the next change of the same item is made, and the next change's write is
+conditional on the item still naming the change it completed: three writes a change (its record
+item, the change, its history item), and reads of the item and of the history of the change it
+names.
 """
 
 from __future__ import annotations
@@ -36,7 +39,17 @@ from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
 from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
-from hybrid_counter.keys import counter_key, counter_shard, iso_utc, pending_shard, plan_key, profile_key
+from hybrid_counter.keys import (
+    HISTORY_PREFIX,
+    PLANS_PK,
+    counter_key,
+    counter_shard,
+    iso_utc,
+    parse_account_pk,
+    pending_shard,
+    plan_key,
+    profile_key,
+)
 from hybrid_counter.plans.store import DEFAULT_PLAN, Plan
 
 if TYPE_CHECKING:
@@ -80,7 +93,8 @@ class LimitChanges:
         key = counter_key(account_id, kind=kind)
         change = self._new_change()
         for _ in range(ATTEMPTS):
-            state = CounterState.from_item(self._settled(key))
+            item, named = self._settled(key)
+            state = CounterState.from_item(item)
             if state.limit == limit:
                 return  # nothing changes (a repeat, or no override to remove): nothing recorded
             effective = limit if limit is not None else self._limits.stored_plan_limit(account_id, kind)
@@ -95,6 +109,7 @@ class LimitChanges:
                 key,
                 account_id,
                 record,
+                named=named,
                 old=state.limit,
                 new=limit,
                 effective=effective,
@@ -110,13 +125,14 @@ class LimitChanges:
         account_id: str,
         record: ChangeRecord,
         *,
+        named: str | None,
         old: int | None,
         new: int | None,
         effective: int,
         force: bool,
     ) -> bool:
         values: dict[str, Any] = {
-            ":change": {"S": record.change_id},
+            ":change": {"S": record.name},
             ":counter_shard": {"S": counter_shard(account_id)},
         }
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
@@ -125,7 +141,7 @@ class LimitChanges:
             sets.insert(0, "#limit = :new")
             values[":new"] = {"N": str(new)}
         update = "SET " + ", ".join(sets) + ("" if new is not None else " REMOVE #limit")
-        conditions = ["attribute_not_exists(#change)"]
+        conditions = [_still_named(named, values)]
         if old is None:
             conditions.append("attribute_not_exists(#limit)")
         else:
@@ -154,7 +170,7 @@ class LimitChanges:
         key = plan_key(plan_id)
         change = self._new_change()
         for _ in range(ATTEMPTS):
-            item = self._settled(key)
+            item, _ = self._settled(key)
             old = self._plans.plan_of_item(plan_id, item)
             if item is not None and old is not None and old.limits == limits:
                 return old  # the plan already has these limits: nothing recorded
@@ -173,8 +189,9 @@ class LimitChanges:
                 "limits": {"M": {kind: {"N": str(limit)} for kind, limit in limits.items()}},
                 "updated_at": {"S": record.at},
                 "version": {"N": str(version + 1)},
-                LIMIT_CHANGE: {"S": record.change_id},
+                LIMIT_CHANGE: {"S": record.name},
             }
+            # The version fences every change since the read, the one named there included.
             condition, values = self._same_version(item, version)
             if self._made(key, record, partial(self._put, written, condition, values)):
                 self._limits.forget(plan_id=plan_id)
@@ -189,7 +206,7 @@ class LimitChanges:
         key = profile_key(account_id)
         change = self._new_change()
         for _ in range(ATTEMPTS):
-            item = self._settled(key)
+            item, named = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else DEFAULT_PLAN
             if old == plan_id:
                 self._limits.forget(account_id=account_id)
@@ -210,13 +227,13 @@ class LimitChanges:
                 **key,
                 "plan_id": {"S": plan_id},
                 "updated_at": {"S": record.at},
-                LIMIT_CHANGE: {"S": record.change_id},
+                LIMIT_CHANGE: {"S": record.name},
             }
             if item is None:
                 condition, values = "attribute_not_exists(pk)", None
             else:
-                condition = f"plan_id = :old AND attribute_not_exists({LIMIT_CHANGE})"
                 values = {":old": {"S": old}}
+                condition = f"plan_id = :old AND {_still_named(named, values, LIMIT_CHANGE)}"
             if self._made(key, record, partial(self._put, written, condition, values)):
                 self._limits.forget(account_id=account_id)
                 return
@@ -233,22 +250,19 @@ class LimitChanges:
 
     # ---- making a change once -----------------------------------------------------------------------
     def _made(self, key: Key, record: ChangeRecord, write: Callable[[], bool]) -> bool:
-        """Write the change's record, then the change itself; True once the change is made (by
-        this write, or by an earlier attempt of it whose response was lost) and completed.
-        False: another change came first; the caller judges again on the item as it is now."""
+        """Write the change's record item, then the change itself; True once the change is made
+        (by this write, or by an earlier attempt of it whose response was lost) and completed.
+        False: another change came first; the caller judges again on the item as it is now (a
+        record item left behind is the sweeper's to remove: a change it names never happened)."""
         self._put_record(key, record)
         if write():
-            self.complete(key, record)
+            self.complete(record)
             return True
-        found = self._item(key)
-        if found is not None and found.get(LIMIT_CHANGE, {}).get("S") == record.change_id:
-            self.complete(key, record)  # ours applied; botocore's resend was refused by its own condition
+        found = self._item(key) or {}
+        if found.get(LIMIT_CHANGE, {}).get("S") == record.name:
+            self.complete(record)  # ours applied; botocore's resend was refused by its own condition
             return True
-        if self._history.exists(record):
-            self._drop_record(record)  # ours applied, and another change completed it first
-            return True
-        self._drop_record(record)  # not made: judged again, under the same change id
-        return False
+        return self._history.exists(record)  # ours applied, and the next change completed it
 
     def _put_record(self, key: Key, record: ChangeRecord) -> None:
         retry_conflicts(
@@ -266,23 +280,11 @@ class LimitChanges:
             self._retry,
         )
 
-    def _drop_record(self, record: ChangeRecord) -> None:
-        self._conditional(
-            lambda: self._clients.dynamodb.delete_item(
-                TableName=self._table,
-                Key=record_key(record.change_id),
-                ConditionExpression="#record = :record",
-                ExpressionAttributeNames={"#record": "record"},
-                ExpressionAttributeValues={":record": {"S": record.text()}},
-            )
-        )
-
     # ---- completing a change: its history, its event ------------------------------------------------
-    def complete(self, key: Key, record: ChangeRecord, *, named: str | None = None) -> None:
-        """Copy the record into history (once), take its name off the changed item (``named``:
-        how the item names it, by default its change id), remove the record item, and publish
-        its event while it is still in the outbox on the history item (a publish twice is the
-        same event id, which consumers dedupe on; one that fails stays for the sweeper)."""
+    def complete(self, record: ChangeRecord) -> None:
+        """Copy the record into history (once) and publish its event while it is still in the
+        outbox on the history item (a publish twice is the same event id, which consumers dedupe
+        on; one that fails stays for the sweeper)."""
         history_key = {"pk": {"S": record.history_pk}, "sk": {"S": record.history_sk}}
         event = (
             OutboxEvent(LIMIT_CHANGED, {"event_id": record.change_id, **record.to_json()}, history_key)
@@ -292,16 +294,6 @@ class LimitChanges:
         written = self._history.write(record, event) or (
             event is not None and self._history.outbox_of(record) is not None
         )
-        self._conditional(
-            lambda: self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=f"REMOVE {LIMIT_CHANGE}, pending_shard, pending_since",
-                ConditionExpression=f"{LIMIT_CHANGE} = :change",
-                ExpressionAttributeValues={":change": {"S": named or record.change_id}},
-            )
-        )
-        self._drop_record(record)
         if event is not None and written:
             self.publish([event])
 
@@ -321,44 +313,67 @@ class LimitChanges:
         return len(published)
 
     def complete_pending(self, key: Key) -> bool:
-        """The sweeper's part, for a PendingIndex entry older than the grace period: a record
-        item whose change its item still names is completed; one whose item does not name it is
-        of a change completed already or never made (its request died between its two writes),
-        and is removed. True if a change was completed."""
+        """The sweeper's part, for a record item older than the grace period: its change, if the
+        changed item still names it, is completed; then the record item, whose work is done (or
+        whose change never happened: its request died between its two writes), is removed. True
+        if a change was completed here. (An item that holds a whole record, from before record
+        items, is completed and cleared.)"""
         item = self._item(key)
         if item is None:
             return False
-        if "record" not in item:  # a changed item naming a change (before record items: inline)
-            return self._settled_now(key, item)
+        if "record" not in item:
+            return self._settled_legacy(key, item)
         record = ChangeRecord.of(str(item["record"]["S"]))
-        target = {"pk": item["changes_pk"], "sk": item["changes_sk"]}
-        changed = self._item(target) or {}
-        if changed.get(LIMIT_CHANGE, {}).get("S") == record.change_id:
-            self.complete(target, record)
-            return True
-        self._drop_record(record)
-        return False
+        changed = self._item({"pk": item["changes_pk"], "sk": item["changes_sk"]}) or {}
+        completed = False
+        if changed.get(LIMIT_CHANGE, {}).get("S") == record.name and not self._history.exists(record):
+            self.complete(record)
+            completed = True
+        self._conditional(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression="#record = :record",
+                ExpressionAttributeNames={"#record": "record"},
+                ExpressionAttributeValues={":record": {"S": record.text()}},
+            )
+        )
+        return completed
 
     # ---- plumbing -----------------------------------------------------------------------------------
-    def _settled(self, key: Key) -> dict[str, Any] | None:
-        """The item, once no earlier change is named on it (completed here if one is)."""
+    def _settled(self, key: Key) -> tuple[dict[str, Any] | None, str | None]:
+        """The item and the change it names, once that change is in history (completed here
+        if it is not): the next change of the item is conditional on its naming that one."""
         item = self._item(key)
-        if item is not None and self._settled_now(key, item):
-            item = self._item(key)
-        return item
-
-    def _settled_now(self, key: Key, item: dict[str, Any]) -> bool:
-        """Complete the change ``item`` names, if it names one; True if it did."""
-        named = item.get(LIMIT_CHANGE, {}).get("S")
-        if not named:
-            return False
-        if named.startswith("{"):  # written before record items: the record itself
-            self.complete(key, ChangeRecord.of(named), named=named)
-            return True
-        stored = self._item(record_key(named))
+        named = (item or {}).get(LIMIT_CHANGE, {}).get("S")
+        if item is None or named is None:
+            return item, None
+        if named.startswith("{"):  # before record items: the record itself, completed and cleared
+            self._settled_legacy(key, item)
+            return self._settled(key)
+        if self._history.exists_at(history_pk_of(key), named):
+            return item, named
+        stored = self._item(record_key(named.rpartition("#")[2]))
         if stored is None:
             raise InProgress("a limit change named on this item has no record; retry the request")
-        self.complete(key, ChangeRecord.of(str(stored["record"]["S"])))
+        self.complete(ChangeRecord.of(str(stored["record"]["S"])))
+        return item, named
+
+    def _settled_legacy(self, key: Key, item: dict[str, Any]) -> bool:
+        """An item naming a change by its whole record (before record items)."""
+        named = item.get(LIMIT_CHANGE, {}).get("S")
+        if not named or not named.startswith("{"):
+            return False
+        self.complete(ChangeRecord.of(named))
+        self._conditional(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=f"REMOVE {LIMIT_CHANGE}, pending_shard, pending_since",
+                ConditionExpression=f"{LIMIT_CHANGE} = :change",
+                ExpressionAttributeValues={":change": {"S": named}},
+            )
+        )
         return True
 
     def _item(self, key: Key) -> dict[str, Any] | None:
@@ -404,7 +419,7 @@ class LimitChanges:
             return "attribute_not_exists(pk)", None
         if "version" not in item:
             return f"attribute_not_exists(version) AND attribute_not_exists({LIMIT_CHANGE})", None
-        return f"version = :v AND attribute_not_exists({LIMIT_CHANGE})", {":v": {"N": str(version)}}
+        return "version = :v", {":v": {"N": str(version)}}
 
     def _put(self, item: dict[str, Any], condition: str, values: dict[str, Any] | None) -> bool:
         args: dict[str, Any] = {"TableName": self._table, "Item": item, "ConditionExpression": condition}
@@ -421,3 +436,20 @@ class LimitChanges:
                 raise
             return False
         return True
+
+
+def _still_named(named: str | None, values: dict[str, Any], attribute: str = "#change") -> str:
+    """The condition that the changed item still names the change it named when read (the one
+    completed before this change: no other change came between)."""
+    if named is None:
+        return f"attribute_not_exists({attribute})"
+    values[":named"] = {"S": named}
+    return f"{attribute} = :named"
+
+
+def history_pk_of(key: Key) -> str:
+    """Where the changes of this item are recorded (records.py)."""
+    pk, sk = key["pk"]["S"], key["sk"]["S"]
+    if pk == PLANS_PK:
+        return f"{HISTORY_PREFIX}PLAN#{sk}"
+    return f"{HISTORY_PREFIX}ACCOUNT#{parse_account_pk(pk)}"

@@ -48,9 +48,12 @@ class HistoryStore:
 
     def exists(self, record: ChangeRecord) -> bool:
         """The change is in history (completed)."""
+        return self.exists_at(record.history_pk, record.history_sk)
+
+    def exists_at(self, pk: str, sk: str) -> bool:
         return "Item" in self._clients.dynamodb.get_item(
             TableName=self._table,
-            Key={"pk": {"S": record.history_pk}, "sk": {"S": record.history_sk}},
+            Key={"pk": {"S": pk}, "sk": {"S": sk}},
             ConsistentRead=True,
             ProjectionExpression="pk",
         )

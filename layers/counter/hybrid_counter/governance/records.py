@@ -72,3 +72,8 @@ class ChangeRecord:
     @property
     def history_sk(self) -> str:
         return f"{self.at}#{self.change_id}"  # newest first when read backwards
+
+    @property
+    def name(self) -> str:
+        """How the changed item names the change: its place in history."""
+        return self.history_sk
