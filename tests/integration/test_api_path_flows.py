@@ -8,8 +8,11 @@ import pytest
 
 from hybrid_counter.api.app import build_app
 from hybrid_counter.counters import AdmissionOutcome, CounterState
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
+from hybrid_counter.healing import Healer
 from hybrid_counter.keys import resource_key, token
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources.items import pending_item
@@ -316,3 +319,47 @@ def test_a_failed_rollback_leaves_an_invisible_create_that_a_put_adopts_after_th
     settle(account)
     usage = service.usage(account)
     assert (usage.best_effort, usage.eventual, live_count(account)) == (2, 2, 2)
+
+
+def test_a_takeover_that_releases_again_is_the_one_double_release_and_a_recount_ends_it(
+    timed, service, settings, clients, clock, account, drain, live_count
+):
+    # Given three counted resources at the limit of 3, and then the stream stopped
+    timed.set_limit(account, 3)
+    for rid in ("a", "b", "z"):
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    # And a delete of a that released its slot but could not remove its item (204), then a
+    # delete of b (its release overwrites last_release), the stream still stopped
+    with injected(clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=100):
+        timed.delete(account, "a")
+    timed.delete(account, "b")
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (1, 1)
+    # When the client retries the delete of a after the grace period: the takeover cannot tell
+    # its release applied (last_release names b), and the stream has not removed a
+    clock.now += settings.pending_grace_seconds + 1
+    timed.delete(account, "a")  # 204: it released (again)
+    # Then both counters are short by a's unit (design.md §6: the double release), and one create
+    # past the limit is admitted: never more than the units released twice
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
+    for n in range(3):
+        timed.create(account, f"c{n}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, "c3", {})
+    assert live_count(account) == 3 + 1
+    # And a recount (fix) puts eventual right, the heal raises best_effort: exact again
+    drain(account)
+    recounter = Recounter(
+        settings.table_name,
+        timed.counters,
+        EventualCounter(settings.table_name, "batched", clients),
+        Healer(settings.table_name, clients),
+        clients,
+        service=timed,
+        grace_seconds=settings.pending_grace_seconds,
+        clock=clock,
+        sleep=lambda _: None,
+    )
+    recounter.recount(account, fix=True)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (4, 4)

@@ -25,7 +25,7 @@ import pytest
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import account_pk
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
 from hybrid_counter.resources import ResourceService
 from tests.faults import injected
 
@@ -76,7 +76,9 @@ def test_a_sweep_that_fails_part_way_keeps_the_work_of_the_pages_before(
     assert len(sweeper.pending_keys()) < waiting
     sweeper.sweep()
     assert service.usage(account).eventual == 5
-    assert sweeper.pending_keys() == []
+    # (every resource's entry is finished; limit changes' record items wait for a sweeper that
+    # completes changes, which this test's, built without them, does not)
+    assert [key for key in sweeper.pending_keys() if key["sk"]["S"].startswith(RESOURCE_PREFIX)] == []
 
 
 def test_healing_every_account_goes_on_where_a_cut_off_run_stopped(
