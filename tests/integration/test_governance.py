@@ -359,6 +359,26 @@ def test_a_change_whose_response_is_lost_is_one_change_with_one_record_and_one_e
     assert len(change.events(bus, account, plan)) == 1
 
 
+def test_a_change_whose_response_is_lost_while_another_change_follows_is_not_made_again(
+    gov, gov_clients, account
+):
+    # Given an override change whose write applies and whose response is lost
+    gov.set_limit(account, 5, kind="seats", by="setup")
+    with Race(gov_clients.dynamodb, gov_clients.dynamodb_single_attempt) as race:
+        first = race.start("set 7", lambda: gov.set_limit(account, 7, kind="seats", by="first"))
+        race.until(first, "PutItem")  # its record item
+        assert race.next_call(first) == "UpdateItem"
+        race.step(first, fault="lost")  # the change applies; botocore will resend it
+        # When another change of the same override is made before the first hears back
+        race.run("set 9", lambda: gov.set_limit(account, 9, kind="seats", by="second"))
+        race.finish(first)
+    assert first.error is None
+    # Then the first is one change (7), the second follows it (9), and nothing undid the second
+    assert gov.usage(account).kinds["seats"].limit == 9
+    changes = [(r["by"], r["old"], r["new"]) for r in gov.account_history(account).items]
+    assert changes == [("second", 7, 9), ("first", 5, 7), ("setup", None, 5)]
+
+
 @pytest.mark.parametrize("change", CHANGES.values(), ids=CHANGES.keys())
 def test_a_change_retried_by_its_caller_is_recorded_once(gov, account, plan, bus, change):
     _on_plan(gov, account, plan)
