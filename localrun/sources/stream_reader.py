@@ -51,9 +51,12 @@ class StreamReader:
             del self._iterators[shard_id]  # closed and read to its end
 
     def records_for(self, account_id: str) -> list[dict[str, Any]]:
+        return self.records_of(account_pk(account_id))
+
+    def records_of(self, pk: str) -> list[dict[str, Any]]:
+        """The records of one partition (an account's, an organization's) not read yet."""
         with self._lock:
             self._poll()
-            pk = account_pk(account_id)
             records = self._by_account[pk][self._cursor[pk] :]
             self._cursor[pk] = len(self._by_account[pk])
             return records

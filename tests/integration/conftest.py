@@ -18,7 +18,7 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key, org_pk
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.runtime import LocalRuntime, RuntimeOptions
@@ -88,6 +88,19 @@ def drain(stream: StreamReader, counter: EventualCounter) -> Callable[..., None]
                 time.sleep(0.02)
                 continue
             quiet = 0
+            for start in range(0, len(records), 100):
+                outcome = process_stream_batch(records[start : start + 100], counter)
+                assert outcome.failed_sequence_numbers == [], outcome.error
+
+    return run
+
+
+@pytest.fixture
+def drain_org(stream: StreamReader, counter: EventualCounter) -> Callable[[str], None]:
+    """Deliver every pending record of an organization's partition (its counter items)."""
+
+    def run(org_id: str) -> None:
+        while records := stream.records_of(org_pk(org_id)):
             for start in range(0, len(records), 100):
                 outcome = process_stream_batch(records[start : start + 100], counter)
                 assert outcome.failed_sequence_numbers == [], outcome.error

@@ -328,7 +328,7 @@ CHANGES = {
     ),
     "account_plan": Change(
         lambda gov, account, plan: gov.assign_plan(account, f"{plan}-b", by=CALLER),
-        lambda account, plan: ("PutItem", writes_key(profile_key(account))),
+        lambda account, plan: ("UpdateItem", writes_key(profile_key(account))),
         lambda gov, account, plan: [r for r in gov.account_history(account).items if r["by"] == CALLER],
         lambda bus, account, plan: limit_events(drain_events(bus, account), CALLER),
     ),

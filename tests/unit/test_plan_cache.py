@@ -16,9 +16,9 @@ class Plans:
     def __init__(self) -> None:
         self.reads = 0
 
-    def plan_of(self, account_id: str) -> str:
+    def profile_of(self, account_id: str) -> tuple[str, str | None]:
         self.reads += 1
-        return "pro"
+        return "pro", None
 
     def get(self, plan_id: str) -> Plan:
         self.reads += 1

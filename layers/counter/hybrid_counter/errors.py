@@ -17,16 +17,23 @@ class NotFound(DomainError):
 
 
 class LimitExceeded(DomainError):
+    """No room for the units: at the account's limit, or (``scope`` "organization") at the limit
+    of the organization the account belongs to. ``limit`` and ``used`` are that level's."""
+
     code = "LimitExceeded"
 
-    def __init__(self, limit: int, used: int, kind: str | None = None, units: int = 1) -> None:
+    def __init__(
+        self, limit: int, used: int, kind: str | None = None, units: int = 1, *, scope: str = "account"
+    ) -> None:
         what = f"{kind} units" if kind else "resources"
         asked = f"; {units} more asked for" if units != 1 else ""
-        super().__init__(f"account is at its limit of {limit} {what} ({used} in use{asked})")
+        whose = "account" if scope == "account" else "organization"
+        super().__init__(f"{whose} is at its limit of {limit} {what} ({used} in use{asked})")
         self.limit = limit
         self.used = used
         self.kind = kind
         self.units = units
+        self.scope = scope
 
 
 class IdempotencyConflict(DomainError):
@@ -65,3 +72,13 @@ class StoreUnavailable(DomainError):
 
 class InProgress(StoreUnavailable):
     """Another request on the same resource has not finished; retrying shortly will see its outcome."""
+
+
+class MembershipConflict(DomainError):
+    """An organization's membership cannot change now: the account holds resources (an account
+    moves between organizations only while empty), it belongs to another organization, or an
+    organization to be deleted still has members. ``code`` says which."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code

@@ -31,6 +31,9 @@ EVENT_PREFIX = "EVENT#"  # a threshold crossing's event, until published (govern
 HISTORY_PREFIX = "HISTORY#"  # the history of limit changes (governance/history.py)
 CHANGE_PREFIX = "CHANGE#"  # a limit change's record until it is in history (governance/records.py)
 PLANS_PK = "PLANS"
+ORG_PREFIX = "ORG#"  # an organization: its profile, its counter items, its members (orgs/)
+ORG_PROFILE_SK = "PROFILE"
+MEMBER_PREFIX = "MEMBER#"
 RANGES = 16
 COUNTER_SHARDS = 16
 # The kind the routes without a kind act on, unless the stack's DefaultKind says otherwise.
@@ -176,6 +179,56 @@ def parse_repair_sk(sk: str) -> tuple[str, str]:
     if not sk.startswith(REPAIR_PREFIX) or not sep or not is_valid_id(kind) or range_id not in all_ranges():
         raise ValueError(f"not a census request key: {sk!r}")
     return kind, range_id
+
+
+def org_pk(org_id: str) -> str:
+    return f"{ORG_PREFIX}{org_id}"
+
+
+def org_key(org_id: str) -> dict[str, dict[str, str]]:
+    """The organization's profile: its plan, its member count."""
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": ORG_PROFILE_SK}}
+
+
+def org_counter_sk(kind: str, shard: int = 0) -> str:
+    return f"{COUNTER_PREFIX}{kind}#{shard:x}"
+
+
+def org_counter_key(org_id: str, *, kind: str = DEFAULT_KIND, shard: int = 0) -> dict[str, dict[str, str]]:
+    """One of the organization's counter items for a kind (shard 0 of S, orgs/)."""
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": org_counter_sk(kind, shard)}}
+
+
+def member_key(org_id: str, account_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{MEMBER_PREFIX}{account_id}"}}
+
+
+def parse_org_pk(pk: str) -> str:
+    if not pk.startswith(ORG_PREFIX):
+        raise ValueError(f"not an organization key: {pk!r}")
+    return pk[len(ORG_PREFIX) :]
+
+
+def parse_org_counter_sk(sk: str) -> tuple[str, int]:
+    """(kind, shard) of an organization's counter item's sort key."""
+    kind, sep, shard = sk[len(COUNTER_PREFIX) :].rpartition("#")
+    if not sk.startswith(COUNTER_PREFIX) or not sep or not is_valid_id(kind) or len(shard) != 1:
+        raise ValueError(f"not an organization counter key: {sk!r}")
+    return kind, int(shard, 16)
+
+
+def member_token(account_id: str, resource_id: str, incarnation: str) -> str:
+    """Names one incarnation of a member's resource on its organization's counter item."""
+    return f"{account_id}/{resource_id}#{incarnation}"
+
+
+def parse_member_token(value: str) -> tuple[str, str, str]:
+    """(account id, resource id, incarnation) of a token on an organization's counter item."""
+    account_id, sep, rest = value.partition("/")
+    resource_id, incarnation = parse_token(rest)
+    if not sep or not is_valid_id(account_id):
+        raise ValueError(f"not a member token: {value!r}")
+    return account_id, resource_id, incarnation
 
 
 def token(resource_id: str, incarnation: str) -> str:

@@ -15,10 +15,11 @@ class KindUsage:
     limit_source: str  # "override" | "plan"
     best_effort: int
     eventual: int
+    org: OrgRoom | None = None  # the account's organization's room for the kind, if it has one
 
     @classmethod
-    def of(cls, kind: str, state: CounterState, judged: Judged) -> KindUsage:
-        return cls(kind, judged.limit, judged.source, state.best_effort, state.eventual)
+    def of(cls, kind: str, state: CounterState, judged: Judged, org: OrgRoom | None = None) -> KindUsage:
+        return cls(kind, judged.limit, judged.source, state.best_effort, state.eventual, org)
 
     @property
     def used(self) -> int:
@@ -36,6 +37,80 @@ class KindUsage:
             "eventual": max(self.eventual, 0),
             "used": self.used,
             "remaining": self.remaining,
+            **({"organization": self.org.to_json()} if self.org is not None else {}),
+        }
+
+
+@dataclass(frozen=True)
+class OrgRoom:
+    """What an account's organization has left of a kind (shown with the account's usage)."""
+
+    org_id: str
+    limit: int
+    limit_source: str
+    used: int
+
+    @property
+    def remaining(self) -> int:
+        return max(0, self.limit - self.used)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "limit": self.limit,
+            "limit_source": self.limit_source,
+            "used": self.used,
+            "remaining": self.remaining,
+        }
+
+
+@dataclass(frozen=True)
+class TopAccount:
+    account_id: str
+    used: int  # its counted use (eventual: the stream path's, a few seconds behind)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"account_id": self.account_id, "used": self.used}
+
+
+@dataclass(frozen=True)
+class OrgKindUsage:
+    kind: str
+    limit: int
+    limit_source: str
+    best_effort: int
+    eventual: int
+    top: tuple[TopAccount, ...] = ()
+
+    @property
+    def used(self) -> int:
+        return max(self.best_effort, self.eventual, 0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "limit": self.limit,
+            "limit_source": self.limit_source,
+            "best_effort": max(self.best_effort, 0),
+            "eventual": max(self.eventual, 0),
+            "used": self.used,
+            "remaining": max(0, self.limit - self.used),
+            "top_accounts": [account.to_json() for account in self.top],
+        }
+
+
+@dataclass(frozen=True)
+class OrgUsage:
+    org_id: str
+    plan_id: str
+    members: int
+    kinds: dict[str, OrgKindUsage] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "plan_id": self.plan_id,
+            "members": self.members,
+            "kinds": {kind: usage.to_json() for kind, usage in sorted(self.kinds.items())},
         }
 
 
@@ -51,6 +126,7 @@ class Usage:
     eventual: int
     plan_id: str = "default"
     kinds: dict[str, KindUsage] = field(default_factory=dict)
+    org_id: str | None = None  # the organization the account belongs to
 
     @property
     def used(self) -> int:
@@ -60,6 +136,7 @@ class Usage:
         return {
             "account_id": self.account_id,
             "plan_id": self.plan_id,
+            **({"org_id": self.org_id} if self.org_id is not None else {}),
             "limit": self.limit,
             "best_effort": max(self.best_effort, 0),
             "eventual": max(self.eventual, 0),

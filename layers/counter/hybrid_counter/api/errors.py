@@ -13,6 +13,7 @@ from hybrid_counter.errors import (
     IdempotencyConflict,
     LimitBelowUsage,
     LimitExceeded,
+    MembershipConflict,
     NotFound,
     StoreUnavailable,
     Throttled,
@@ -27,6 +28,7 @@ STATUS = {
     LimitExceeded: 409,
     IdempotencyConflict: 409,
     LimitBelowUsage: 409,
+    MembershipConflict: 409,
     # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.
     Throttled: 429,
     StoreUnavailable: 503,
@@ -49,7 +51,7 @@ def domain_error_response(error: DomainError) -> Response[str]:
     status = next((code for kind, code in STATUS.items() if isinstance(error, kind)), 500)
     extra: dict[str, Any] = {}
     if isinstance(error, LimitExceeded):
-        extra = {"limit": error.limit, "used": error.used}
+        extra = {"limit": error.limit, "used": error.used, "scope": error.scope}
         if error.kind is not None:
             extra["kind"] = error.kind
     if isinstance(error, LimitBelowUsage):

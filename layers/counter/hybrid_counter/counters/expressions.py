@@ -22,6 +22,9 @@ from hybrid_counter.counters.state import (
     LAST_RELEASE,
     LAST_RESIZE,
     LIMIT,
+    NO_ORG,
+    ORG,
+    ORG_KIND,
     best_effort_share,
     eventual_share,
     range_version,
@@ -87,9 +90,13 @@ class UpdateExpr:
 
     def update(self, table: str, account_id: str, kind: str = DEFAULT_KIND) -> dict[str, Any]:
         """The arguments of an UpdateItem (or a transaction's Update action) on a counter item."""
+        return self.update_key(table, counter_key(account_id, kind=kind))
+
+    def update_key(self, table: str, key: dict[str, Any]) -> dict[str, Any]:
+        """The same on the counter item of ``key`` (an account's or an organization's)."""
         args: dict[str, Any] = {
             "TableName": table,
-            "Key": counter_key(account_id, kind=kind),
+            "Key": key,
             "UpdateExpression": self.expression(),
             "ExpressionAttributeNames": self.names,
         }
@@ -122,6 +129,23 @@ def _room_for(expr: UpdateExpr, units: int, cap: int) -> None:
     expr.when(f"attribute_not_exists({ev}) OR {ev} <= {room}")
 
 
+@dataclass(frozen=True)
+class Membership:
+    """The organization an admission on an account's counter item judged the account to belong
+    to (None: none): the admission is conditional on it (orgs/membership.py)."""
+
+    org: str | None
+
+
+def _member_of(expr: UpdateExpr, membership: Membership | None) -> None:
+    if membership is None:
+        return  # an organization's own counter item: no membership of its own
+    # An item that does not say yet was judged by the account's profile, after the kind was
+    # registered there (a membership change since would have written the item: orgs/store.py).
+    org = expr.name(ORG)
+    expr.when(f"{org} = {expr.value({'S': membership.org or NO_ORG})} OR attribute_not_exists({org})")
+
+
 def admission(
     account_id: str,
     resource_id: str,
@@ -130,16 +154,27 @@ def admission(
     limit_seen: int | None,
     *,
     units: int = 1,
+    membership: Membership | None = None,
+    listed: bool = True,
+    kind: str = DEFAULT_KIND,
 ) -> UpdateExpr:
     """best_effort + units, if and only if both counters leave room for them under the limit
-    judged by (``limit_seen``: the override read, None: the plan's)."""
+    judged by (``limit_seen``: the override read, None: the plan's), and the account still
+    belongs to the organization it was judged to (``membership``; an organization's counter
+    item: None)."""
     expr = UpdateExpr().add(BEST_EFFORT, units)
     _range_delta(expr, range_of(resource_id), units, 0)
     expr.set_string(LAST_ADMISSION, admission_token).set(LAST_ADMISSION_UNITS, expr.number(units))
-    expr.set_once(COUNTER_SHARD, counter_shard(account_id))
+    if listed:  # an account's counter item, in CounterIndex (heal --all); not an organization's
+        expr.set_once(COUNTER_SHARD, counter_shard(account_id))
+    if membership is not None:  # an account's: it says from now on whether it is a member
+        expr.set_once(ORG, membership.org or NO_ORG)
+        if membership.org is not None:
+            expr.set_once(ORG_KIND, f"{membership.org}#{kind}")
     _room_for(expr, units, cap)
     # A limit changed since we read it is judged again (CounterStore.admit).
     _limit_judged(expr, cap, override=limit_seen is not None)
+    _member_of(expr, membership)
     return expr
 
 
@@ -208,12 +243,12 @@ def resize(
     return expr.set_string(LAST_RESIZE, resize_token)
 
 
-def counted(account_id: str, per_range: Mapping[str, int]) -> UpdateExpr:
+def counted(account_id: str, per_range: Mapping[str, int], *, listed: bool = True) -> UpdateExpr:
     """The stream path's share of one transaction: eventual + the units counted in it."""
     expr = UpdateExpr().add(EVENTUAL, sum(per_range.values()))
     for range_id, n in sorted(per_range.items()):
         _range_delta(expr, range_id, 0, n)
-    return expr.set_once(COUNTER_SHARD, counter_shard(account_id))
+    return expr.set_once(COUNTER_SHARD, counter_shard(account_id)) if listed else expr
 
 
 def heal() -> UpdateExpr:

@@ -20,6 +20,9 @@ in *units* (a resource holds ``units`` of its kind, 1 unless the create said oth
 - ``heals``: bumped by every heal and every fix of the totals: the fence of the recount's fix of
   the totals (a heal moves a total by other than its shares' sum; two fixes must not both apply).
 - ``counter_shard``: the key of the sparse CounterIndex (written once).
+- ``org`` (an account's counter item): the organization the account belongs to (``-``: none),
+  which every admission is conditional on (orgs/store.py); absent on an item no admission has
+  written yet: the account's profile says.
 
 Nothing here grows with traffic: the item stays a few hundred bytes (one write unit per write).
 """
@@ -41,6 +44,9 @@ LAST_ADMISSION_UNITS = "last_admission_units"
 LAST_RESIZE = "last_resize"
 COUNTER_SHARD = "counter_shard"
 HEALS = "heals"
+ORG = "org"  # on an account's counter item: the organization the account belongs to (orgs/)
+NO_ORG = "-"  # ... in none (absent: not yet known on this item; the account's profile says)
+ORG_KIND = "org_kind"  # on a member's counter item: "<org>#<kind>", the OrgUsageIndex's key
 
 
 def best_effort_share(range_id: str) -> str:
@@ -53,6 +59,11 @@ def eventual_share(range_id: str) -> str:
 
 def range_version(range_id: str) -> str:
     return f"v{range_id}"
+
+
+def _org(item: Mapping[str, Any]) -> str | None:
+    value = item.get(ORG, {}).get("S")
+    return None if value in (None, NO_ORG) else str(value)
 
 
 def _number(item: Mapping[str, Any], name: str) -> int:
@@ -78,6 +89,8 @@ class CounterState:
     heals: int = 0
     last_resize: str | None = None
     exists: bool = False  # the item was there when read
+    org: str | None = None  # (an account's) the organization it belongs to, for this kind
+    org_known: bool = False  # the item says (``org`` NO_ORG: in none); else its profile says
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -114,6 +127,8 @@ class CounterState:
             last_release=item.get(LAST_RELEASE, {}).get("S"),
             last_resize=item.get(LAST_RESIZE, {}).get("S"),
             exists=True,
+            org=_org(item),
+            org_known=ORG in item,
             ranges={
                 r: RangeShare(
                     _number(item, best_effort_share(r)),

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 class AdmissionOutcome(Enum):
     ADMITTED = "admitted"
     REJECTED = "rejected"  # the account is at its limit
+    MOVED = "moved"  # the account's organization changed since it was judged: judge it again
     NOT_APPLIED = "not_applied"  # throttled (or unreachable) on every attempt: nothing was written
     UNKNOWN = "unknown"  # the write may or may not have taken effect
 
@@ -53,6 +54,7 @@ class Judged:
 
 
 Judge = Callable[[CounterState], Judged]
+KeyOf = Callable[[str, str], dict[str, Any]]  # (owner, kind) -> the counter item's key
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class CounterStore:
         effects: Effects,
         *,
         default_kind: str = DEFAULT_KIND,
+        key_of: KeyOf | None = None,
     ) -> None:
         self._table = table_name
         self._default_limit = default_limit
@@ -80,6 +83,9 @@ class CounterStore:
         self._obs = obs
         self._effects = effects
         self.default_kind = default_kind
+        # Whose counter items: an account's (the default) or an organization's (orgs/).
+        self._key_of: KeyOf = key_of or (lambda owner, kind: counter_key(owner, kind=kind))
+        self._listed = key_of is None
 
     @property
     def default_limit(self) -> int:
@@ -94,7 +100,7 @@ class CounterStore:
     def read(self, account_id: str, *, kind: str | None = None) -> CounterState:
         response = self._clients.dynamodb.get_item(
             TableName=self._table,
-            Key=counter_key(account_id, kind=kind or self.default_kind),
+            Key=self._key_of(account_id, kind or self.default_kind),
             ConsistentRead=True,
         )
         return CounterState.from_item(response.get("Item"))
@@ -118,13 +124,15 @@ class CounterStore:
         return found
 
     def set_limit(self, account_id: str, limit: int, *, kind: str | None = None) -> None:
-        args = expressions.set_limit(account_id, limit).update(
-            self._table, account_id, kind or self.default_kind
+        args = expressions.set_limit(account_id, limit).update_key(
+            self._table, self._key_of(account_id, kind or self.default_kind)
         )
         retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
 
     def remove_limit(self, account_id: str, *, kind: str | None = None) -> None:
-        args = expressions.remove_limit().update(self._table, account_id, kind or self.default_kind)
+        args = expressions.remove_limit().update_key(
+            self._table, self._key_of(account_id, kind or self.default_kind)
+        )
         retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
 
     def admit(
@@ -137,9 +145,11 @@ class CounterStore:
         kind: str | None = None,
         units: int = 1,
         judge: Judge | None = None,
+        membership: expressions.Membership | None = None,
     ) -> Admission:
         """best_effort + units if, and only if, both counters leave room for them under the
-        limit: one conditional write.
+        limit: one conditional write (on an account's counter item, also conditional on the
+        ``membership`` it was judged by: MOVED if it changed).
 
         It runs on a client without botocore retries: a blind retry after a lost response would
         count the resource twice. ``seen`` is the state read before the resource was written; the
@@ -162,13 +172,18 @@ class CounterStore:
                 judged.limit,
                 judged.limit if judged.override else None,
                 units=units,
-            ).update(self._table, account_id, kind)
+                membership=membership,
+                listed=self._listed,
+                kind=kind,
+            ).update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
             if attempt.applied:
                 return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
             if attempt.effect is Effect.CONDITION_FAILED:
                 state = self._refused_on(attempt)
+                if membership is not None and state.org_known and state.org != membership.org:
+                    return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 continue
             return self._not_admitted(attempt, state, judged, account_id)
         # The limit kept moving under us: judge by the last state seen, conservatively.
@@ -219,7 +234,7 @@ class CounterStore:
             expr = expressions.release(
                 resource_id, release_token, counted, units=units, best_effort_seen=seen
             )
-            args: dict[str, Any] = expr.update(self._table, account_id, kind)
+            args: dict[str, Any] = expr.update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
             if attempt.effect is not Effect.CONDITION_FAILED:
@@ -264,7 +279,7 @@ class CounterStore:
                 limit_seen=judged.limit if judged.override else None,
                 best_effort_seen=floor,
             )
-            args: dict[str, Any] = expr.update(self._table, account_id, kind)
+            args: dict[str, Any] = expr.update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
             if attempt.applied:
@@ -279,7 +294,7 @@ class CounterStore:
 
     def heal(self, account_id: str, *, kind: str | None = None) -> bool:
         """best_effort := eventual if it is below (one conditional write); False if it was not."""
-        args = expressions.heal().update(self._table, account_id, kind or self.default_kind)
+        args = expressions.heal().update_key(self._table, self._key_of(account_id, kind or self.default_kind))
         try:
             retry_conflicts(lambda: self._clients.dynamodb.update_item(**args), self._effects.retry)
         except ClientError as error:

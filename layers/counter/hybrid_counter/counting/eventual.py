@@ -27,7 +27,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import expressions
-from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, FinishResizeOp, HealOp, Op
+from hybrid_counter.counting.ops import (
+    CensusOp,
+    CountOp,
+    FinishDeleteOp,
+    FinishResizeOp,
+    HealOp,
+    Op,
+    OrgReleasedOp,
+)
 from hybrid_counter.keys import iso_utc, pending_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
@@ -147,10 +155,10 @@ class EventualCounter:
         finishes = [
             (position, op)
             for position, op in enumerate(ops)
-            if isinstance(op, FinishDeleteOp | FinishResizeOp)
+            if isinstance(op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp)
         ]
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
-        heals = {(op.account_id, op.kind) for op in ops if isinstance(op, HealOp)}
+        heals = {(op.account_id, op.kind, op.org) for op in ops if isinstance(op, HealOp)}
         try:
             for chunk in plan_chunks([op for _, op in counts], self._mode):
                 try:
@@ -171,8 +179,8 @@ class EventualCounter:
                 except (ClientError, BotoCoreError) as error:
                     raise ChunkFailed([p for p, _ in censuses[done:]], repr(error)) from error
                 report.censuses_requested += 1
-            for account_id, kind in sorted(heals):
-                report.merge(self._heal(account_id, kind))
+            for account_id, kind, org in sorted(heals, key=str):
+                report.merge(self._heal(HealOp(account_id, kind, org)))
         finally:
             self._emit(report)
         return report
@@ -219,43 +227,55 @@ class EventualCounter:
         return report
 
     def _actions(self, ops: list[CountOp]) -> list[dict[str, Any]]:
-        """The counter update of each account's kind (first), then one update per resource."""
+        """The update of each counter item (first: an account's kind, or an organization's), then
+        one update per resource."""
         per_counter: dict[tuple[str, str], dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        keys: dict[tuple[str, str], tuple[CountOp, dict[str, Any]]] = {}
         for op in ops:
             per_counter[op.counter][op.range_id] += op.units
-        actions: list[dict[str, Any]] = [
-            {"Update": expressions.counted(account_id, per_range).update(self._table, account_id, kind)}
-            for (account_id, kind), per_range in per_counter.items()
-        ]
-        for op in ops:
-            actions.append(
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": resource_key(op.account_id, op.resource_id, kind=op.kind),
-                        "UpdateExpression": (
-                            "SET counter_processed = :true, #state = :live "
-                            "REMOVE expires_at, pending_shard, pending_since"
-                        ),
-                        # Counted as it holds the units counted, and never while a delete or a
-                        # resize owns its counters (their writes know it was not counted).
-                        "ConditionExpression": (
-                            "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live) "
-                            "AND #units = :units AND attribute_not_exists(resize_request)"
-                        ),
-                        "ExpressionAttributeNames": {"#state": "state", "#units": "units"},
-                        "ExpressionAttributeValues": {
-                            ":inc": {"S": op.incarnation},
-                            ":true": {"BOOL": True},
-                            ":false": {"BOOL": False},
-                            ":pending": {"S": items.PENDING},
-                            ":live": {"S": items.LIVE},
-                            ":units": {"N": str(op.units)},
-                        },
-                    }
-                }
-            )
+            keys[op.counter] = (op, op.counter_key)
+        actions: list[dict[str, Any]] = []
+        for counter, per_range in per_counter.items():
+            op, key = keys[counter]
+            expr = expressions.counted(op.account_id, per_range, listed=op.org is None)
+            actions.append({"Update": expr.update_key(self._table, key)})
+        actions.extend(self._resource_action(op) for op in ops)
         return actions
+
+    def _resource_action(self, op: CountOp) -> dict[str, Any]:
+        values = {
+            ":inc": {"S": op.incarnation},
+            ":true": {"BOOL": True},
+            ":false": {"BOOL": False},
+            ":pending": {"S": items.PENDING},
+            ":live": {"S": items.LIVE},
+            ":units": {"N": str(op.units)},
+        }
+        if op.org is None:
+            # Counted as it holds the units counted, and never while a delete or a resize owns
+            # its counters (their writes know it was not counted).
+            update = "SET counter_processed = :true, #state = :live REMOVE expires_at, pending_shard, pending_since"
+            condition = (
+                "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live) "
+                "AND #units = :units AND attribute_not_exists(resize_request)"
+            )
+        else:
+            # At its organization: never while its create is being undone there (org_level.py).
+            update = "SET org_counted = :true"
+            condition = (
+                "incarnation = :inc AND org_counted = :false AND #state IN (:pending, :live) "
+                "AND #units = :units AND attribute_not_exists(resize_request) AND attribute_not_exists(undoing)"
+            )
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": resource_key(op.account_id, op.resource_id, kind=op.kind),
+                "UpdateExpression": update,
+                "ConditionExpression": condition,
+                "ExpressionAttributeNames": {"#state": "state", "#units": "units"},
+                "ExpressionAttributeValues": values,
+            }
+        }
 
     def _resolve(
         self, remaining: list[CountOp], reasons: list[dict[str, Any]], report: ApplyReport
@@ -294,11 +314,13 @@ class EventualCounter:
             Key=resource_key(op.account_id, op.resource_id, kind=op.kind),
             ConsistentRead=True,
         ).get("Item")
+        counted = items.is_counted if op.org is None else items.org_counted
         if (
             item is None
             or items.incarnation_of(item) != op.incarnation
-            or items.is_counted(item)
+            or counted(item)
             or items.state_of(item) not in (items.PENDING, items.LIVE)
+            or (op.org is not None and "undoing" in item)
         ):
             return None
         if items.resizing(item):
@@ -325,10 +347,26 @@ class EventualCounter:
         )
 
     # ---- finishing deletes and healing: single conditional writes --------------------------------
-    def _finish(self, op: FinishDeleteOp | FinishResizeOp) -> ApplyReport:
+    def _finish(self, op: FinishDeleteOp | FinishResizeOp | OrgReleasedOp) -> ApplyReport:
         key = resource_key(op.account_id, op.resource_id, kind=op.kind)
         try:
-            if isinstance(op, FinishDeleteOp):
+            if isinstance(op, OrgReleasedOp):
+                retry_conflicts(
+                    lambda: self._clients.dynamodb.update_item(
+                        TableName=self._table,
+                        Key=key,
+                        UpdateExpression="SET org_released = :true",
+                        ConditionExpression="incarnation = :inc AND (#state = :deleting OR attribute_exists(undoing))",
+                        ExpressionAttributeNames={"#state": "state"},
+                        ExpressionAttributeValues={
+                            ":inc": {"S": op.incarnation},
+                            ":deleting": {"S": items.DELETING},
+                            ":true": {"BOOL": True},
+                        },
+                    ),
+                    self._retry,
+                )
+            elif isinstance(op, FinishDeleteOp):
                 retry_conflicts(
                     lambda: self._clients.dynamodb.delete_item(
                         TableName=self._table,
@@ -363,14 +401,17 @@ class EventualCounter:
             return ApplyReport(already_done=1)
         if isinstance(op, FinishResizeOp):
             return ApplyReport(finished_resizes=1)
+        if isinstance(op, OrgReleasedOp):
+            return ApplyReport()
         return ApplyReport(finished_deletes=1)
 
-    def _heal(self, account_id: str, kind: str) -> ApplyReport:
+    def _heal(self, op: HealOp) -> ApplyReport:
         """Opportunistic: a heal that fails is tried again on the next drifted record."""
+        account_id = op.account_id
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
-                    **expressions.heal().update(self._table, account_id, kind)
+                    **expressions.heal().update_key(self._table, op.counter_key)
                 ),
                 self._retry,
             )

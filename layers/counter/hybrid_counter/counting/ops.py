@@ -20,17 +20,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hybrid_counter.keys import DEFAULT_KIND, parse_account_pk, parse_kind_resource_sk, range_of
+from hybrid_counter.keys import (
+    DEFAULT_KIND,
+    ORG_PREFIX,
+    counter_key,
+    org_counter_key,
+    parse_account_pk,
+    parse_kind_resource_sk,
+    range_of,
+)
 from hybrid_counter.resources import items
 
 
 @dataclass(frozen=True)
 class CountOp:
+    """Count a resource into a counter's eventual, exactly once: its account's, or (``org``)
+    its organization's (orgs/: each level counts it once, with a flag of its own on the item)."""
+
     account_id: str
     resource_id: str
     incarnation: str
     kind: str = DEFAULT_KIND
     units: int = 1  # what its admission admitted (a resize before the count changes it: eventual.py)
+    org: str | None = None
 
     @property
     def item(self) -> tuple[str, str, str]:
@@ -38,7 +50,13 @@ class CountOp:
 
     @property
     def counter(self) -> tuple[str, str]:
-        return (self.account_id, self.kind)
+        return (self.account_id, self.kind) if self.org is None else (f"{ORG_PREFIX}{self.org}", self.kind)
+
+    @property
+    def counter_key(self) -> dict[str, dict[str, str]]:
+        if self.org is None:
+            return counter_key(self.account_id, kind=self.kind)
+        return org_counter_key(self.org, kind=self.kind)
 
     @property
     def range_id(self) -> str:
@@ -74,9 +92,32 @@ class FinishResizeOp:
 
 
 @dataclass(frozen=True)
+class OrgReleasedOp:
+    """Note on a claimed (or undone) resource that its organization's release applied, so a
+    takeover of the claim after the grace period does not release it there again
+    (resources/org_level.py). No counter changes: the release made them."""
+
+    account_id: str
+    resource_id: str
+    incarnation: str
+    kind: str = DEFAULT_KIND
+
+    @property
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
+
+
+@dataclass(frozen=True)
 class HealOp:
     account_id: str
     kind: str = DEFAULT_KIND
+    org: str | None = None  # an organization's counter item (account_id unused)
+
+    @property
+    def counter_key(self) -> dict[str, dict[str, str]]:
+        if self.org is None:
+            return counter_key(self.account_id, kind=self.kind)
+        return org_counter_key(self.org, kind=self.kind)
 
 
 @dataclass(frozen=True)
@@ -90,18 +131,30 @@ class CensusOp:
     kind: str = DEFAULT_KIND
 
 
-Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp
+Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp | OrgReleasedOp
 
 
 def op_for_item(item: dict[str, Any]) -> Op | None:
-    """What a resource (or its PendingIndex entry) still needs from the stream path."""
-    if items.state_of(item) == items.LIVE and not items.is_counted(item) and not items.resizing(item):
-        kind, resource_id = parse_kind_resource_sk(item["sk"]["S"])
-        return CountOp(
-            parse_account_pk(item["pk"]["S"]),
-            resource_id,
-            items.incarnation_of(item),
-            kind,
-            items.units_of(item),
-        )
-    return None
+    """What a resource (or its PendingIndex entry) still needs from the stream path: its count
+    at its account's level (first), then at its organization's."""
+    found = ops_for_item(item)
+    return found[0] if found else None
+
+
+def ops_for_item(item: dict[str, Any]) -> list[Op]:
+    """Every count a live resource still needs, at each level."""
+    if items.state_of(item) != items.LIVE or items.resizing(item):
+        return []
+    kind, resource_id = parse_kind_resource_sk(item["sk"]["S"])
+    account_id, incarnation, units = (
+        parse_account_pk(item["pk"]["S"]),
+        items.incarnation_of(item),
+        items.units_of(item),
+    )
+    found: list[Op] = []
+    if not items.is_counted(item):
+        found.append(CountOp(account_id, resource_id, incarnation, kind, units))
+    org = items.org_of(item)
+    if org is not None and not items.org_counted(item):
+        found.append(CountOp(account_id, resource_id, incarnation, kind, units, org))
+    return found

@@ -36,13 +36,22 @@ from hybrid_counter.counters.state import (
     LAST_RELEASE,
     LAST_RESIZE,
 )
-from hybrid_counter.counting.ops import CensusOp, CountOp, FinishDeleteOp, FinishResizeOp, HealOp, Op
+from hybrid_counter.counting.ops import (
+    CensusOp,
+    CountOp,
+    FinishDeleteOp,
+    FinishResizeOp,
+    HealOp,
+    Op,
+    OrgReleasedOp,
+)
 from hybrid_counter.keys import (
     CHANGE_PREFIX,
     CONTROL_PREFIX,
     COUNTER_PREFIX,
     EVENT_PREFIX,
     HISTORY_PREFIX,
+    ORG_PREFIX,
     PLANS_PK,
     PROFILE_SK,
     REPAIR_PREFIX,
@@ -50,6 +59,9 @@ from hybrid_counter.keys import (
     parse_account_pk,
     parse_counter_sk,
     parse_kind_resource_sk,
+    parse_member_token,
+    parse_org_counter_sk,
+    parse_org_pk,
     parse_resize_token,
     parse_token,
     range_of,
@@ -128,6 +140,8 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
         raise PoisonRecord(f"unknown eventName {event!r}")
     if pk.startswith((CONTROL_PREFIX, HISTORY_PREFIX, CHANGE_PREFIX)) or pk == PLANS_PK:
         return [], None  # the sweeper's own bookkeeping, plans, limit changes and their history
+    if pk.startswith(ORG_PREFIX):
+        return _org_ops(record, parse_org_pk(pk), sk, event), None
     account_id = parse_account_pk(pk)
     if sk.startswith((REPAIR_PREFIX, EVENT_PREFIX)) or sk == PROFILE_SK:
         return [], None  # census requests, events to publish, the account's plan
@@ -149,6 +163,40 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
     if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
         ops.append(HealOp(account_id, kind))
     return ops, None
+
+
+def _org_ops(record: DynamoDBRecord, org: str, sk: str, event: str) -> list[Op]:
+    """An organization's counter item's write: a member's resource admitted there (count it
+    there, once), released there (note it on the claim), drifted (heal). Its profile and
+    member items carry no work."""
+    if not sk.startswith(COUNTER_PREFIX) or event == "REMOVE":
+        return []
+    kind, _ = parse_org_counter_sk(sk)
+    stream = record.dynamodb
+    assert stream is not None
+    new, old = stream.new_image, stream.old_image or {}
+    if not new:
+        raise PoisonRecord("INSERT/MODIFY record without NewImage (stream view must be NEW_AND_OLD_IMAGES)")
+    ops: list[Op] = []
+    try:
+        admitted, released = _changed(new, old, LAST_ADMISSION), _changed(new, old, LAST_RELEASE)
+        if admitted is not None:
+            account_id, resource_id, incarnation = parse_member_token(admitted)
+            units = int(new.get(LAST_ADMISSION_UNITS, 1))
+            ops.append(CountOp(account_id, resource_id, incarnation, kind, units, org))
+        if released is not None:
+            account_id, resource_id, incarnation = parse_member_token(released)
+            ops.append(OrgReleasedOp(account_id, resource_id, incarnation, kind))
+    except ValueError as error:
+        raise PoisonRecord(str(error)) from error
+    if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
+        ops.append(HealOp("", kind, org))
+    return ops
+
+
+def _changed(new: Mapping[str, Any], old: Mapping[str, Any], attribute: str) -> str | None:
+    value = new.get(attribute)
+    return None if value is None or value == old.get(attribute) else str(value)
 
 
 def _counter_ops(account_id: str, kind: str, new: Mapping[str, Any], old: Mapping[str, Any]) -> list[Op]:

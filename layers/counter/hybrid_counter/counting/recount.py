@@ -29,7 +29,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code
 from hybrid_counter.counters import CounterStore, expressions
 from hybrid_counter.counting.eventual import EventualCounter
-from hybrid_counter.counting.ops import op_for_item
+from hybrid_counter.counting.ops import ops_for_item
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
 from hybrid_counter.healing import Healer
@@ -273,7 +273,8 @@ class Recounter:
             ops = [
                 op
                 for item in census.uncounted_items
-                if self._stale(item, "created_at", count_older_than) and (op := op_for_item(item)) is not None
+                if self._stale(item, "created_at", count_older_than)
+                for op in ops_for_item(item)
             ]
             if ops:
                 applied = self._counter.apply(ops)

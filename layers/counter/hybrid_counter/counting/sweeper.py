@@ -33,7 +33,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import CounterStore
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
-from hybrid_counter.counting.ops import op_for_item
+from hybrid_counter.counting.ops import op_for_item, ops_for_item  # op_for_item: re-exported
 from hybrid_counter.counting.recount import HasRepairs, Recounter
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
@@ -200,12 +200,13 @@ class Sweeper:
             for entry in page
             if _sort_key(entry).startswith(RESOURCE_PREFIX)
         ]
-        ops = [op for op in (op_for_item(item) for item in resources) if op is not None]
+        resources = [self._finish_undo(item, outcome) for item in resources]
+        ops = [op for item in resources for op in ops_for_item(item)]
         outcome.found += len(ops)
         if ops:
             outcome.report.merge(self._counter.apply(ops))
         for item in resources:
-            if items.is_counted(item) or items.state_of(item) != items.LIVE:
+            if _finished(item):
                 outcome.cleared += self._clear_index(item)
         for entry in page:
             if is_request(entry):
@@ -232,6 +233,24 @@ class Sweeper:
             return item
         outcome.resizes_ended += 1
         return self._current(entry) or entry
+
+    def _finish_undo(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
+        """A create refused at its account whose organization's admission could not be undone
+        by its request (resources/org_level.py): finished here once it is older than the grace
+        period. Returns the item as it is now."""
+        if items.state_of(entry) != items.PENDING:
+            return entry
+        item = self._current(entry)
+        if item is None or "undoing" not in item:
+            return item or entry
+        account_id, rid = parse_account_pk(item["pk"]["S"]), parse_kind_resource_sk(item["sk"]["S"])[1]
+        try:
+            if self._recounter.repairs.finish_stale_undo(account_id, rid, item):
+                outcome.pending_rolled_back += 1
+                return {**item, "state": {"S": "gone"}}
+        except (DomainError, ClientError, BotoCoreError):
+            pass
+        return item
 
     def _current(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         found = self._clients.dynamodb.get_item(
@@ -353,9 +372,7 @@ class Sweeper:
             and str(item["sk"]["S"]).startswith(RESOURCE_PREFIX)
         ]
         ops = [
-            op
-            for item in resources
-            if items.since(item, "created_at") < cutoff and (op := op_for_item(item)) is not None
+            op for item in resources if items.since(item, "created_at") < cutoff for op in ops_for_item(item)
         ]
         outcome.found += len(ops)
         if ops:
@@ -401,6 +418,16 @@ class Sweeper:
         self._clients.dynamodb.delete_item(
             TableName=self._table, Key={"pk": {"S": CONTROL_PK}, "sk": {"S": job}}
         )
+
+
+def _finished(item: dict[str, Any]) -> bool:
+    """A resource's index entry has nothing left to do: counted at every level, or no longer
+    live (and no undoing left to finish)."""
+    if "undoing" in item and items.state_of(item) == items.PENDING:
+        return False
+    if items.state_of(item) != items.LIVE:
+        return True
+    return items.is_counted(item) and (items.org_of(item) is None or items.org_counted(item))
 
 
 def _sort_key(entry: dict[str, Any]) -> str:

@@ -40,12 +40,19 @@ from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import (
+    COUNTER_PREFIX,
     HISTORY_PREFIX,
+    ORG_PREFIX,
     PLANS_PK,
     counter_key,
     counter_shard,
     iso_utc,
+    org_counter_key,
+    org_key,
+    org_pk,
     parse_account_pk,
+    parse_org_counter_sk,
+    parse_org_pk,
     pending_shard,
     plan_key,
     profile_key,
@@ -90,24 +97,58 @@ class LimitChanges:
     # ---- overrides ----------------------------------------------------------------------------------
     def set_override(self, account_id: str, kind: str, limit: int | None, *, force: bool, by: str) -> None:
         """Set (or, with None, remove) the account's override for the kind."""
-        key = counter_key(account_id, kind=kind)
+        self._override(
+            counter_key(account_id, kind=kind),
+            kind,
+            limit,
+            force=force,
+            by=by,
+            plan_limit=lambda: self._limits.stored_plan_limit(account_id, kind),
+            ids={"account_id": account_id},
+            counter_index=account_id,
+        )
+
+    def set_org_override(self, org_id: str, kind: str, limit: int | None, *, force: bool, by: str) -> None:
+        """Set (or, with None, remove) the organization's override for the kind (on its counter
+        item: its admissions are conditional on it, as an account's are on its own)."""
+        self._override(
+            org_counter_key(org_id, kind=kind),
+            kind,
+            limit,
+            force=force,
+            by=by,
+            plan_limit=lambda: self._limits.stored_org_plan_limit(org_id, kind),
+            ids={"org_id": org_id},
+            counter_index=None,
+        )
+
+    def _override(
+        self,
+        key: Key,
+        kind: str,
+        limit: int | None,
+        *,
+        force: bool,
+        by: str,
+        plan_limit: Callable[[], int],
+        ids: dict[str, str],
+        counter_index: str | None,
+    ) -> None:
         change = self._new_change()
         for _ in range(ATTEMPTS):
             item, named = self._settled(key)
             state = CounterState.from_item(item)
             if state.limit == limit:
                 return  # nothing changes (a repeat, or no override to remove): nothing recorded
-            effective = limit if limit is not None else self._limits.stored_plan_limit(account_id, kind)
+            effective = limit if limit is not None else plan_limit()
             if not force and effective < state.used:
                 raise LimitBelowUsage([(kind, effective, state.used)])
             what: What = "override" if limit is not None else "override_removed"
-            record = self._record(
-                change, what, state.limit, limit, force=force, by=by, account_id=account_id, kind=kind
-            )
+            record = self._record(change, what, state.limit, limit, force=force, by=by, kind=kind, **ids)
             write = partial(
                 self._write_override,
                 key,
-                account_id,
+                counter_index,
                 record,
                 named=named,
                 old=state.limit,
@@ -122,7 +163,7 @@ class LimitChanges:
     def _write_override(
         self,
         key: Key,
-        account_id: str,
+        counter_index: str | None,
         record: ChangeRecord,
         *,
         named: str | None,
@@ -131,12 +172,12 @@ class LimitChanges:
         effective: int,
         force: bool,
     ) -> bool:
-        values: dict[str, Any] = {
-            ":change": {"S": record.name},
-            ":counter_shard": {"S": counter_shard(account_id)},
-        }
+        values: dict[str, Any] = {":change": {"S": record.name}}
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
-        sets = ["#change = :change", "counter_shard = if_not_exists(counter_shard, :counter_shard)"]
+        sets = ["#change = :change"]
+        if counter_index is not None:  # an account's counter item is listed in CounterIndex
+            values[":counter_shard"] = {"S": counter_shard(counter_index)}
+            sets.append("counter_shard = if_not_exists(counter_shard, :counter_shard)")
         if new is not None:
             sets.insert(0, "#limit = :new")
             values[":new"] = {"N": str(new)}
@@ -223,21 +264,87 @@ class LimitChanges:
                 account_id=account_id,
                 plan_id=plan_id,
             )
-            written: dict[str, Any] = {
-                **key,
-                "plan_id": {"S": plan_id},
-                "updated_at": {"S": record.at},
-                LIMIT_CHANGE: {"S": record.name},
+            # An update, not a put: the item also holds the account's organization and kinds.
+            values: dict[str, Any] = {
+                ":new": {"S": plan_id},
+                ":at": {"S": record.at},
+                ":name": {"S": record.name},
             }
-            if item is None:
-                condition, values = "attribute_not_exists(pk)", None
+            if item is None or "plan_id" not in item:
+                condition = "attribute_not_exists(plan_id)"
             else:
-                values = {":old": {"S": old}}
-                condition = f"plan_id = :old AND {_still_named(named, values, LIMIT_CHANGE)}"
-            if self._made(key, record, partial(self._put, written, condition, values)):
+                values[":old"] = {"S": old}
+                condition = "plan_id = :old"
+            condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
+            write = partial(
+                self._update,
+                key,
+                f"SET plan_id = :new, updated_at = :at, {LIMIT_CHANGE} = :name",
+                condition,
+                values,
+            )
+            if self._made(key, record, write):
                 self._limits.forget(account_id=account_id)
                 return
         raise InProgress("the account's plan kept changing while it was being moved; retry the request")
+
+    def put_org(self, org_id: str, plan_id: str, *, force: bool, by: str) -> bool:
+        """Create the organization on a plan, or move it to another (refused where a kind it
+        uses, with no override of its own, would be over the new plan's limit, unless forced).
+        True if it was created."""
+        plan = self._plans.get(plan_id)
+        if plan is None:
+            raise ValidationError(f"plan {plan_id} does not exist")
+        key = org_key(org_id)
+        change = self._new_change()
+        for _ in range(ATTEMPTS):
+            item, named = self._settled(key)
+            old = str(item["plan_id"]["S"]) if item and "plan_id" in item else None
+            if old == plan_id:
+                return False  # already on it: nothing recorded
+            if not force and item is not None:
+                self._check_org_plan_fits(org_id, plan)
+            record = self._record(
+                change, "org_plan", old, plan_id, force=force, by=by, org_id=org_id, plan_id=plan_id
+            )
+            values: dict[str, Any] = {
+                ":new": {"S": plan_id},
+                ":at": {"S": record.at},
+                ":name": {"S": record.name},
+            }
+            if old is None:
+                condition = "attribute_not_exists(plan_id)"
+            else:
+                values[":old"] = {"S": old}
+                condition = "plan_id = :old"
+            condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
+            update = f"SET plan_id = :new, updated_at = :at, created_at = if_not_exists(created_at, :at), {LIMIT_CHANGE} = :name"
+            if self._made(key, record, partial(self._update, key, update, condition, values)):
+                self._limits.forget(org_id=org_id)
+                return old is None
+        raise InProgress("the organization kept changing while its plan was being set; retry the request")
+
+    def _check_org_plan_fits(self, org_id: str, plan: Plan) -> None:
+        below = [
+            (kind, plan.limit_for(kind), state.used)
+            for kind, state in sorted(self._org_counters(org_id).items())
+            if state.limit is None and plan.limit_for(kind) < state.used
+        ]
+        if below:
+            raise LimitBelowUsage(below)
+
+    def _org_counters(self, org_id: str) -> dict[str, CounterState]:
+        found: dict[str, CounterState] = {}
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                found[parse_org_counter_sk(str(item["sk"]["S"]))[0]] = CounterState.from_item(item)
+        return found
 
     def _check_plan_fits(self, account_id: str, plan: Plan) -> None:
         below = [
@@ -398,9 +505,11 @@ class LimitChanges:
         account_id: str | None = None,
         kind: str | None = None,
         plan_id: str | None = None,
+        org_id: str | None = None,
     ) -> ChangeRecord:
         change_id, at = change
         return ChangeRecord(
+            org_id=org_id,
             change_id=change_id,
             at=at,
             by=by,
@@ -427,6 +536,17 @@ class LimitChanges:
             args["ExpressionAttributeValues"] = values
         return self._conditional(lambda: self._clients.dynamodb.put_item(**args))
 
+    def _update(self, key: Key, update: str, condition: str, values: dict[str, Any]) -> bool:
+        return self._conditional(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=update,
+                ConditionExpression=condition,
+                ExpressionAttributeValues=values,
+            )
+        )
+
     def _conditional(self, call: Any) -> bool:
         """True if the conditional write applied, False if its condition refused it."""
         try:
@@ -452,4 +572,6 @@ def history_pk_of(key: Key) -> str:
     pk, sk = key["pk"]["S"], key["sk"]["S"]
     if pk == PLANS_PK:
         return f"{HISTORY_PREFIX}PLAN#{sk}"
+    if pk.startswith(ORG_PREFIX):
+        return f"{HISTORY_PREFIX}ORG#{parse_org_pk(pk)}"
     return f"{HISTORY_PREFIX}ACCOUNT#{parse_account_pk(pk)}"

@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from hybrid_counter.keys import CHANGE_PREFIX
 
-What = Literal["override", "override_removed", "plan_limits", "account_plan"]
+What = Literal["override", "override_removed", "plan_limits", "account_plan", "org_plan"]
 LIMIT_CHANGE = "limit_change"  # on the changed item: the change id, until the change is in history
 RECORD_SK = "RECORD"
 
@@ -49,9 +49,13 @@ class ChangeRecord:
     account_id: str | None = None
     kind: str | None = None
     plan_id: str | None = None
+    org_id: str | None = None  # an organization's change (its override, its plan)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        found = asdict(self)
+        if self.org_id is None:
+            del found["org_id"]  # an account's or a plan's record reads as it always has
+        return found
 
     def text(self) -> str:
         """The exact string stored on the changed item (conditions compare it whole)."""
@@ -63,11 +67,11 @@ class ChangeRecord:
 
     @property
     def history_pk(self) -> str:
-        return (
-            f"HISTORY#PLAN#{self.plan_id}"
-            if self.what == "plan_limits"
-            else f"HISTORY#ACCOUNT#{self.account_id}"
-        )
+        if self.org_id is not None:
+            return f"HISTORY#ORG#{self.org_id}"
+        if self.what == "plan_limits":
+            return f"HISTORY#PLAN#{self.plan_id}"
+        return f"HISTORY#ACCOUNT#{self.account_id}"
 
     @property
     def history_sk(self) -> str:

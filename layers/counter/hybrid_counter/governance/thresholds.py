@@ -37,11 +37,16 @@ from hybrid_counter.counters import CounterState, Judged
 from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
+    ORG_PREFIX,
     account_pk,
     counter_key,
     iso_utc,
+    org_counter_key,
+    org_pk,
     parse_account_pk,
     parse_counter_sk,
+    parse_org_counter_sk,
+    parse_org_pk,
     pending_shard,
 )
 
@@ -51,6 +56,7 @@ if TYPE_CHECKING:
     from hybrid_counter.observability import Observability
     from hybrid_counter.plans import Limits
 
+ACCOUNT, ORGANIZATION = "account", "organization"  # whose counter item: an event's scope
 ALERT_REACHED = "alert_reached"
 ALERT_SEQ = "alert_seq"
 RETRYABLE = frozenset(
@@ -83,25 +89,32 @@ class Thresholds:
 
 @dataclass(frozen=True)
 class Image:
-    """What one write left on a counter item: its counts, its override, its alert state."""
+    """What one write left on a counter item: its counts, its override, its alert state.
+    ``account_id`` is the owner: an account, or (``scope`` organization) an organization."""
 
     account_id: str
     kind: str
     state: CounterState
     reached: int
     seq: int
+    scope: str = ACCOUNT
 
     @classmethod
-    def of(cls, account_id: str, kind: str, item: Mapping[str, Any]) -> Image:
+    def of(cls, account_id: str, kind: str, item: Mapping[str, Any], scope: str = ACCOUNT) -> Image:
         state = CounterState.from_item(item)
         reached = int(item.get(ALERT_REACHED, {}).get("N", "0"))
         seq = int(item.get(ALERT_SEQ, {}).get("N", "0"))
-        return cls(account_id, kind, state, reached, seq)
+        return cls(account_id, kind, state, reached, seq, scope)
 
 
-def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Image]]:
-    """The new images of the counter items' records, per (account, kind), in record order."""
-    found: dict[tuple[str, str], list[Image]] = {}
+def owner_key(owner: str, kind: str, scope: str) -> dict[str, dict[str, str]]:
+    return counter_key(owner, kind=kind) if scope == ACCOUNT else org_counter_key(owner, kind=kind)
+
+
+def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], list[Image]]:
+    """The new images of the counter items' records, per (scope, owner, kind), in record order:
+    accounts' counter items and organizations' (ORG#)."""
+    found: dict[tuple[str, str, str], list[Image]] = {}
     for raw in records:
         record = DynamoDBRecord(dict(raw))
         stream = record.dynamodb
@@ -111,9 +124,13 @@ def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str]
         sk = str(keys.get("sk", {}).get("S", ""))
         if not sk.startswith(COUNTER_PREFIX) or "NewImage" not in raw["dynamodb"]:
             continue
-        account_id, kind = parse_account_pk(str(keys["pk"]["S"])), parse_counter_sk(sk)
-        found.setdefault((account_id, kind), []).append(
-            Image.of(account_id, kind, raw["dynamodb"]["NewImage"])
+        pk = str(keys["pk"]["S"])
+        if pk.startswith(ORG_PREFIX):
+            owner, kind, scope = parse_org_pk(pk), parse_org_counter_sk(sk)[0], ORGANIZATION
+        else:
+            owner, kind, scope = parse_account_pk(pk), parse_counter_sk(sk), ACCOUNT
+        found.setdefault((scope, owner, kind), []).append(
+            Image.of(owner, kind, raw["dynamodb"]["NewImage"], scope)
         )
     return found
 
@@ -157,15 +174,15 @@ class ThresholdWatcher:
         if not self._enabled:
             return 0
         published = 0
-        for (account_id, kind), images in counter_images(records).items():
+        for (scope, account_id, kind), images in counter_images(records).items():
             try:
-                published += self._follow(account_id, kind, images)
+                published += self._follow(account_id, kind, images, scope)
             except (ClientError, BotoCoreError) as error:
                 raise CrossingNotRecorded(account_id, kind, error) from error
         return published
 
-    def _follow(self, account_id: str, kind: str, images: list[Image]) -> int:
-        judge = self._limits.judge(account_id, kind)
+    def _follow(self, account_id: str, kind: str, images: list[Image], scope: str = ACCOUNT) -> int:
+        judge = (self._limits.judge if scope == ACCOUNT else self._limits.org_judge)(account_id, kind)
         reached, seq = images[0].reached, images[0].seq
         events: list[OutboxEvent] = []
         for image in images:
@@ -173,7 +190,7 @@ class ThresholdWatcher:
                 reached, seq = image.reached, image.seq
             moved = self._move(image, judge(image.state), reached, seq)
             if moved is None:  # refused: the state moved on elsewhere; judge the item as it is now
-                now = self._current(account_id, kind)
+                now = self._current(account_id, kind, scope)
                 moved = self._move(now, judge(now.state), now.reached, now.seq) if now else None
                 if moved is not None:
                     events += moved[2]
@@ -196,7 +213,7 @@ class ThresholdWatcher:
             for index, percent in enumerate(self._thresholds.percents)
             if (target ^ reached) & (1 << index)
         ]
-        if not self._transition(image.account_id, image.kind, seq, target=target, events=events):
+        if not self._transition(image, seq, target=target, events=events):
             return None
         self._obs.count("ThresholdCrossings", len(events))
         return target, seq + 1, events
@@ -204,12 +221,13 @@ class ThresholdWatcher:
     def _event(
         self, image: Image, judged: Judged, seq: int, percent: int, *, reached_now: bool
     ) -> OutboxEvent:
-        event_id = (
-            f"{image.account_id}/{image.kind}/{seq}/{percent}/{'reached' if reached_now else 'cleared'}"
-        )
+        owner = image.account_id if image.scope == ACCOUNT else f"org:{image.account_id}"
+        event_id = f"{owner}/{image.kind}/{seq}/{percent}/{'reached' if reached_now else 'cleared'}"
+        whose = {"account_id": image.account_id} if image.scope == ACCOUNT else {"org_id": image.account_id}
         detail = {
             "event_id": event_id,
-            "account_id": image.account_id,
+            "scope": image.scope,
+            **whose,
             "kind": image.kind,
             "threshold": percent,
             "used": image.state.used,
@@ -217,15 +235,11 @@ class ThresholdWatcher:
             "limit_source": judged.source,
             "time": iso_utc(self._clock()),
         }
-        key = {
-            "pk": {"S": account_pk(image.account_id)},
-            "sk": {"S": f"EVENT#{image.kind}#{seq:012d}#{percent}"},
-        }
+        pk = account_pk(image.account_id) if image.scope == ACCOUNT else org_pk(image.account_id)
+        key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{seq:012d}#{percent}"}}
         return OutboxEvent(THRESHOLD_REACHED if reached_now else THRESHOLD_CLEARED, detail, key)
 
-    def _transition(
-        self, account_id: str, kind: str, seq: int, target: int, events: list[OutboxEvent]
-    ) -> bool:
+    def _transition(self, image: Image, seq: int, target: int, events: list[OutboxEvent]) -> bool:
         """One transaction: the counter item's new state (conditional on the state it moves
         from) and the events' outbox items. False if the state was no longer that."""
         condition = f"{ALERT_SEQ} = :seq" if seq else f"attribute_not_exists({ALERT_SEQ})"
@@ -236,7 +250,7 @@ class ThresholdWatcher:
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": counter_key(account_id, kind=kind),
+                    "Key": owner_key(image.account_id, image.kind, image.scope),
                     "UpdateExpression": f"SET {ALERT_REACHED} = :reached, {ALERT_SEQ} = :next",
                     "ConditionExpression": condition,
                     "ExpressionAttributeValues": values,
@@ -251,7 +265,9 @@ class ThresholdWatcher:
                         "Item": {
                             **event.key,
                             OUTBOX: {"S": event.text()},
-                            "pending_shard": {"S": pending_shard(account_id, event.event_id, kind="event")},
+                            "pending_shard": {
+                                "S": pending_shard(image.account_id, event.event_id, kind="event")
+                            },
                             "pending_since": {"S": str(event.detail["time"])},
                         },
                         "ConditionExpression": "attribute_not_exists(pk)",
@@ -276,8 +292,8 @@ class ThresholdWatcher:
             return True
         return False
 
-    def _current(self, account_id: str, kind: str) -> Image | None:
+    def _current(self, account_id: str, kind: str, scope: str = ACCOUNT) -> Image | None:
         item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=counter_key(account_id, kind=kind), ConsistentRead=True
+            TableName=self._table, Key=owner_key(account_id, kind, scope), ConsistentRead=True
         ).get("Item")
-        return None if item is None else Image.of(account_id, kind, dict(item))
+        return None if item is None else Image.of(account_id, kind, dict(item), scope)

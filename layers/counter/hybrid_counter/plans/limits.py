@@ -34,19 +34,31 @@ class Limits:
     def __init__(self, plans: PlanStore, *, cache_seconds: float, clock: Callable[[], float]) -> None:
         self._plans = plans
         self._lock = threading.Lock()
-        self._plan_of: TTLCache[str, str] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
+        # an account's (plan, organization), from one read of its profile
+        self._plan_of: TTLCache[str, tuple[str, str | None]] = TTLCache(
+            ACCOUNTS_CACHED, cache_seconds, timer=clock
+        )
         self._plan: TTLCache[str, Plan | None] = TTLCache(PLANS_CACHED, cache_seconds, timer=clock)
+        self._org_plan_of: TTLCache[str, str | None] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
 
     # Each cache is looked up once, with one reading of the clock (TTLCache.__getitem__): a test
     # of membership followed by a read takes two, and an entry expiring between them raised
     # KeyError (cachetools' own get() does the same two readings).
     def plan_id_of(self, account_id: str) -> str:
+        return self._profile(account_id)[0]
+
+    def org_id_of(self, account_id: str) -> str | None:
+        """The organization the account belongs to, through the cache: for showing it (usage);
+        admissions judge by the account's counter items, which are exact (orgs/store.py)."""
+        return self._profile(account_id)[1]
+
+    def _profile(self, account_id: str) -> tuple[str, str | None]:
         try:
             with self._lock:
                 return self._plan_of[account_id]
         except KeyError:
             pass
-        found = self._plans.plan_of(account_id)
+        found = self._plans.profile_of(account_id)
         with self._lock:
             self._plan_of[account_id] = found
         return found
@@ -70,12 +82,54 @@ class Limits:
         """The plan's limit as stored now (consistent reads, no cache): what a check that guards a
         write judges by (a process's cache may be PlanCacheSeconds behind another's change).
         What it read replaces what this process had cached."""
-        plan_id = self._plans.plan_of(account_id)
+        profile = self._plans.profile_of(account_id)
+        plan_id = profile[0]
         plan = self._plans.get(plan_id)
         with self._lock:
-            self._plan_of[account_id] = plan_id
+            self._plan_of[account_id] = profile
             self._plan[plan_id] = plan
         return 0 if plan is None else plan.limit_for(kind)
+
+    def org_plan_id_of(self, org_id: str) -> str | None:
+        """An organization's plan, through the cache (None: the organization does not exist)."""
+        try:
+            with self._lock:
+                return self._org_plan_of[org_id]
+        except KeyError:
+            pass
+        found = self._plans.org_plan_of(org_id)
+        with self._lock:
+            self._org_plan_of[org_id] = found
+        return found
+
+    def org_plan_limit(self, org_id: str, kind: str) -> int:
+        plan_id = self.org_plan_id_of(org_id)
+        plan = None if plan_id is None else self.plan(plan_id)
+        return 0 if plan is None else plan.limit_for(kind)
+
+    def stored_org_plan_limit(self, org_id: str, kind: str) -> int:
+        """The organization's plan's limit as stored now (consistent reads, no cache)."""
+        plan_id = self._plans.org_plan_of(org_id)
+        plan = None if plan_id is None else self._plans.get(plan_id)
+        with self._lock:
+            self._org_plan_of[org_id] = plan_id
+            if plan_id is not None:
+                self._plan[plan_id] = plan
+        return 0 if plan is None else plan.limit_for(kind)
+
+    def org_judge(self, org_id: str, kind: str) -> Judge:
+        """How an admission on the organization's counter item is judged: its override there,
+        else its plan's limit (read through the cache, as an account's plan is)."""
+
+        def judged(state: CounterState) -> Judged:
+            if state.limit is not None:
+                return Judged(state.limit, "override")
+            try:
+                return Judged(self.org_plan_limit(org_id, kind), "plan")
+            except (ClientError, BotoCoreError) as error:
+                raise store_error(error, "the organization's plan's read") from error
+
+        return judged
 
     def judge(self, account_id: str, kind: str) -> Judge:
         """How an admission of this account and kind is judged, given the counter item it read."""
@@ -92,7 +146,9 @@ class Limits:
 
         return judged
 
-    def forget(self, account_id: str | None = None, plan_id: str | None = None) -> None:
+    def forget(
+        self, account_id: str | None = None, plan_id: str | None = None, org_id: str | None = None
+    ) -> None:
         """Drop what this process cached after it changed it itself (its own next request sees
         the change at once; other processes within cache_seconds)."""
         with self._lock:
@@ -100,3 +156,5 @@ class Limits:
                 self._plan_of.pop(account_id, None)
             if plan_id is not None:
                 self._plan.pop(plan_id, None)
+            if org_id is not None:
+                self._org_plan_of.pop(org_id, None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from hybrid_counter.aws import Clients, RetryPolicy, retry_conflicts
 from hybrid_counter.errors import ValidationError
-from hybrid_counter.keys import PLANS_PK, is_valid_id, iso_utc, plan_key, profile_key
+from hybrid_counter.keys import PLANS_PK, is_valid_id, iso_utc, org_key, plan_key, profile_key
 
 DEFAULT_PLAN = "default"
 # A page position before every plan id (ids start with a letter or digit, after "!"): the page
@@ -111,22 +111,27 @@ class PlanStore:
         default = self.get(DEFAULT_PLAN)
         return default is not None and default.stored
 
-    def plan_of(self, account_id: str) -> str:
+    def org_plan_of(self, org_id: str) -> str | None:
+        """The organization's plan (None: no such organization, so no limits of its own)."""
         item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=profile_key(account_id), ConsistentRead=True
+            TableName=self._table, Key=org_key(org_id), ConsistentRead=True
         ).get("Item")
-        return DEFAULT_PLAN if item is None else str(item["plan_id"]["S"])
+        return None if item is None else str(item.get("plan_id", {}).get("S", DEFAULT_PLAN))
 
-    def assign(self, account_id: str, plan_id: str) -> None:
-        """Move the account to a plan (one write: the account's own item)."""
-        item: dict[str, Any] = {
-            **profile_key(account_id),
-            "plan_id": {"S": plan_id},
-            "updated_at": {"S": iso_utc(self._clock())},
-        }
-        retry_conflicts(
-            lambda: self._clients.dynamodb.put_item(TableName=self._table, Item=item), self._retry
+    def plan_of(self, account_id: str) -> str:
+        return self.profile_of(account_id)[0]
+
+    def profile_of(self, account_id: str) -> tuple[str, str | None]:
+        """The account's plan and the organization it belongs to (one read of its profile)."""
+        item = (
+            self._clients.dynamodb.get_item(
+                TableName=self._table, Key=profile_key(account_id), ConsistentRead=True
+            ).get("Item")
+            or {}
         )
+        plan_id = str(item["plan_id"]["S"]) if "plan_id" in item else DEFAULT_PLAN
+        org = item.get("org_id", {}).get("S")
+        return plan_id, None if org is None else str(org)
 
     @staticmethod
     def _encode(position: str) -> str:

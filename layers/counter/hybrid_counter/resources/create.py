@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import store_error
-from hybrid_counter.counters import AdmissionOutcome, Judge
+from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, Judge
 from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
+    from hybrid_counter.resources.org_level import OrgLevel
 
 
 def same_request(existing: Resource, name: str, extra: dict[str, Any], units: int) -> Resource:
@@ -83,12 +84,15 @@ class CreateFlow:
         grace_seconds: float,
         effects: Effects,
         obs: Observability,
+        *,
+        orgs: OrgLevel,
     ) -> None:
         self._table = table
         self._counters = counters
         self._grace = grace_seconds
         self._fx = effects
         self._obs = obs
+        self._orgs = orgs
 
     def create(
         self,
@@ -122,16 +126,31 @@ class CreateFlow:
                 raise refused.error from None
             if isinstance(outcome, items.Resource):
                 return outcome, True
-            stored = outcome  # another create took the id between our read and our put
+            # another create took the id between our read and our put (its item), or the
+            # account's organization changed (None): judge again
+            stored = outcome
         raise InProgress("this resource id is being created by another request; retry shortly")
 
     def _try_create(self, request: Request, rid: str) -> Resource | Item | None:
+        """One attempt: the created resource; the item of another create that took the id; or
+        None when the account's organization changed meanwhile (judge it all again)."""
         account_id, kind, units = request.account_id, request.kind, request.units
         state = guarded(lambda: self._counters.read(account_id, kind=kind), "the create")
+        membership = guarded(lambda: self._orgs.membership(account_id, kind, state), "the create")
         judged = request.judge(state)
         if not state.admits(judged.limit, units):
             self._obs.count("LimitExceeded")
             raise AtLimit(LimitExceeded(judged.limit, state.used, kind, units))
+        org = membership.org
+        if org is not None:
+            try:
+                org_state = guarded(lambda: self._orgs.precheck(org, kind, units), "the create")
+            except LimitExceeded as full:
+                raise AtLimit(full) from None
+        if not state.org_known and not guarded(
+            lambda: self._orgs.register(account_id, kind, membership), "the create"
+        ):
+            return None  # the account's organization changed since it was read: judge again
         incarnation = self._fx.incarnation()
         item = items.pending_item(
             account_id,
@@ -142,33 +161,38 @@ class CreateFlow:
             now=self._fx.clock(),
             kind=kind,
             units=units,
+            org=org,
         )
         put = guarded(lambda: self._table.put_pending(item), "the create")
         if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:
             return put.item
         # Refused with our own incarnation: botocore retried our put after a lost response; go on.
 
+        org_certain = True
+        if org is not None:  # the organization's level first (org_level.py)
+            org_certain = self._admit_at_org(request, rid, incarnation, org, org_state)
+
         admission_token = token(rid, incarnation)
         admission = self._counters.admit(
-            account_id, rid, admission_token, state, kind=kind, units=units, judge=request.judge
+            account_id,
+            rid,
+            admission_token,
+            state,
+            kind=kind,
+            units=units,
+            judge=request.judge,
+            membership=membership,
         )
-        if admission.outcome is AdmissionOutcome.REJECTED:
-            self._roll_back(account_id, kind, rid, incarnation)
-            self._obs.count("LimitExceeded")
-            limit = admission.judged.limit if admission.judged else judged.limit
-            raise LimitExceeded(limit, admission.state.used, kind, units)
-        if admission.outcome is AdmissionOutcome.NOT_APPLIED:
-            self._roll_back(account_id, kind, rid, incarnation)
-            if admission.throttled:
-                self._obs.count("CreateThrottled")
-                raise Throttled(
-                    "too many requests for this account; the create was not done, retry the request"
-                )
-            raise StoreUnavailable(
-                "the data store is unavailable; the create was not done, retry the request"
-            )
-        certain = admission.outcome is AdmissionOutcome.ADMITTED or self._admitted_after_all(
-            account_id, kind, rid, incarnation, admission_token
+        if (
+            admission.outcome is not AdmissionOutcome.ADMITTED
+            and admission.outcome is not AdmissionOutcome.UNKNOWN
+        ):
+            self._refused_at_account(request, rid, incarnation, org, admission)
+            if admission.outcome is AdmissionOutcome.MOVED:
+                return None
+        certain = org_certain and (
+            admission.outcome is AdmissionOutcome.ADMITTED
+            or self._admitted_after_all(account_id, kind, rid, incarnation, admission_token)
         )
         try:
             # Refused only if the stream path made it live first (and a delete may have followed):
@@ -189,6 +213,54 @@ class CreateFlow:
             ) from error
         self._obs.count("ResourcesCreated")
         return items.resource_from_item(item)
+
+    def _admit_at_org(
+        self, request: Request, rid: str, incarnation: str, org: str, seen: CounterState
+    ) -> bool:
+        """The organization's admission of the create; raises (after rolling the pending item
+        back) when it is refused or not applied. False when its outcome stayed unknown: the
+        create goes on as if it applied (P1's exception, at the organization's level), indexed
+        so the sweeper counts it there."""
+        account_id, kind, units = request.account_id, request.kind, request.units
+        admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        if admitted.outcome is AdmissionOutcome.ADMITTED:
+            return True
+        if admitted.outcome is AdmissionOutcome.UNKNOWN:
+            return self._orgs.admitted_after_all(org, account_id, rid, incarnation, kind=kind)
+        self._roll_back(account_id, kind, rid, incarnation)
+        if admitted.outcome is AdmissionOutcome.REJECTED:
+            self._obs.count("LimitExceeded")
+            raise self._orgs.refused(admitted, kind, units)
+        if admitted.throttled:
+            self._obs.count("CreateThrottled")
+            raise Throttled(
+                "too many requests for this organization; the create was not done, retry the request"
+            )
+        raise StoreUnavailable("the data store is unavailable; the create was not done, retry the request")
+
+    def _refused_at_account(
+        self, request: Request, rid: str, incarnation: str, org: str | None, admission: Admission
+    ) -> None:
+        """The account's admission did not apply: undo the organization's (if any), roll the
+        pending item back, and raise; returns only when the account's organization changed (the
+        caller judges the create again)."""
+        account_id, kind, units = request.account_id, request.kind, request.units
+        if org is not None:
+            # An undo that cannot finish leaves the item pending (invisible, holding no slot of
+            # its account) for the sweeper; the answer is the same: the create was not done.
+            self._orgs.undo(account_id, rid, incarnation, kind=kind, org=org, units=units)
+        else:
+            self._roll_back(account_id, kind, rid, incarnation)
+        if admission.outcome is AdmissionOutcome.MOVED:
+            return
+        if admission.outcome is AdmissionOutcome.REJECTED:
+            self._obs.count("LimitExceeded")
+            limit = admission.judged.limit if admission.judged else 0
+            raise LimitExceeded(limit, admission.state.used, kind, units)
+        if admission.throttled:
+            self._obs.count("CreateThrottled")
+            raise Throttled("too many requests for this account; the create was not done, retry the request")
+        raise StoreUnavailable("the data store is unavailable; the create was not done, retry the request")
 
     def _admitted_after_all(
         self, account_id: str, kind: str, rid: str, incarnation: str, admission_token: str

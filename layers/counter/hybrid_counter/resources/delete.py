@@ -27,12 +27,14 @@ from hybrid_counter.aws import Effect
 from hybrid_counter.errors import InProgress, NotFound, StoreUnavailable, Throttled
 from hybrid_counter.keys import DEFAULT_KIND, epoch_of, token
 from hybrid_counter.resources import items
+from hybrid_counter.resources.org_level import OrgLevel, releases_only
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
 if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
+    from hybrid_counter.resources.org_level import OrgLevel
 
 GONE = "gone"
 LIVE_AGAIN = "live"
@@ -46,6 +48,9 @@ class Claim:
     taken_over: bool = False
     kind: str = DEFAULT_KIND
     units: int = 1  # what the release frees (no resize can change it while the claim stands)
+    org: str | None = None  # the organization whose counter holds its units too (org_level.py)
+    org_counted: bool = False  # as of the claim: whether the organization's eventual holds it
+    org_released: bool = False  # the stream path saw its organization's release apply
 
     @classmethod
     def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
@@ -56,6 +61,9 @@ class Claim:
             taken_over,
             items.kind_of(item),
             items.units_of(item),
+            items.org_of(item),
+            items.org_counted(item),
+            bool(item.get("org_released", {}).get("BOOL", False)),
         )
 
 
@@ -80,6 +88,8 @@ class DeleteFlow:
         self._fx = effects
         self.obs = obs
         self.resizes: ResizeSettler | None = None  # set by the service (resize.py)
+        # The organizations' level (org_level.py): releases only, so no limit is judged here.
+        self.orgs = OrgLevel(table, counters, releases_only, effects, obs)
 
     def delete(self, account_id: str, rid: str, *, kind: str | None = None) -> None:
         claim = self._claim(account_id, kind or self.counters.default_kind, rid, self._fx.new_id())
@@ -114,6 +124,9 @@ class DeleteFlow:
         if claim.taken_over and self._last_release(account_id, kind) == release_token:
             self._remove(account_id, kind, rid, request_id)  # the earlier delete's release did apply
             return False
+        org_first = claim.org is not None and not claim.org_released
+        if org_first:
+            self._release_at_org(account_id, rid, claim)
         attempt = self.counters.release(
             account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
         )
@@ -121,6 +134,9 @@ class DeleteFlow:
             self._remove(account_id, kind, rid, request_id)
             self.obs.count("ResourcesDeleted")
             return True
+        if attempt.effect is Effect.NOT_APPLIED and org_first:
+            # The organization's slot is free already: the claim stays for a retry to finish.
+            raise InProgress("the delete was not finished; retry the request")
         if attempt.effect is Effect.NOT_APPLIED:
             self._revert(account_id, kind, rid, request_id, claim)
             if attempt.throttled:
@@ -132,6 +148,24 @@ class DeleteFlow:
                 "the data store is unavailable; the delete was not done, retry the request"
             )
         # Unknown, and still unknown: the claim stays; a retry after the grace period takes it over.
+        raise InProgress("the delete could not be confirmed; retry the request")
+
+    def _release_at_org(self, account_id: str, rid: str, claim: Claim) -> None:
+        """The organization's release, before the account's (org_level.py): raises, with the
+        claim reverted (nothing done: 429) or kept (outcome unknown: 503), unless it applied."""
+        assert claim.org is not None
+        org, kind = claim.org, claim.kind
+        effect = self.orgs.release_resolved(
+            org, account_id, rid, claim.incarnation, kind=kind, units=claim.units, counted=claim.org_counted
+        )
+        if effect is None:
+            return
+        if effect is Effect.NOT_APPLIED:
+            self._revert(account_id, kind, rid, claim.request_id, claim)
+            self.obs.count("DeleteThrottled")
+            raise Throttled(
+                "too many requests for this organization; the delete was not done, retry the request"
+            )
         raise InProgress("the delete could not be confirmed; retry the request")
 
     def _claim(self, account_id: str, kind: str, rid: str, request_id: str) -> Claim:

@@ -11,6 +11,11 @@
   until that delete's release is applied, after which the item is deleted (by the delete, or by
   the stream path if the delete could not finish).
 
+``org`` names the organization whose counter holds the resource's units as well as its account's
+(orgs/; the levels of its admission, recorded before it), ``org_counted`` says the stream path
+has counted it there (exactly once, as ``counter_processed`` for the account), ``undoing`` marks a
+create refused at the account's level whose organization's admission is being undone.
+
 ``kind`` is the kind of resource it is, ``units`` how many units of that kind it holds (1 unless
 the create said otherwise; a PATCH changes it), ``created_units`` what its create asked for. ``counter_processed`` says the stream path has counted it into
 ``eventual`` (exactly once: the flag flips in the same transaction); a counted resource
@@ -59,6 +64,16 @@ class Resource:
             "units": self.units,
             "created_at": self.created_at,
         }
+
+
+def org_of(item: dict[str, Any]) -> str | None:
+    """The organization whose counter holds the resource's units too (None: the account's only)."""
+    org = item.get("org", {}).get("S")
+    return None if org is None else str(org)
+
+
+def org_counted(item: dict[str, Any]) -> bool:
+    return bool(item.get("org_counted", {}).get("BOOL", False))
 
 
 def state_of(item: dict[str, Any] | None) -> str | None:
@@ -124,9 +139,10 @@ def pending_item(
     now: float,
     kind: str = DEFAULT_KIND,
     units: int = 1,
+    org: str | None = None,
 ) -> dict[str, Any]:
     created = iso_utc(now)
-    return {
+    item = {
         "pk": {"S": account_pk(account_id)},
         "sk": {"S": resource_sk(resource_id, kind=kind)},
         "account_id": {"S": account_id},
@@ -142,6 +158,10 @@ def pending_item(
         "counter_processed": {"BOOL": False},
         "expires_at": {"N": str(int(now) + PENDING_TTL_SECONDS)},
     }
+    if org is not None:  # the levels that hold its units: the account's, and this organization's
+        item["org"] = {"S": org}
+        item["org_counted"] = {"BOOL": False}
+    return item
 
 
 def pending_index(

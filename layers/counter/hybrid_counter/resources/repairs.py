@@ -87,12 +87,48 @@ class Repairs:
 
     def roll_back_stale_pending(self, account_id: str, rid: str, seen: Item) -> bool:
         """Remove the pending item of a create that is over (its slot, if it held one, already
-        released by the census that found it); True if this repair removed it."""
+        released by the census that found it); True if this repair removed it. A create whose
+        organization's admission applied (counted there) is released there first: as it holds
+        there what the stream path counted (org_level.py), the release is exact."""
         if items.state_of(seen) != items.PENDING or not self.stale(seen, "created_at"):
             return False
+        if "undoing" in seen:
+            return self.finish_stale_undo(account_id, rid, seen)
+        if items.org_of(seen) is not None and items.org_counted(seen):
+            # Marked first (as an undo is), so the stream path notes the release there and a
+            # repair that dies after it never releases it twice.
+            marked = self._table.mark_undoing(
+                account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
+            )
+            return marked.item is not None and self.finish_stale_undo(account_id, rid, marked.item)
         return self._table.roll_back(
             account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
         ).applied
+
+    def finish_stale_undo(self, account_id: str, rid: str, seen: Item) -> bool:
+        """Finish undoing a create its account refused whose request could not (org_level.py):
+        release it at its organization unless the stream path saw that release apply, then
+        remove it. True if this repair removed it."""
+        if "undoing" not in seen or not self.stale(seen, "created_at"):
+            return False
+        kind, incarnation = items.kind_of(seen), items.incarnation_of(seen)
+        if not seen.get("org_released", {}).get("BOOL") and not self._release_at_org(account_id, rid, seen):
+            return False
+        return self._table.drop_undone(account_id, rid, incarnation, kind=kind).applied
+
+    def _release_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
+        org = items.org_of(seen)
+        assert org is not None
+        effect = self._deletes.orgs.release_resolved(
+            org,
+            account_id,
+            rid,
+            items.incarnation_of(seen),
+            kind=items.kind_of(seen),
+            units=items.units_of(seen),
+            counted=items.org_counted(seen),
+        )
+        return effect is None
 
     def settle_stale_resize(self, account_id: str, rid: str, seen: Item) -> bool:
         """End the resize of ``seen`` whose request died, at the size its counters hold; where

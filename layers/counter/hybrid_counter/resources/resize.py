@@ -30,7 +30,14 @@ from typing import TYPE_CHECKING
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.counters import AdmissionOutcome, Judge
-from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, StoreUnavailable, Throttled
+from hybrid_counter.errors import (
+    InProgress,
+    LimitExceeded,
+    NotFound,
+    StoreUnavailable,
+    Throttled,
+    ValidationError,
+)
 from hybrid_counter.keys import epoch_of, resize_token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
@@ -67,6 +74,13 @@ class ResizeFlow:
             item = self.current(account_id, kind, rid)
             if items.units_of(item) == target and not items.resizing(item):
                 return items.resource_from_item(item)  # already that size: nothing to do
+            if items.org_of(item) is not None:
+                # Not built yet: a resize at both levels needs its own settlement at the
+                # organization's (design.md §10, "Not yet"). Refused, never past a limit.
+                raise ValidationError(
+                    "resizing a resource of an account in an organization is not supported yet: "
+                    "delete it and create it with the new units"
+                )
             claim = partial(
                 self._table.claim_resize,
                 account_id,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -16,30 +16,37 @@ from hybrid_counter.governance.changes import LimitChanges
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
 from hybrid_counter.governance.publisher import EventPublisher
 from hybrid_counter.keys import (
+    COUNTER_PREFIX,
     HISTORY_PREFIX,
     account_pk,
     is_valid_id,
     kind_prefix,
+    org_pk,
+    parse_account_pk,
+    parse_org_counter_sk,
     parse_resource_sk,
     resource_sk,
 )
 from hybrid_counter.observability import Observability, default_observability
+from hybrid_counter.orgs import Org, OrgStore
 from hybrid_counter.plans import Limits, Plan, PlanPage, PlanStore
 from hybrid_counter.resources import items
 from hybrid_counter.resources.create import CreateFlow, same_request
 from hybrid_counter.resources.delete import DeleteFlow
 from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.org_level import OrgLevel
 from hybrid_counter.resources.repairs import Repairs
 from hybrid_counter.resources.resize import ResizeFlow
 from hybrid_counter.resources.table import ResourceTable, guarded
 from hybrid_counter.settings import Settings
-from hybrid_counter.usage import KindUsage, Usage, WouldAdmit
+from hybrid_counter.usage import KindUsage, OrgKindUsage, OrgRoom, OrgUsage, TopAccount, Usage, WouldAdmit
 
 # A list request skips invisible (pending) items: as many as creates in flight, plus failed creates
 # until their TTL. It stops skipping after this many once it has something to return, and after
 # ten times as many in any case (then, and only then, a page may be empty with a next_token).
 LIST_READ_BUDGET = 1000
 OPERATOR_TOOL = "operator-tool"  # who changed a limit when no caller identity is given
+ORG_USAGE_INDEX = "OrgUsageIndex"
 
 
 @dataclass(frozen=True)
@@ -85,11 +92,13 @@ class ResourceService:
         )
         self._table = ResourceTable(settings.table_name, self._clients, self._fx)
         grace = settings.pending_grace_seconds
-        self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs)
+        self.orgs = OrgLevel(self._table, self.counters, self.limits.org_judge, self._fx, self._obs)
+        self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._delete.resizes = self._resize
         self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
+        self.org_store = OrgStore(settings.table_name, self._clients, clock=self._fx.clock)
         self.history = HistoryStore(
             settings.table_name, self._clients, retention_days=settings.history_retention_days
         )
@@ -158,16 +167,133 @@ class ResourceService:
         plan_id = guarded(lambda: self.limits.plan_id_of(account_id), "the read")
         plan = guarded(lambda: self.limits.plan(plan_id), "the read")
         kinds = {self._settings.default_kind, *states, *(plan.limits if plan else {})}
+        # The account's organization (its profile, read with its plan: one more Query for a
+        # member only, of its organization's counters)
+        org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
+        rooms = guarded(lambda: self._org_rooms(org_id), "the read") if org_id is not None else {}
         per_kind = {
             kind: KindUsage.of(
                 kind,
                 states.get(kind, CounterState()),
                 self.limits.judge(account_id, kind)(states.get(kind, CounterState())),
+                rooms.get(kind) if org_id is not None else None,
             )
             for kind in kinds
         }
+        if org_id is not None:
+            for kind in kinds:
+                if kind not in rooms:
+                    judged = self.limits.org_judge(org_id, kind)(CounterState())
+                    per_kind[kind] = replace(
+                        per_kind[kind], org=OrgRoom(org_id, judged.limit, judged.source, 0)
+                    )
         default = per_kind[self._settings.default_kind]
-        return Usage(account_id, default.limit, default.best_effort, default.eventual, plan_id, per_kind)
+        return Usage(
+            account_id, default.limit, default.best_effort, default.eventual, plan_id, per_kind, org_id
+        )
+
+    def _org_rooms(self, org_id: str) -> dict[str, OrgRoom]:
+        return {
+            kind: OrgRoom(org_id, judged.limit, judged.source, state.used)
+            for kind, state in self.org_counters(org_id).items()
+            for judged in (self.limits.org_judge(org_id, kind)(state),)
+        }
+
+    # ---- organizations ----------------------------------------------------------------------------
+    def org_counters(self, org_id: str) -> dict[str, CounterState]:
+        """Every counter item of the organization, by kind: one consistent Query."""
+        found: dict[str, CounterState] = {}
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._settings.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                found[parse_org_counter_sk(str(item["sk"]["S"]))[0]] = CounterState.from_item(item)
+        return found
+
+    def put_org(
+        self, org_id: str, plan_id: str, *, force: bool = False, by: str = OPERATOR_TOOL
+    ) -> tuple[Org, bool]:
+        """Create the organization on a plan, or move it to another (LimitBelowUsage unless
+        forced); (the organization, whether it was created)."""
+        created = guarded(lambda: self.changes.put_org(org_id, plan_id, force=force, by=by), "the change")
+        return self.get_org(org_id), created
+
+    def get_org(self, org_id: str) -> Org:
+        org = guarded(lambda: self.org_store.get(org_id), "the read")
+        if org is None:
+            raise NotFound(f"organization {org_id} not found")
+        return org
+
+    def delete_org(self, org_id: str) -> None:
+        guarded(lambda: self.org_store.delete(org_id), "the delete")
+
+    def set_org_limit(
+        self, org_id: str, kind: str, limit: int | None, *, force: bool = False, by: str = OPERATOR_TOOL
+    ) -> None:
+        """The organization's override for a kind (None: back to its plan's)."""
+        self.get_org(org_id)
+        guarded(
+            lambda: self.changes.set_org_override(org_id, kind, limit, force=force, by=by), "the limit change"
+        )
+
+    def add_member(self, org_id: str, account_id: str) -> bool:
+        """The account joins the organization (only while empty); False if it was a member."""
+        joined = guarded(lambda: self.org_store.join(org_id, account_id), "the membership change")
+        self.limits.forget(account_id=account_id)
+        return joined
+
+    def remove_member(self, org_id: str, account_id: str) -> bool:
+        """The account leaves the organization (only while empty); False if it was not a member."""
+        left = guarded(lambda: self.org_store.leave(org_id, account_id), "the membership change")
+        self.limits.forget(account_id=account_id)
+        return left
+
+    def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
+        """Per kind: the limit, where it comes from, the use, and the accounts that use most (by
+        their counted use, OrgUsageIndex: one Query of ``top`` keys a kind, no read per account)."""
+        org = self.get_org(org_id)
+        states = guarded(lambda: self.org_counters(org_id), "the read")
+        plan = guarded(lambda: self.limits.plan(org.plan_id), "the read")
+        kinds = {*states, *(plan.limits if plan else {})}
+        per_kind = {}
+        for kind in sorted(kinds):
+            state = states.get(kind, CounterState())
+            judged = self.limits.org_judge(org_id, kind)(state)
+            leaders = guarded(partial(self._top_accounts, org_id, kind, top), "the read")
+            per_kind[kind] = OrgKindUsage(
+                kind, judged.limit, judged.source, state.best_effort, state.eventual, leaders
+            )
+        return OrgUsage(org_id, org.plan_id, org.members, per_kind)
+
+    def _top_accounts(self, org_id: str, kind: str, top: int) -> tuple[TopAccount, ...]:
+        if top <= 0:
+            return ()
+        response = self._clients.dynamodb.query(
+            TableName=self._settings.table_name,
+            IndexName=ORG_USAGE_INDEX,
+            KeyConditionExpression="org_kind = :org_kind",
+            ExpressionAttributeValues={":org_kind": {"S": f"{org_id}#{kind}"}},
+            ScanIndexForward=False,
+            Limit=top,
+        )
+        return tuple(
+            TopAccount(parse_account_pk(str(item["pk"]["S"])), int(item.get("eventual", {}).get("N", "0")))
+            for item in response.get("Items", [])
+        )
+
+    def org_history(
+        self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> HistoryPage:
+        return guarded(
+            lambda: self.history.page(
+                f"{HISTORY_PREFIX}ORG#{org_id}", kind=kind, page_size=page_size, next_token=next_token
+            ),
+            "the read",
+        )
 
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str = OPERATOR_TOOL) -> Plan:
         return guarded(lambda: self.changes.put_plan(plan_id, limits, by=by), "the plan change")

@@ -133,6 +133,37 @@ class ResourceTable:
             ExpressionAttributeValues={":inc": {"S": incarnation}, ":pending": {"S": PENDING}},
         )
 
+    def mark_undoing(self, account_id: str, resource_id: str, incarnation: str, *, kind: str) -> Written:
+        """A pending create its account refused, whose organization's admission is undone: no
+        longer counted there by the stream path, and in the PendingIndex, so the sweeper finishes
+        the undoing if this request cannot (org_level.py). Applied: ``item`` as marked."""
+        values: dict[str, Any] = {
+            ":inc": {"S": incarnation},
+            ":pending": {"S": PENDING},
+            ":true": {"BOOL": True},
+            **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
+        }
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="SET undoing = :true, pending_shard = :pending_shard, pending_since = :pending_since",
+            ConditionExpression="incarnation = :inc AND #state = :pending AND attribute_not_exists(undoing)",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+            ReturnValues="ALL_NEW",
+        )
+
+    def drop_undone(self, account_id: str, resource_id: str, incarnation: str, *, kind: str) -> Written:
+        """Remove a create whose organization's admission has been undone."""
+        return self._delete(
+            account_id,
+            resource_id,
+            kind,
+            ConditionExpression="incarnation = :inc AND undoing = :true",
+            ExpressionAttributeValues={":inc": {"S": incarnation}, ":true": {"BOOL": True}},
+        )
+
     # ---- delete -----------------------------------------------------------------------------
     def claim(
         self,

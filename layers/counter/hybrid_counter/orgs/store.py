@@ -1,0 +1,351 @@
+"""Organizations in the table: their profile, their members, and membership changes.
+
+- ``ORG#<org>`` / ``PROFILE``: the organization's plan (``plan_id``), ``members`` (how many),
+  ``created_at``; its plan changes are recorded like an account's (governance/changes.py).
+- ``ORG#<org>`` / ``MEMBER#<account>``: one item per member (its listing: no scan).
+- ``ORG#<org>`` / ``COUNTER#<kind>#<shard>``: the organization's counter items (counters.py).
+- On the account's profile (``ACCOUNT#<id>`` / ``PLAN``): ``org_id``, and ``kinds``, the kinds
+  the account has ever used (registered by the first create of each, registry.py); on each of
+  the account's counter items: ``org``, which every admission of the account is conditional on.
+
+**Membership changes only while the account is empty**, and exactly: one transaction (an
+operator's call, never on the API path) writes the account's profile, every one of its counter
+items (the kinds it registered and the counter items it has), the organization's profile and its
+member item, conditional on each counter item holding nothing, on the account being in no
+organization (joining) or in this one (leaving), on its registered kinds being those read, and on
+the organization existing. So a create racing it is either admitted first (its counter item holds
+something: the change is refused, AccountNotEmpty) or judged again afterwards (its admission is
+conditional on the membership it read: counters/expressions.py). A create of a kind the account
+never used registers the kind on the profile first, which changes the kinds the transaction is
+conditional on: either the transaction sees the kind (and writes its counter item) or it is
+refused and read again. An account with resource items left (a create still pending, a delete
+not finished) is not empty either: the transaction is only sent when it has none. An account of
+more kinds than one transaction can hold (TransactWriteItems takes 100 actions) cannot move.
+
+**An organization is deleted** only without members, in one transaction with its counter items
+(each conditional on holding nothing).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.counters.state import NO_ORG, ORG_KIND
+from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
+from hybrid_counter.keys import (
+    COUNTER_PREFIX,
+    MEMBER_PREFIX,
+    RESOURCE_PREFIX,
+    account_pk,
+    counter_key,
+    iso_utc,
+    member_key,
+    org_key,
+    org_pk,
+    parse_counter_sk,
+    profile_key,
+)
+
+if TYPE_CHECKING:
+    from hybrid_counter.aws import Clients
+
+# Actions of one membership transaction: the account's profile, the organization's profile and
+# member item, and one per counter item.
+MAX_KINDS = 100 - 3
+ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class Org:
+    org_id: str
+    plan_id: str
+    members: int = 0
+    created_at: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "plan_id": self.plan_id,
+            "members": self.members,
+            "created_at": self.created_at,
+        }
+
+
+class OrgStore:
+    def __init__(self, table_name: str, clients: Clients, *, clock: Any) -> None:
+        self._table = table_name
+        self._clients = clients
+        self._clock = clock
+        self._retry = RetryPolicy()
+
+    # ---- reading -----------------------------------------------------------------------------------
+    def get(self, org_id: str) -> Org | None:
+        item = self._get(org_key(org_id))
+        return None if item is None else self.of_item(org_id, item)
+
+    @staticmethod
+    def of_item(org_id: str, item: dict[str, Any]) -> Org:
+        return Org(
+            org_id,
+            str(item.get("plan_id", {}).get("S", "default")),
+            int(item.get("members", {}).get("N", "0")),
+            str(item.get("created_at", {}).get("S", "")),
+        )
+
+    def members(
+        self, org_id: str, *, page_size: int = 100, start: str | None = None
+    ) -> tuple[list[str], str | None]:
+        """Member account ids in id order, a page at a time (the next page's start, or None)."""
+        query: dict[str, Any] = {
+            "TableName": self._table,
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :member)",
+            "ExpressionAttributeValues": {":pk": {"S": org_pk(org_id)}, ":member": {"S": MEMBER_PREFIX}},
+            "ConsistentRead": True,
+            "Limit": page_size,
+        }
+        if start:
+            query["ExclusiveStartKey"] = member_key(org_id, start)
+        response = self._clients.dynamodb.query(**query)
+        found = [str(item["sk"]["S"])[len(MEMBER_PREFIX) :] for item in response.get("Items", [])]
+        last = response.get("LastEvaluatedKey")
+        return found, (str(last["sk"]["S"])[len(MEMBER_PREFIX) :] if last else None)
+
+    def org_of(self, account_id: str) -> str | None:
+        """The organization the account belongs to, as its profile says (consistent)."""
+        item = self._get(profile_key(account_id))
+        return None if item is None else item.get("org_id", {}).get("S")
+
+    # ---- membership --------------------------------------------------------------------------------
+    def join(self, org_id: str, account_id: str) -> bool:
+        """Make the account a member (empty accounts only). False if it already was one."""
+        return self._move(org_id, account_id, joining=True)
+
+    def leave(self, org_id: str, account_id: str) -> bool:
+        """Take the account out of the organization (empty accounts only). False if it was not
+        a member."""
+        return self._move(org_id, account_id, joining=False)
+
+    def _move(self, org_id: str, account_id: str, *, joining: bool) -> bool:
+        for _ in range(ATTEMPTS):
+            profile = self._get(profile_key(account_id)) or {}
+            current = profile.get("org_id", {}).get("S")
+            if (current == org_id) == joining:
+                return False  # already a member (joining), or not one (leaving)
+            if joining and current is not None:
+                raise MembershipConflict(
+                    "AccountInAnotherOrganization", f"account {account_id} belongs to organization {current}"
+                )
+            if joining and self.get(org_id) is None:
+                raise NotFound(f"organization {org_id} not found")
+            registered = set(profile.get("kinds", {}).get("SS", []))
+            counters = self._counter_kinds(account_id)
+            self._check_empty(account_id, counters)
+            kinds = sorted(registered | set(counters))
+            if len(kinds) > MAX_KINDS:
+                raise ValidationError(
+                    f"account {account_id} has {len(kinds)} kinds; at most {MAX_KINDS} can change organization"
+                )
+            actions = [self._profile_action(account_id, org_id, registered, joining=joining)]
+            actions += [self._counter_action(account_id, org_id, kind, joining=joining) for kind in kinds]
+            actions += self._org_actions(org_id, account_id, joining=joining)
+            try:
+                self._transact(actions)
+            except ClientError as error:
+                if error_code(error) != "TransactionCanceledException":
+                    raise
+                self._refused(error, account_id, org_id, len(kinds))
+                continue  # the profile changed (a kind registered, a concurrent change): read again
+            return True
+        raise InProgress(
+            "the account kept changing while its organization was being changed; retry the request"
+        )
+
+    def _counter_kinds(self, account_id: str) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": {"S": account_pk(account_id)},
+                ":prefix": {"S": COUNTER_PREFIX},
+            },
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                found[parse_counter_sk(str(item["sk"]["S"]))] = dict(item)
+        return found
+
+    def _check_empty(self, account_id: str, counters: dict[str, dict[str, Any]]) -> None:
+        """No resource item at all, and no counter holding anything (the transaction checks the
+        counters again, atomically)."""
+        held = [
+            kind
+            for kind, item in counters.items()
+            if int(item.get("best_effort", {}).get("N", "0")) or int(item.get("eventual", {}).get("N", "0"))
+        ]
+        resources = self._clients.dynamodb.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={
+                ":pk": {"S": account_pk(account_id)},
+                ":prefix": {"S": RESOURCE_PREFIX},
+            },
+            ConsistentRead=True,
+            Limit=1,
+            ProjectionExpression="pk",
+        ).get("Items", [])
+        if held or resources:
+            raise MembershipConflict(
+                "AccountNotEmpty",
+                f"account {account_id} holds resources; an account changes organization only while empty",
+            )
+
+    def _profile_action(
+        self, account_id: str, org_id: str, registered: set[str], *, joining: bool
+    ) -> dict[str, Any]:
+        values: dict[str, Any] = {":org": {"S": org_id}, ":now": {"S": iso_utc(self._clock())}}
+        if registered:
+            kinds_unchanged = "size(kinds) = :n"
+            values[":n"] = {"N": str(len(registered))}
+        else:
+            kinds_unchanged = "attribute_not_exists(kinds)"
+        if joining:
+            update, whose = "SET org_id = :org, org_since = :now", "attribute_not_exists(org_id)"
+        else:
+            update, whose = "REMOVE org_id, org_since", "org_id = :org"
+            del values[":now"]
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": profile_key(account_id),
+                "UpdateExpression": update,
+                "ConditionExpression": f"{whose} AND {kinds_unchanged}",
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _counter_action(self, account_id: str, org_id: str, kind: str, *, joining: bool) -> dict[str, Any]:
+        """The kind's counter item (created if the kind is registered and has none yet), holding
+        nothing, moved into or out of the organization."""
+        values: dict[str, Any] = {":zero": {"N": "0"}}
+        empty = (
+            "(attribute_not_exists(best_effort) OR best_effort = :zero) "
+            "AND (attribute_not_exists(eventual) OR eventual = :zero)"
+        )
+        values[":none"] = {"S": NO_ORG}
+        if joining:
+            update = f"SET org = :org, {ORG_KIND} = :org_kind"
+            values.update({":org": {"S": org_id}, ":org_kind": {"S": f"{org_id}#{kind}"}})
+            whose = "(attribute_not_exists(org) OR org = :none)"
+        else:
+            update = f"SET org = :none REMOVE {ORG_KIND}"
+            values[":org"] = {"S": org_id}
+            whose = "(attribute_not_exists(org) OR org = :org)"
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": counter_key(account_id, kind=kind),
+                "UpdateExpression": update,
+                "ConditionExpression": f"{empty} AND {whose}",
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _org_actions(self, org_id: str, account_id: str, *, joining: bool) -> list[dict[str, Any]]:
+        one = {":one": {"N": "1" if joining else "-1"}}
+        org = {
+            "Update": {
+                "TableName": self._table,
+                "Key": org_key(org_id),
+                "UpdateExpression": "ADD members :one",
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeValues": one,
+            }
+        }
+        if joining:
+            member = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {**member_key(org_id, account_id), "since": {"S": iso_utc(self._clock())}},
+                }
+            }
+        else:
+            member = {"Delete": {"TableName": self._table, "Key": member_key(org_id, account_id)}}
+        return [org, member]
+
+    def _refused(self, error: ClientError, account_id: str, org_id: str, kinds: int) -> None:
+        """Why a membership transaction was refused: raise if it is final, return to read again."""
+        reasons = [dict(r) for r in error.response.get("CancellationReasons", [])]
+        codes = [r.get("Code", "None") for r in reasons]
+        if any(code == "ConditionalCheckFailed" for code in codes[1 : 1 + kinds]):
+            raise MembershipConflict(
+                "AccountNotEmpty",
+                f"account {account_id} holds resources; an account changes organization only while empty",
+            )
+        if len(codes) > 1 + kinds and codes[1 + kinds] == "ConditionalCheckFailed":
+            raise NotFound(f"organization {org_id} not found")
+
+    # ---- deleting ----------------------------------------------------------------------------------
+    def delete(self, org_id: str) -> None:
+        """Delete the organization and its counter items: only without members."""
+        org = self._get(org_key(org_id))
+        if org is None:
+            raise NotFound(f"organization {org_id} not found")
+        counters = self._clients.dynamodb.query(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
+            ConsistentRead=True,
+        ).get("Items", [])
+        if len(counters) > MAX_KINDS:
+            raise ValidationError(f"organization {org_id} has too many kinds to delete at once")
+        zero = {":zero": {"N": "0"}}
+        actions: list[dict[str, Any]] = [
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": org_key(org_id),
+                    "ConditionExpression": "attribute_not_exists(members) OR members = :zero",
+                    "ExpressionAttributeValues": zero,
+                }
+            }
+        ]
+        actions += [
+            {
+                "Delete": {
+                    "TableName": self._table,
+                    "Key": {"pk": item["pk"], "sk": item["sk"]},
+                    "ConditionExpression": (
+                        "(attribute_not_exists(best_effort) OR best_effort = :zero) "
+                        "AND (attribute_not_exists(eventual) OR eventual = :zero)"
+                    ),
+                    "ExpressionAttributeValues": zero,
+                }
+            }
+            for item in counters
+        ]
+        try:
+            self._transact(actions)
+        except ClientError as error:
+            if error_code(error) != "TransactionCanceledException":
+                raise
+            raise MembershipConflict(
+                "OrganizationNotEmpty", f"organization {org_id} has members or holds units; remove them first"
+            ) from error
+
+    def _transact(self, actions: list[dict[str, Any]]) -> None:
+        retry_conflicts(
+            lambda: self._clients.dynamodb.transact_write_items(TransactItems=actions),  # type: ignore[arg-type]
+            self._retry,
+        )
+
+    def _get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        item = self._clients.dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        return None if item is None else dict(item)
