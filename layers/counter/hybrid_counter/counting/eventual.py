@@ -261,11 +261,24 @@ class EventualCounter:
             )
         else:
             # At its organization: never while its create is being undone there (org_level.py).
-            update = "SET org_counted = :true"
+            # Counted live (the usual case: its create finished); one still pending goes into
+            # the PendingIndex too, for the sweeper to finish if its create died between the
+            # levels (a count that finds it pending is tried again so: _still_needed).
             condition = (
-                "incarnation = :inc AND org_counted = :false AND #state IN (:pending, :live) "
+                "incarnation = :inc AND org_counted = :false AND #state = :state "
                 "AND #units = :units AND attribute_not_exists(resize_request) AND attribute_not_exists(undoing)"
             )
+            if op.pending:
+                update = (
+                    "SET org_counted = :true, pending_shard = if_not_exists(pending_shard, :shard), "
+                    "pending_since = if_not_exists(pending_since, :now)"
+                )
+                values[":shard"] = {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)}
+                values[":now"] = {"S": iso_utc(self._clock())}
+            else:
+                update = "SET org_counted = :true"
+            values[":state"] = values[":pending"] if op.pending else values[":live"]
+            del values[":pending"], values[":live"]
         return {
             "Update": {
                 "TableName": self._table,
@@ -326,7 +339,7 @@ class EventualCounter:
         if items.resizing(item):
             self._leave_to_sweeper(op)
             return None
-        return replace(op, units=items.units_of(item))
+        return replace(op, units=items.units_of(item), pending=items.state_of(item) == items.PENDING)
 
     def _leave_to_sweeper(self, op: CountOp) -> None:
         retry_conflicts(

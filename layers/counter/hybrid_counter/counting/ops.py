@@ -43,6 +43,10 @@ class CountOp:
     kind: str = DEFAULT_KIND
     units: int = 1  # what its admission admitted (a resize before the count changes it: eventual.py)
     org: str | None = None
+    # (at an organization) the resource is still pending: its account's admission has not made
+    # it live yet, or never will (its create died between the two): it goes into the
+    # PendingIndex with its count, so the sweeper finds it (eventual.py)
+    pending: bool = False
 
     @property
     def item(self) -> tuple[str, str, str]:

@@ -235,17 +235,19 @@ class Sweeper:
         return self._current(entry) or entry
 
     def _finish_undo(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
-        """A create refused at its account whose organization's admission could not be undone
-        by its request (resources/org_level.py): finished here once it is older than the grace
-        period. Returns the item as it is now."""
+        """A member's create left pending with its organization's admission counted: refused at
+        its account with the undo unfinished, or dead between the two levels (its account's
+        admission never made it live: the stream path would have). Once older than the grace
+        period it is released at its organization and removed (resources/repairs.py). Returns
+        the item as it is now."""
         if items.state_of(entry) != items.PENDING:
             return entry
         item = self._current(entry)
-        if item is None or "undoing" not in item:
+        if item is None or ("undoing" not in item and not items.org_counted(item)):
             return item or entry
         account_id, rid = parse_account_pk(item["pk"]["S"]), parse_kind_resource_sk(item["sk"]["S"])[1]
         try:
-            if self._recounter.repairs.finish_stale_undo(account_id, rid, item):
+            if self._recounter.repairs.roll_back_stale_pending(account_id, rid, item):
                 outcome.pending_rolled_back += 1
                 return {**item, "state": {"S": "gone"}}
         except (DomainError, ClientError, BotoCoreError):
@@ -422,8 +424,8 @@ class Sweeper:
 
 def _finished(item: dict[str, Any]) -> bool:
     """A resource's index entry has nothing left to do: counted at every level, or no longer
-    live (and no undoing left to finish)."""
-    if "undoing" in item and items.state_of(item) == items.PENDING:
+    live (and no member's create left pending at its organization)."""
+    if items.state_of(item) == items.PENDING and ("undoing" in item or items.org_counted(item)):
         return False
     if items.state_of(item) != items.LIVE:
         return True

@@ -1,0 +1,241 @@
+"""Organizations' levels meeting each other's calls and faults (issue 24): every write path at the
+organization's level, with another flow's call landing between two of its own, its process dying
+between them, or its response lost; against DynamoDB Local, every component on one clock."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from hybrid_counter.aws import Clients
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import LimitExceeded, Throttled
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.settings import Settings
+from localrun.sources.stream_reader import StreamReader
+from tests.explorer.scheduler import Race
+from tests.faults import ProcessDied, injected
+
+pytestmark = pytest.mark.integration
+
+SEATS = "seats"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class Org:
+    """An organization of ``limit`` seats whose two members each may hold up to 10."""
+
+    settings: Settings
+    clients: Clients
+    stream: StreamReader
+    clock: Clock
+    limit: int
+
+    def __post_init__(self) -> None:
+        self.service = self.new_service()
+        self.counter = EventualCounter(
+            self.settings.table_name, "batched", self.clients, sleep=lambda _: None, clock=self.clock
+        )
+        self.org_id, plan = f"org-{uuid.uuid4().hex[:8]}", f"plan-{uuid.uuid4().hex[:8]}"
+        self.a, self.b = f"a-{uuid.uuid4().hex[:8]}", f"b-{uuid.uuid4().hex[:8]}"
+        self.service.put_plan(plan, {SEATS: self.limit})
+        self.service.put_org(self.org_id, plan)
+        for account in (self.a, self.b):
+            self.service.set_limit(account, 10, kind=SEATS)
+            self.service.add_member(self.org_id, account)
+
+    def new_service(self) -> ResourceService:
+        effects = Effects(clock=self.clock, waiter=Waiter(attempts=3, delay=0.01))
+        return ResourceService(self.settings, self.clients, effects=effects)
+
+    def drain(self) -> None:
+        for pk in (account_pk(self.a), account_pk(self.b), org_pk(self.org_id)):
+            while records := self.stream.records_of(pk):
+                assert process_stream_batch(records, self.counter).failed_sequence_numbers == []
+
+    def sweep_after_the_grace_period(self) -> None:
+        self.clock.now += self.settings.pending_grace_seconds + 1
+        grace = self.settings.pending_grace_seconds
+        Sweeper(self.settings.table_name, self.counter, grace, self.clients, clock=self.clock).sweep()
+        self.drain()
+
+    def org_counters(self) -> tuple[int, int]:
+        state = self.service.org_counters(self.org_id).get(SEATS)
+        return (0, 0) if state is None else (state.best_effort, state.eventual)
+
+    def held(self, account: str) -> list[tuple[str, int]]:
+        """The account's resource items, (state, units)."""
+        found = self.clients.dynamodb.query(
+            TableName=self.settings.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
+            ConsistentRead=True,
+        )["Items"]
+        return sorted((i["state"]["S"], int(i["units"]["N"])) for i in found)
+
+    def exact(self) -> None:
+        """Both levels hold what is live, exactly: each account, and the organization the sum."""
+        self.drain()
+        live = {a: sum(units for state, units in self.held(a) if state == "live") for a in (self.a, self.b)}
+        for account, units in live.items():
+            usage = self.service.usage(account).kinds[SEATS]
+            assert (usage.best_effort, usage.eventual) == (units, units), account
+        assert self.org_counters() == (sum(live.values()), sum(live.values()))
+
+
+@pytest.fixture
+def org(settings: Settings, clients: Clients, stream: StreamReader) -> Org:
+    return Org(settings, clients, stream, Clock(), limit=2)
+
+
+def test_two_accounts_racing_for_the_organizations_last_slot(org: Org) -> None:
+    # Given one slot left in the organization (a holds one of two)
+    org.service.create(org.a, "first", {}, kind=SEATS)
+    a, b = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        first = race.start("a", lambda: a.create(org.a, "x", {}, kind=SEATS))
+        second = race.start("b", lambda: b.create(org.b, "y", {}, kind=SEATS))
+        # When both pass their checks and put their items, then b's admissions land first
+        race.until(first, "PutItem")
+        race.until(second, "PutItem")
+        race.finish(second)
+        race.finish(first)
+    # Then b has the slot, a is refused by the organization, and nothing is left of a's try
+    assert second.error is None
+    assert isinstance(first.error, LimitExceeded)
+    assert first.error.scope == "organization"
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+
+
+def test_a_create_that_dies_between_the_two_levels_gives_the_organizations_slot_back(org: Org) -> None:
+    # Given a create of a whose process dies after the organization's admission, before its
+    # account's (the single-attempt client's second UpdateItem)
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.create(org.a, "x", {}, kind=SEATS)
+    # Then it is invisible, holds no slot of a's, and one of the organization's (counted there)
+    org.drain()
+    assert org.held(org.a) == [("pending", 1)]
+    assert org.org_counters() == (1, 1)
+    # When the sweeper runs past the grace period, it gives the slot back and removes the item
+    org.sweep_after_the_grace_period()
+    assert org.held(org.a) == []
+    org.exact()
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    org.service.create(org.b, "z", {}, kind=SEATS)
+    org.exact()
+
+
+def test_a_create_its_account_refuses_is_undone_at_the_organization(org: Org) -> None:
+    # Given a at its own limit of 1 but for one create that passed its check before another
+    # create took the account's last slot
+    org.service.set_limit(org.a, 1, kind=SEATS)
+    slow, fast = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        late = race.start("late", lambda: slow.create(org.a, "late", {}, kind=SEATS))
+        race.until(late, "PutItem")
+        race.run("early", lambda: fast.create(org.a, "early", {}, kind=SEATS))
+        race.finish(late)
+    # Then the late one is refused by its account, and the organization's admission undone
+    assert isinstance(late.error, LimitExceeded)
+    assert late.error.scope == "account"
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+
+
+def test_an_undo_whose_release_is_throttled_is_finished_by_the_sweeper_once(org: Org) -> None:
+    # Given a at its own limit of 1 but for a create that passed its check before another took
+    # the account's last slot, whose undo at the organization is then throttled on every
+    # attempt (its single-attempt writes after its account's refusal; its organization's
+    # admission is already waiting at the scheduler when the fault is set)
+    org.service.set_limit(org.a, 1, kind=SEATS)
+    slow, fast = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        late = race.start("late", lambda: slow.create(org.a, "late", {}, kind=SEATS))
+        race.until(late, "PutItem")
+        race.run("early", lambda: fast.create(org.a, "early", {}, kind=SEATS))
+        with injected(
+            org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
+        ):
+            race.finish(late)
+    assert isinstance(late.error, LimitExceeded)
+    # Then the item is left pending, marked and indexed; the organization's best_effort still
+    # holds its slot (its eventual never counts an item being undone)
+    org.drain()
+    assert ("pending", 1) in org.held(org.a)
+    assert org.org_counters() == (2, 1)
+    # And the sweeper, after the grace period, releases it there once and removes it
+    org.sweep_after_the_grace_period()
+    org.sweep_after_the_grace_period()
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+
+
+def test_a_lost_response_at_each_level_counts_once(org: Org) -> None:
+    # When the organization's admission applies and its response is lost (the first
+    # single-attempt UpdateItem), then the account's (the second)
+    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="after"):
+        org.service.create(org.a, "x", {}, kind=SEATS)
+    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="after", skip=1):
+        org.service.create(org.b, "y", {}, kind=SEATS)
+    # Then each is one create, counted once at each level, and the organization is full
+    org.exact()
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.a, "z", {}, kind=SEATS)
+    # And a delete whose release at the organization loses its response releases once
+    resource = org.service.list(org.a, kind=SEATS).items[0]
+    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="after"):
+        org.service.delete(org.a, resource.resource_id, kind=SEATS)
+    org.exact()
+    org.service.create(org.b, "z", {}, kind=SEATS)
+    org.exact()
+
+
+def test_a_delete_whose_release_at_the_organization_is_throttled_changes_nothing(org: Org) -> None:
+    resource, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    org.drain()
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100),
+        pytest.raises(Throttled),
+    ):
+        org.service.delete(org.a, resource.resource_id, kind=SEATS)
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+    org.service.delete(org.a, resource.resource_id, kind=SEATS)
+    org.exact()
+
+
+def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
+    # Given the organization full (a and b hold one each)
+    held, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    deleter, creator = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        delete = race.start("delete", lambda: deleter.delete(org.a, held.resource_id, kind=SEATS))
+        # When the delete has released at the organization (its claim, then that release) and
+        # not yet at its account, a create of the other account comes
+        race.until(delete, "UpdateItem", count=2)
+        create = race.run("create", lambda: creator.create(org.b, "z", {}, kind=SEATS))
+        race.finish(delete)
+    # Then the create took the freed slot at once, and both levels are exact
+    assert create.error is None
+    assert delete.error is None
+    org.exact()
