@@ -242,7 +242,8 @@ def test_every_api_code_has_its_class():
 
 def test_every_membership_conflict_code_the_api_documents_is_a_membership_conflict():
     # Given the codes of the 409s the organizations' routes document
-    document = json.loads(build_app(lambda: None, AccessPolicy()).get_openapi_json_schema())
+    app = build_app(lambda: None, AccessPolicy())  # type: ignore[arg-type, return-value]
+    document = json.loads(app.get_openapi_json_schema())
     documented = {
         name.removesuffix("Detail")
         for name, schema in document["components"]["schemas"].items()
