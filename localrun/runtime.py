@@ -48,7 +48,12 @@ from localrun.gateway.oidc_issuer import LocalIssuer
 from localrun.gateway.routes import Route, RouteTable
 from localrun.gateway.server import HttpGateway
 from localrun.gateway.sigv4_authorizer import LOCAL_CALLER
-from localrun.gateway.token_cli import DEFAULT_ACCOUNT_CLAIM, DEFAULT_OPERATOR_SCOPE
+from localrun.gateway.token_cli import (
+    DEFAULT_ACCOUNT_CLAIM,
+    DEFAULT_OPERATOR_SCOPE,
+    DEFAULT_ORG_ADMIN_SCOPE,
+    DEFAULT_ORG_CLAIM,
+)
 from localrun.sources.scheduler import ScheduledJob, Scheduler
 from localrun.sources.sqs_poller import QueueMapping, SqsPoller
 from localrun.sources.stream_batches import RetryPolicy
@@ -489,6 +494,8 @@ class LocalRuntime:
             "mode": mode,
             "account_claim": parameters.get("AccountClaim", DEFAULT_ACCOUNT_CLAIM),
             "operator_scope": parameters.get("OperatorScope", DEFAULT_OPERATOR_SCOPE),
+            "org_claim": parameters.get("OrgClaim", DEFAULT_ORG_CLAIM),
+            "org_admin_scope": parameters.get("OrgAdminScope", DEFAULT_ORG_ADMIN_SCOPE),
         }
         if mode == "jwt" and auth is not None:
             (authorizer, *_) = auth.jwt_authorizers

@@ -94,6 +94,19 @@ SAMPLE_EVENTS = [
     SampleEvent("api_get_kind_resource.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_list_kind_resources.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_delete_kind_resource.json", "ApiFunction", _http_status(204)),
+    # An organization on plan pro (above), an override set and removed, a member that joins
+    # and leaves (acct-org-demo: an account with no resources), read by an operator and by its
+    # administrator (org claim and org-admin scope), then deleted; 201 or 200 for the PUTs, so a
+    # second run against the same table gets the same answers.
+    SampleEvent("api_put_org.json", "ApiFunction", _http_status(200, 201)),
+    SampleEvent("api_put_org_limit.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_delete_org_limit.json", "ApiFunction", _http_status(204)),
+    SampleEvent("api_put_org_member.json", "ApiFunction", _http_status(200, 201)),
+    SampleEvent("api_get_org.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_get_org_usage.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_get_org_history.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_delete_org_member.json", "ApiFunction", _http_status(204)),
+    SampleEvent("api_delete_org.json", "ApiFunction", _http_status(204)),
     SampleEvent("stream_insert_resource.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_admission.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_claim.json", "StreamCounterFunction", _no_batch_failures),

@@ -2,11 +2,14 @@
 
     TOKEN=$(.venv/bin/hybrid-counter-token --account acme)       # a tenant of account acme
     OP=$(.venv/bin/hybrid-counter-token --operator)              # the operator scope
+    ADMIN=$(.venv/bin/hybrid-counter-token --org widgets)        # administrator of organization widgets
     curl -H "Authorization: Bearer $TOKEN" localhost:3000/accounts/acme/usage
 
 It reads `.local/runtime.json` (written by `make dev`) for the issuer's token endpoint and the
-template's AccountClaim and OperatorScope, and asks the issuer for a token (OAuth 2.0 client
-credentials), as a client of a real identity provider would. Also here: what `make dev`
+template's AccountClaim, OperatorScope, OrgClaim and OrgAdminScope, and asks the issuer for a
+token (OAuth 2.0 client credentials), as a client of a real identity provider would. An
+organization administrator's token carries the OrgClaim claim and the OrgAdminScope scope
+(api/access.py says why both). Also here: what `make dev`
 prints about authentication (from the description the runtime gives, ``LocalRuntime.auth_description``).
 """
 
@@ -26,6 +29,8 @@ from localrun.gateway.sigv4_authorizer import SERVICE
 STATE_FILE = Path(".local/runtime.json")
 DEFAULT_ACCOUNT_CLAIM = "account_id"
 DEFAULT_OPERATOR_SCOPE = "hybrid-counter/operator"
+DEFAULT_ORG_CLAIM = "org_id"
+DEFAULT_ORG_ADMIN_SCOPE = "hybrid-counter/org-admin"
 
 
 def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:
@@ -38,6 +43,7 @@ def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:
             lines += [
                 "  tokens          TOKEN=$(.venv/bin/hybrid-counter-token --account acme)   # tenant of acme",
                 "                  OP=$(.venv/bin/hybrid-counter-token --operator)          # operator scope",
+                "                  ADMIN=$(.venv/bin/hybrid-counter-token --org widgets)    # org admin of widgets",
                 f'                  curl -H "Authorization: Bearer $TOKEN" {api_url}/accounts/acme/usage',
             ]
         return lines
@@ -58,6 +64,11 @@ def main(argv: list[str] | None = None) -> int:
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--account", help="a tenant token for this account (the AccountClaim claim)")
     who.add_argument("--operator", action="store_true", help="a token with the operator scope")
+    who.add_argument(
+        "--org",
+        metavar="ORG_ID",
+        help="an organization administrator's token (the OrgClaim claim and the OrgAdminScope scope)",
+    )
     parser.add_argument("--scope", action="append", default=[], help="an extra scope (repeatable)")
     parser.add_argument(
         "--claim",
@@ -88,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.operator:
         scopes.append(auth["operator_scope"])
         claims.setdefault("sub", "local-operator")
+    elif args.org is not None:
+        scopes.append(auth.get("org_admin_scope", DEFAULT_ORG_ADMIN_SCOPE))
+        claims[auth.get("org_claim", DEFAULT_ORG_CLAIM)] = args.org
+        claims.setdefault("sub", f"local-org-admin-{args.org}")
     else:
         claims[auth["account_claim"]] = args.account
         claims.setdefault("sub", f"local-tenant-{args.account}")

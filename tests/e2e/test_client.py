@@ -17,9 +17,14 @@ from hybrid_counter_client import (
     KindBelowUsage,
     LimitBelowUsage,
     LimitExceeded,
+    Membership,
+    MembershipConflict,
     NotFound,
+    OrgOverride,
+    OrgRoom,
     Override,
     Plan,
+    TopAccount,
     Unauthorized,
     ValidationError,
     WouldAdmit,
@@ -181,3 +186,95 @@ def test_async_client_on_the_default_kind_with_the_legacy_limit(target):
                 await api.get(account, created.resource_id)
 
     asyncio.run(scenario())
+
+
+def org_admin(target: Target, org: str) -> Client:
+    return Client(target.api_url, auth=lambda: tokens(target).org_admin_token(org))
+
+
+def test_organizations_through_the_client(target):
+    org, plan_id, first, second = new_id("org"), new_id("plan"), new_id("member"), new_id("member")
+    with operator(target) as op, tenant(target, first) as api_first, tenant(target, second) as api_second:
+        # An organization of 3 seats over two members of 2 seats each
+        op.put_plan(plan_id, {"seats": 3})
+        members_plan = new_id("plan")
+        op.put_plan(members_plan, {"seats": 2})
+        created = op.put_org(org, plan_id)
+        assert (created.org_id, created.plan_id, created.members, created.created) == (org, plan_id, 0, True)
+        assert op.put_org(org, plan_id).created is False
+        for account in (first, second):
+            op.assign_plan(account, members_plan)
+            assert op.add_member(org, account) == Membership(org, account, joined=True)
+        assert op.add_member(org, first).joined is False
+        assert op.get_org(org).members == 2
+
+        # Two seats each would be four: the third is refused by the organization
+        api_first.create(first, "a", kind="seats", units=2)
+        with pytest.raises(LimitExceeded) as refused:
+            api_second.create(second, "b", kind="seats", units=2)
+        assert (refused.value.scope, refused.value.limit, refused.value.used) == ("organization", 3, 2)
+        api_second.create(second, "b", kind="seats")  # the organization's last seat
+
+        # Usage: the member's own, with its organization's room; the organization's, by member
+        target.settle()
+        usage = api_second.usage(second)
+        assert usage.org_id == org
+        assert usage.kinds["seats"].organization == OrgRoom(org, 3, "plan", 3, 0)
+        with org_admin(target, org) as admin:
+            by_admin = admin.org_usage(org, top=1)
+            assert by_admin == op.org_usage(org, top=1)
+            assert by_admin.kinds["seats"].top_accounts == [TopAccount(first, 2)]
+            assert admin.get_org(org) == op.get_org(org)
+            # its administrator reads, and changes nothing (API Gateway: not the operator scope)
+            with pytest.raises(Forbidden):
+                admin.set_org_limit(org, "seats", 10)
+        with org_admin(target, new_id("org")) as stranger, pytest.raises(Forbidden):
+            stranger.org_usage(org)
+
+        # An override, refused below use unless forced, recorded in history
+        with pytest.raises(LimitBelowUsage):
+            op.set_org_limit(org, "seats", 2)
+        assert op.set_org_limit(org, "seats", 5) == OrgOverride(org, "seats", 5)
+        op.remove_org_limit(org, "seats")
+        whats = [change.what for change in op.org_history(org, page_size=1)]
+        assert whats == ["override_removed", "override", "org_plan"]
+        assert {change.org_id for change in op.org_history(org)} == {org}
+
+        # Membership and deletion refused with a typed code
+        with pytest.raises(MembershipConflict) as not_empty:
+            op.remove_member(org, first)
+        assert not_empty.value.code == "AccountNotEmpty"
+        with pytest.raises(MembershipConflict) as has_members:
+            op.delete_org(org)
+        assert has_members.value.code == "OrganizationNotEmpty"
+        with pytest.raises(NotFound):
+            op.get_org(new_id("missing"))
+
+        # Emptied, the members leave and the organization goes
+        for api, account in ((api_first, first), (api_second, second)):
+            for resource in api.list_resources(account, kind="seats"):
+                api.delete(account, resource.resource_id, kind="seats")
+        target.settle()
+        for account in (first, second):
+            op.remove_member(org, account)
+        op.delete_org(org)
+        op.delete_org(org, missing_ok=True)
+        with pytest.raises(NotFound):
+            op.get_org(org)
+
+
+def test_the_async_client_reads_an_organization(target):
+    org, plan_id = new_id("org"), new_id("plan")
+    with operator(target) as op:
+        op.put_plan(plan_id, {"seats": 4})
+        op.put_org(org, plan_id)
+
+    async def scenario() -> tuple[str, int, list[str]]:
+        async with AsyncClient(target.api_url, auth=tokens(target).operator) as api:
+            usage = await api.org_usage(org, top=0)
+            fetched = await api.get_org(org)
+            whats = [change.what async for change in api.org_history(org)]
+            await api.delete_org(org)
+            return fetched.plan_id, usage.kinds["seats"].limit, whats
+
+    assert asyncio.run(scenario()) == (plan_id, 4, ["org_plan"])

@@ -5,7 +5,9 @@ not give that status fails too).
 
 The walk sees every success of every route, and the refusals: every operation without a token
 and with a bad one (401), and with a query parameter it does not take (400); the 403s, 404s and
-each 409's codes where an operation answers them.
+each 409's codes where an operation answers them, the organizations' routes among them (an
+organization administrator's reads, membership and deletion refusals, a create refused by the
+organization: LimitExceeded with scope organization).
 
 The description is the one the target serves (GET /openapi.json), so this checks the contract
 a client generator would read against what the service does."""
@@ -101,6 +103,25 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
     call("GET", f"/accounts/{account}/resources")
     call("GET", f"/accounts/{account}/resources/{flat['resource_id']}")
     call("DELETE", f"/accounts/{account}/resources/{flat['resource_id']}")
+    # an organization (operator): created, already so, read, an override set and removed, a
+    # member that joins, is already one, creates, is read with its organization, and leaves
+    org, member = f"doc-{uuid.uuid4().hex[:8]}", f"doc-{uuid.uuid4().hex[:8]}"
+    assert call("PUT", f"/orgs/{org}", {"plan_id": plan}).status_code == 201
+    assert call("PUT", f"/orgs/{org}", {"plan_id": plan}).status_code == 200
+    call("GET", f"/orgs/{org}")
+    call("PUT", f"/orgs/{org}/limits/seats", {"limit": 4})
+    call("DELETE", f"/orgs/{org}/limits/seats")
+    call("PUT", f"/accounts/{member}/plan", {"plan_id": plan})
+    assert call("PUT", f"/orgs/{org}/accounts/{member}").status_code == 201
+    assert call("PUT", f"/orgs/{org}/accounts/{member}").status_code == 200
+    seat = call("POST", f"/accounts/{member}/kinds/seats/resources", {"name": "s", "units": 2}).json()
+    call("GET", f"/accounts/{member}/usage")
+    call("GET", f"/orgs/{org}/usage?top=2")
+    call("GET", f"/orgs/{org}/limits/history?kind=seats")
+    call("DELETE", f"/accounts/{member}/kinds/seats/resources/{seat['resource_id']}")
+    target.settle()  # the stream path finishes the delete: the account is empty again
+    call("DELETE", f"/orgs/{org}/accounts/{member}")
+    call("DELETE", f"/orgs/{org}")
 
     # Then every route was walked, with each success status it documents
     successes = {(m, t, s) for m, t, s in contract.checked if s < 300}
@@ -115,7 +136,13 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
 
 
 def fill(template: str, account: str) -> str:
-    values = {"account_id": account, "kind": "seats", "resource_id": "r1", "plan_id": "doc-plan"}
+    values = {
+        "account_id": account,
+        "kind": "seats",
+        "resource_id": "r1",
+        "plan_id": "doc-plan",
+        "org_id": "doc-org",
+    }
     return re.sub(r"\{([^}]+)\}", lambda match: values[match.group(1)], template)
 
 
@@ -190,6 +217,59 @@ def test_every_operation_documents_its_refusals(target: Target) -> None:
     assert call("PUT", f"/accounts/{account}/limits/history", {"limit": 1}).status_code == 400
     assert call("PUT", "/plans/doc-plan", {"limits": {"history": 1}}).status_code == 400
     assert call("POST", base, {"name": ""}).status_code == 400
+    assert call("PUT", "/orgs/doc-org/limits/history", {"limit": 1}).status_code == 400
+
+    # Organizations: plans of 2 and 5 seats, an organization on 5 with a member of 5 using 3
+    small, large = f"doc-{uuid.uuid4().hex[:8]}", f"doc-{uuid.uuid4().hex[:8]}"
+    call("PUT", f"/plans/{small}", {"limits": {"seats": 2}})
+    call("PUT", f"/plans/{large}", {"limits": {"seats": 5}})
+    org, another, member = (f"doc-{uuid.uuid4().hex[:8]}" for _ in range(3))
+    call("PUT", f"/orgs/{org}", {"plan_id": large})
+    call("PUT", f"/orgs/{another}", {"plan_id": large})
+    call("PUT", f"/accounts/{member}/plan", {"plan_id": large})
+    call("PUT", f"/orgs/{org}/accounts/{member}")
+    call("POST", f"/accounts/{member}/kinds/seats/resources", {"name": "three", "units": 3})
+    # 409: limit changes below the organization's use, a create the organization refuses
+    conflict("PUT", f"/orgs/{org}", {"plan_id": small}, "LimitBelowUsage")
+    conflict("PUT", f"/orgs/{org}/limits/seats", {"limit": 2}, "LimitBelowUsage")
+    call("PUT", f"/orgs/{org}/limits/seats", {"limit": 3})
+    refused = call("POST", f"/accounts/{member}/kinds/seats/resources", {"name": "four"}).json()["error"]
+    assert (refused["code"], refused["scope"], refused["limit"], refused["used"]) == (
+        "LimitExceeded",
+        "organization",
+        3,
+        3,
+    )
+    call("PUT", f"/orgs/{org}", {"plan_id": small})  # the override holds: nothing below it
+    conflict("DELETE", f"/orgs/{org}/limits/seats", None, "LimitBelowUsage")
+    # 409: membership of accounts that hold resources or are in another organization, deletion
+    conflict("PUT", f"/orgs/{org}/accounts/{account}", None, "AccountNotEmpty")
+    conflict("PUT", f"/orgs/{another}/accounts/{member}", None, "AccountInAnotherOrganization")
+    conflict("DELETE", f"/orgs/{org}/accounts/{member}", None, "AccountNotEmpty")
+    conflict("DELETE", f"/orgs/{org}", None, "OrganizationNotEmpty")
+    # 403: a tenant's token on the organization's reads and writes (API Gateway: no scope of the
+    # route), another organization's administrator (the function), its own on a write (API Gateway)
+    member_token = {"auth": bearer(target.tokens.tenant_token(member))}
+    assert call("GET", f"/orgs/{org}", **member_token).status_code == 403
+    assert call("GET", f"/orgs/{org}/usage", **member_token).status_code == 403
+    assert call("PUT", f"/orgs/{org}/accounts/{member}", **member_token).status_code == 403
+    other_admin = {"auth": bearer(target.tokens.org_admin_token(another))}
+    assert call("GET", f"/orgs/{org}/usage", **other_admin).status_code == 403
+    assert call("GET", f"/orgs/{org}/limits/history", **other_admin).status_code == 403
+    own_admin = {"auth": bearer(target.tokens.org_admin_token(org))}
+    assert call("GET", f"/orgs/{org}/usage", **own_admin).status_code == 200
+    assert call("DELETE", f"/orgs/{org}/limits/seats?force=true", **own_admin).status_code == 403
+    # 404: no such organization
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    for method, path, body in [
+        ("GET", f"/orgs/{missing}", None),
+        ("DELETE", f"/orgs/{missing}", None),
+        ("GET", f"/orgs/{missing}/usage", None),
+        ("PUT", f"/orgs/{missing}/limits/seats", {"limit": 1}),
+        ("DELETE", f"/orgs/{missing}/limits/seats", None),
+        ("PUT", f"/orgs/{missing}/accounts/{other}", None),
+    ]:
+        assert call(method, path, body).status_code == 404, (method, path)
 
     # Then every operation was seen answering 400, and every secured one 401
     for method, template in operations:

@@ -17,17 +17,37 @@ from hybrid_counter.api.app import build_app
 from localrun.gateway.payload import HttpRequest, build_event
 from tests.unit.test_api_validation import RecordingService
 
-POLICY = AccessPolicy(mode="jwt", account_claim="account_id", operator_scope="hc/operator")
+POLICY = AccessPolicy(
+    mode="jwt",
+    account_claim="account_id",
+    operator_scope="hc/operator",
+    org_claim="org_id",
+    org_admin_scope="hc/org-admin",
+)
 # A caller every route lets through: the path's account's tenant, with the operator scope.
 CALLER = {"jwt": {"claims": {"account_id": "acct-demo", "sub": "tester"}, "scopes": ["hc/operator"]}}
-PATH_VALUES = {"account_id": "acct-demo", "kind": "projects", "resource_id": "r-1", "plan_id": "pro"}
-QUERY_VALUES = {"dry_run": "true", "force": "true", "limit": "5", "next_token": "abc", "kind": "projects"}
+PATH_VALUES = {
+    "account_id": "acct-demo",
+    "kind": "projects",
+    "resource_id": "r-1",
+    "plan_id": "pro",
+    "org_id": "org-demo",
+}
+QUERY_VALUES = {
+    "dry_run": "true",
+    "force": "true",
+    "limit": "5",
+    "next_token": "abc",
+    "kind": "projects",
+    "top": "3",
+}
 BODIES = {  # a valid body of each body model, by its name
     "ResourceBody": {"name": "x"},
     "ResizeBody": {"units": 2},
     "LimitBody": {"limit": 5},
     "PlanBody": {"limits": {"projects": 3}},
     "AccountPlanBody": {"plan_id": "pro"},
+    "OrgBody": {"plan_id": "pro"},
 }
 
 

@@ -138,6 +138,23 @@ USAGE = {
 }
 WOULD_ADMIT = {"would_admit": False, "kind": "projects", "units": 1, "limit": 2, "used": 2, "remaining": 0}
 PLAN = {"plan_id": "gold", "limits": {"projects": 2, "seats": 10}}
+ORG = {"org_id": "acme-group", "plan_id": "gold", "members": 2, "created_at": "2026-11-21T00:00:00.000Z"}
+ORG_ROOM = {"org_id": "acme-group", "limit": 10, "limit_source": "override", "used": 7, "remaining": 3}
+MEMBER_USAGE = {
+    **USAGE,
+    "org_id": "acme-group",
+    "kinds": {"projects": {**KIND_USAGE, "organization": ORG_ROOM}},
+}
+ORG_KIND_USAGE = {
+    "limit": 10,
+    "limit_source": "override",
+    "best_effort": 7,
+    "eventual": 6,
+    "used": 7,
+    "remaining": 3,
+    "top_accounts": [{"account_id": "acme", "used": 4}, {"account_id": "acme-eu", "used": 2}],
+}
+ORG_USAGE = {"org_id": "acme-group", "plan_id": "gold", "members": 2, "kinds": {"projects": ORG_KIND_USAGE}}
 CHANGE = {
     "change_id": "c-1",
     "at": "2026-11-21T00:00:00.000Z",

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.api.access import ROUTE_ACCESS, AccessPolicy, token_scopes
+from hybrid_counter.api.access import ROUTE_ACCESS, Access, AccessPolicy, token_scopes
 from hybrid_counter.api.app import build_app
 from tests.conftest import load_event
+from tests.unit.api_routes import event_for, every_route, route_id
 from tests.unit.test_api_validation import RecordingService
 
 POLICY = AccessPolicy(mode="jwt", account_claim="account_id", operator_scope="hc/operator")
@@ -222,3 +223,146 @@ def test_configuration_is_read_from_the_environment_on_first_use():
     assert policy == AccessPolicy("iam", "tenant", "ops")
     with pytest.raises(RuntimeError):
         AccessPolicy.from_env({"AUTH_MODE": "none"})
+
+
+# ---- organizations ------------------------------------------------------------------------------
+ORG_POLICY = AccessPolicy(
+    mode="jwt",
+    account_claim="account_id",
+    operator_scope="hc/operator",
+    org_claim="org_id",
+    org_admin_scope="hc/org-admin",
+)
+ORG_READS = ["GET /orgs/{org_id}", "GET /orgs/{org_id}/usage", "GET /orgs/{org_id}/limits/history"]
+ORG_WRITES = [
+    "PUT /orgs/{org_id}",
+    "DELETE /orgs/{org_id}",
+    "PUT /orgs/{org_id}/limits/{kind}",
+    "DELETE /orgs/{org_id}/limits/{kind}",
+    "PUT /orgs/{org_id}/accounts/{account_id}",
+    "DELETE /orgs/{org_id}/accounts/{account_id}",
+]
+
+
+def org_call(route_key: str, authorizer: dict | None, policy: AccessPolicy = ORG_POLICY, **headers: str):
+    """The route's valid request about organization org-demo (tests/unit/api_routes.py), as this
+    caller: (status, body, what was asked of the service)."""
+    route = next(r for r in every_route() if route_id(r) == route_key)
+    event = event_for(route)
+    event["requestContext"].pop("authorizer", None)
+    if authorizer is not None:
+        event["requestContext"]["authorizer"] = authorizer
+    event["headers"].update(headers)
+    service = RecordingService()
+    response = build_app(lambda: service, policy).resolve(event, None)  # type: ignore[arg-type, return-value]
+    body = json.loads(response["body"]) if response.get("body") else None
+    return response["statusCode"], body, service.calls
+
+
+def org_admin(org: Any, scopes: list[str] | None = None) -> dict:
+    """An org admin's authorizer context as API Gateway builds it on a route with scopes."""
+    return {
+        "jwt": {
+            "claims": {"iss": "x", "org_id": org},
+            "scopes": ["hc/org-admin"] if scopes is None else scopes,
+        }
+    }
+
+
+def test_the_organization_routes_are_those_of_the_issue():
+    # Given the access table, Then it has the nine organization routes, reads open to org admins
+    org_routes = {f"{m} {p}": access for (m, p), access in ROUTE_ACCESS.items() if p.startswith("/orgs")}
+    assert {key for key, access in org_routes.items() if access is Access.ORG_READER} == set(ORG_READS)
+    assert {key for key, access in org_routes.items() if access is Access.OPERATOR} == set(ORG_WRITES)
+
+
+@pytest.mark.parametrize("route_key", ORG_READS + ORG_WRITES)
+def test_an_operator_may_call_every_organization_route(route_key):
+    # Given the operator scope API Gateway verified (no org claim at all)
+    status, _, calls = org_call(route_key, jwt_context(scopes=["openid", "hc/operator"]))
+    # Then the route answers, having asked the service
+    assert status < 300, route_key
+    assert calls[0][1][0] == "org-demo"
+
+
+@pytest.mark.parametrize("route_key", ORG_READS)
+def test_the_organizations_administrator_reads_it(route_key):
+    # Given a token whose org claim names the path's organization, with the org-admin scope
+    status, _, calls = org_call(route_key, org_admin("org-demo"))
+    # Then it reads it
+    assert status == 200
+    assert calls[0][1][0] == "org-demo"
+
+
+@pytest.mark.parametrize("route_key", ORG_READS)
+@pytest.mark.parametrize(
+    ("authorizer", "why"),
+    [
+        # another organization's administrator, and ids that only resemble the organization's
+        (org_admin("org-other"), "may not read that organization"),
+        (org_admin("ORG-DEMO"), "may not read that organization"),
+        (org_admin("org-demO"), "may not read that organization"),
+        (org_admin(" org-demo"), "is not an organization id"),
+        (org_admin("[org-demo]"), "is not an organization id"),
+        (org_admin(["org-demo"]), "is not a string"),
+        (org_admin(None), "has no org_id claim"),
+        # a tenant (of any account), even one whose account is named like the organization
+        ({"jwt": {"claims": {"account_id": "org-demo"}, "scopes": ["hc/org-admin"]}}, "has no org_id claim"),
+        # the claim without the org-admin scope API Gateway verified: a route without scopes,
+        # a scope only claimed in the token, a scope that only resembles it
+        ({"jwt": {"claims": {"org_id": "org-demo"}, "scopes": None}}, "scope"),
+        ({"jwt": {"claims": {"org_id": "org-demo", "scope": "hc/org-admin"}, "scopes": None}}, "scope"),
+        ({"jwt": {"claims": {"org_id": "org-demo", "scope": "hc/operator"}, "scopes": None}}, "scope"),
+        (org_admin("org-demo", scopes=["hc/org-admin/x"]), "scope"),
+        (org_admin("org-demo", scopes=["HC/ORG-ADMIN"]), "scope"),
+        (org_admin("org-demo", scopes=[]), "scope"),
+    ],
+)
+def test_no_other_token_reads_an_organization(route_key, authorizer, why):
+    # When another caller asks for the organization
+    status, body, calls = org_call(route_key, authorizer)
+    # Then it is refused, saying why, and nothing is read
+    assert (status, body["error"]["code"], calls) == (403, "Forbidden", [])
+    assert why in body["error"]["message"]
+
+
+@pytest.mark.parametrize("route_key", ORG_WRITES)
+def test_an_organizations_administrator_changes_nothing(route_key):
+    # Given the organization's own administrator, or a tenant of a member account
+    for authorizer in (
+        org_admin("org-demo"),
+        jwt_context("acct-demo"),
+        jwt_context("acct-demo", scopes=["hc/org-admin"]),
+    ):
+        status, _, calls = org_call(route_key, authorizer)
+        # Then every write is refused: writes are the operators'
+        assert (status, calls) == (403, []), (route_key, authorizer)
+
+
+@pytest.mark.parametrize(("in_token", "status"), [("org-demo", 200), (123, 403), (None, 403), ("other", 403)])
+def test_the_org_claim_must_be_a_json_string_in_the_token_itself(in_token, status):
+    # Given API Gateway's stringified claims naming the organization
+    token = {"iss": "x", "org_id": in_token}
+    # When the request's own token holds the claim with another JSON type (or another value)
+    result = org_call("GET /orgs/{org_id}/usage", org_admin("org-demo"), authorization=_bearer(token))
+    # Then only a JSON string naming the organization is its administrator
+    assert result[0] == status
+
+
+def test_iam_mode_admits_a_signed_caller_on_every_organization_route():
+    iam = {"iam": {"accessKey": "AKIA", "userArn": "arn:aws:iam::1:user/backend"}}
+    policy = AccessPolicy(mode="iam")
+    for route_key in ORG_READS + ORG_WRITES:
+        assert org_call(route_key, iam, policy)[0] < 300, route_key
+    assert org_call("GET /orgs/{org_id}", org_admin("org-demo"), policy)[0] == 401  # not an IAM caller
+
+
+def test_no_identity_on_an_organization_read_is_401():
+    status, body, calls = org_call("GET /orgs/{org_id}", None)
+    assert (status, body["error"]["code"], calls) == (401, "Unauthorized", [])
+
+
+def test_the_org_claim_and_scope_are_read_from_the_environment():
+    policy = AccessPolicy.from_env({"ORG_CLAIM": "https://x/org", "ORG_ADMIN_SCOPE": "api/org"})
+    assert (policy.org_claim, policy.org_admin_scope) == ("https://x/org", "api/org")
+    assert AccessPolicy.from_env({}).org_claim == "org_id"

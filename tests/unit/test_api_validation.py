@@ -10,9 +10,10 @@ import pytest
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import LimitExceeded, NotFound
 from hybrid_counter.governance.history import HistoryPage
+from hybrid_counter.orgs import Org
 from hybrid_counter.plans import Plan, PlanPage
 from hybrid_counter.resources import Resource, ResourcePage, Usage
-from hybrid_counter.usage import WouldAdmit
+from hybrid_counter.usage import OrgKindUsage, OrgUsage, TopAccount, WouldAdmit
 from tests.conftest import load_event
 
 
@@ -109,6 +110,53 @@ class RecordingService:
     ) -> dict[str, Any]:
         self.calls.append(("assign_plan", (account_id, plan_id)))
         return {"account_id": account_id, "plan_id": plan_id}
+
+    # ---- organizations (an organization named "missing" does not exist) --------------------------
+    def _org(self, org_id: str) -> Org:
+        if org_id == "missing":
+            raise NotFound("organization not found")
+        return Org(org_id, "pro", 2, "2026-11-21T00:00:00.000Z")
+
+    def put_org(self, org_id: str, plan_id: str, *, force: bool = False, by: str = "") -> tuple[Org, bool]:
+        self._record("put_org", (org_id, plan_id), {"force": force or None})
+        self.callers.append(by)
+        return Org(org_id, plan_id, 0, "2026-11-21T00:00:00.000Z"), org_id.startswith("new")
+
+    def get_org(self, org_id: str) -> Org:
+        self.calls.append(("get_org", (org_id,)))
+        return self._org(org_id)
+
+    def delete_org(self, org_id: str) -> None:
+        self.calls.append(("delete_org", (org_id,)))
+        self._org(org_id)
+
+    def set_org_limit(
+        self, org_id: str, kind: str, limit: int | None, *, force: bool = False, by: str = ""
+    ) -> None:
+        self._record("set_org_limit", (org_id, kind, limit), {"force": force or None})
+        self.callers.append(by)
+        self._org(org_id)
+
+    def add_member(self, org_id: str, account_id: str) -> bool:
+        self.calls.append(("add_member", (org_id, account_id)))
+        self._org(org_id)
+        return account_id.startswith("new")
+
+    def remove_member(self, org_id: str, account_id: str) -> bool:
+        self.calls.append(("remove_member", (org_id, account_id)))
+        return True
+
+    def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
+        self._record("org_usage", (org_id,), {"top": top})
+        org = self._org(org_id)
+        leaders = (TopAccount("acct-demo", 2),)[:top]
+        return OrgUsage(
+            org_id, org.plan_id, org.members, {"projects": OrgKindUsage("projects", 3, "plan", 2, 2, leaders)}
+        )
+
+    def org_history(self, org_id: str, *, kind=None, page_size=50, next_token=None):
+        self._record("org_history", (org_id,), {"kind": kind})
+        return HistoryPage([{"what": "org_plan", "new": "pro"}], None)
 
 
 @pytest.fixture

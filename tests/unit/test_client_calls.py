@@ -20,12 +20,19 @@ from hybrid_counter_client import (
     ChangeRecord,
     Client,
     KindUsage,
+    Membership,
+    Org,
+    OrgKindUsage,
+    OrgOverride,
+    OrgRoom,
+    OrgUsage,
     Override,
     Page,
     Paginator,
     Plan,
     Resource,
     SigV4,
+    TopAccount,
     Usage,
     WouldAdmit,
     __version__,
@@ -35,6 +42,10 @@ from localrun.gateway.sigv4_authorizer import LOCAL_CALLER, SigV4Verifier
 from tests.unit.client_support import (
     CHANGE,
     KIND_USAGE,
+    MEMBER_USAGE,
+    ORG,
+    ORG_KIND_USAGE,
+    ORG_USAGE,
     PLAN,
     RESOURCE,
     USAGE,
@@ -53,6 +64,34 @@ CHANGE_OBJECT = ChangeRecord(
     "c-1", "2026-11-21T00:00:00.000Z", "operator-1", "override", None, 5, True, "acme", "projects", None
 )
 PAGE = {"items": [RESOURCE], "next_token": None}
+ORG_OBJECT = Org("acme-group", "gold", 2, "2026-11-21T00:00:00.000Z")
+ORG_USAGE_OBJECT = OrgUsage(
+    "acme-group",
+    "gold",
+    2,
+    {"projects": OrgKindUsage(10, "override", 7, 6, 7, 3, [TopAccount("acme", 4), TopAccount("acme-eu", 2)])},
+)
+ORG_CHANGE = {
+    **CHANGE,
+    "what": "org_plan",
+    "old": None,
+    "new": "gold",
+    "account_id": None,
+    "org_id": "acme-group",
+}
+ORG_CHANGE_OBJECT = ChangeRecord(
+    "c-1",
+    "2026-11-21T00:00:00.000Z",
+    "operator-1",
+    "org_plan",
+    None,
+    "gold",
+    True,
+    None,
+    "projects",
+    None,
+    "acme-group",
+)
 
 
 class Invoke:
@@ -374,6 +413,127 @@ CALLS: list[Any] = [
         [CHANGE_OBJECT],
         id="plan_history",
     ),
+    pytest.param(
+        Invoke("put_org", "acme-group", "gold"),
+        "PUT",
+        "/orgs/acme-group",
+        {},
+        {"plan_id": "gold"},
+        201,
+        ORG,
+        replace(ORG_OBJECT, created=True),
+        id="put_org-created",
+    ),
+    pytest.param(
+        Invoke("put_org", "acme-group", "gold", force=True),
+        "PUT",
+        "/orgs/acme-group",
+        {},
+        {"plan_id": "gold", "force": True},
+        200,
+        ORG,
+        replace(ORG_OBJECT, created=False),
+        id="put_org-moved",
+    ),
+    pytest.param(
+        Invoke("get_org", "acme-group"),
+        "GET",
+        "/orgs/acme-group",
+        {},
+        None,
+        200,
+        ORG,
+        ORG_OBJECT,
+        id="get_org",
+    ),
+    pytest.param(
+        Invoke("delete_org", "acme-group"),
+        "DELETE",
+        "/orgs/acme-group",
+        {},
+        None,
+        204,
+        None,
+        None,
+        id="delete_org",
+    ),
+    pytest.param(
+        Invoke("set_org_limit", "acme-group", "projects", 10),
+        "PUT",
+        "/orgs/acme-group/limits/projects",
+        {},
+        {"limit": 10},
+        200,
+        {"org_id": "acme-group", "kind": "projects", "limit": 10},
+        OrgOverride("acme-group", "projects", 10),
+        id="set_org_limit",
+    ),
+    pytest.param(
+        Invoke("remove_org_limit", "acme-group", "projects", force=True),
+        "DELETE",
+        "/orgs/acme-group/limits/projects",
+        {"force": "true"},
+        None,
+        204,
+        None,
+        None,
+        id="remove_org_limit",
+    ),
+    pytest.param(
+        Invoke("add_member", "acme-group", "acme"),
+        "PUT",
+        "/orgs/acme-group/accounts/acme",
+        {},
+        None,
+        201,
+        {"org_id": "acme-group", "account_id": "acme"},
+        Membership("acme-group", "acme", joined=True),
+        id="add_member-joined",
+    ),
+    pytest.param(
+        Invoke("add_member", "acme-group", "acme"),
+        "PUT",
+        "/orgs/acme-group/accounts/acme",
+        {},
+        None,
+        200,
+        {"org_id": "acme-group", "account_id": "acme"},
+        Membership("acme-group", "acme", joined=False),
+        id="add_member-already",
+    ),
+    pytest.param(
+        Invoke("remove_member", "acme-group", "acme"),
+        "DELETE",
+        "/orgs/acme-group/accounts/acme",
+        {},
+        None,
+        204,
+        None,
+        None,
+        id="remove_member",
+    ),
+    pytest.param(
+        Invoke("org_usage", "acme-group", top=2),
+        "GET",
+        "/orgs/acme-group/usage",
+        {"top": "2"},
+        None,
+        200,
+        ORG_USAGE,
+        ORG_USAGE_OBJECT,
+        id="org_usage",
+    ),
+    pytest.param(
+        Invoke("org_history", "acme-group", kind="projects"),
+        "GET",
+        "/orgs/acme-group/limits/history",
+        {"limit": "50", "kind": "projects"},
+        None,
+        200,
+        {"items": [ORG_CHANGE], "next_token": None},
+        [ORG_CHANGE_OBJECT],
+        id="org_history",
+    ),
 ]
 
 
@@ -438,6 +598,37 @@ def test_history_records_and_usage_read_every_field():
     assert KindUsage.from_json(KIND_USAGE) == KindUsage(2, "plan", 1, 0, 1, 1)
     # A newer API's extra fields are ignored, not fatal.
     assert Usage.from_json({**USAGE, "something_new": 1}) == USAGE_OBJECT
+    # An account outside any organization has neither its id nor a room per kind
+    assert (USAGE_OBJECT.org_id, USAGE_OBJECT.kinds["projects"].organization) == (None, None)
+
+
+def test_a_members_usage_reads_its_organization_and_its_room_per_kind():
+    usage = Usage.from_json(MEMBER_USAGE)
+    assert usage.org_id == "acme-group"
+    assert usage.kinds["projects"].organization == OrgRoom("acme-group", 10, "override", 7, 3)
+    assert usage.kinds["projects"].used == 1  # the account's own figures are unchanged
+
+
+@pytest.mark.parametrize(
+    ("read", "body"),
+    [
+        (Org.from_json, {**ORG, "members": "2"}),
+        (
+            OrgUsage.from_json,
+            {**ORG_USAGE, "kinds": {"p": {**ORG_KIND_USAGE, "top_accounts": {}}}},
+        ),
+        (OrgUsage.from_json, {**ORG_USAGE, "kinds": {"p": {**ORG_KIND_USAGE, "used": None}}}),
+        (Usage.from_json, {**MEMBER_USAGE, "kinds": {"p": {**KIND_USAGE, "organization": {"org_id": "x"}}}}),
+    ],
+    ids=["org-members-a-string", "top-accounts-not-a-list", "org-used-missing", "room-without-numbers"],
+)
+def test_an_organization_body_that_is_not_the_apis_is_refused(read, body):
+    # Given each reader's own valid body, Then it reads
+    valid = {Org.from_json: ORG, OrgUsage.from_json: ORG_USAGE, Usage.from_json: MEMBER_USAGE}[read]
+    read(valid)
+    # And with one field of the wrong type, Then it refuses it (the client: UnexpectedResponse)
+    with pytest.raises(TypeError):
+        read(body)
 
 
 # ---- paging -------------------------------------------------------------------------------------
@@ -548,14 +739,14 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
 def test_the_async_client_has_the_sync_clients_methods_with_the_same_parameters():
     sync, asynchronous = public_methods(Client), public_methods(AsyncClient)
     assert sync.keys() == asynchronous.keys()
-    listings = {"list_resources", "list_plans", "account_history", "plan_history"}
+    listings = {"list_resources", "list_plans", "account_history", "plan_history", "org_history"}
     for name, signature in sync.items():
         assert list(signature.parameters) == list(asynchronous[name].parameters), name
         assert [p.default for p in signature.parameters.values()] == [
             p.default for p in asynchronous[name].parameters.values()
         ], name
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name)) is (name not in listings), name
-    assert len(sync) == 20
+    assert len(sync) == 29
 
 
 @pytest.mark.parametrize(("call", "method", "path", "query", "body", "status", "answer", "result"), CALLS)

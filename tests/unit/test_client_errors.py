@@ -3,13 +3,17 @@ exception, with its fields."""
 
 from __future__ import annotations
 
+import json
 from typing import cast
 
 import httpx
 import pytest
 
+from hybrid_counter.api.access import AccessPolicy
+from hybrid_counter.api.app import build_app
 from hybrid_counter.api.errors import STATUS
 from hybrid_counter.errors import DomainError
+from hybrid_counter.errors import MembershipConflict as DomainMembershipConflict
 from hybrid_counter_client import (
     Forbidden,
     HybridCounterError,
@@ -17,6 +21,7 @@ from hybrid_counter_client import (
     KindBelowUsage,
     LimitBelowUsage,
     LimitExceeded,
+    MembershipConflict,
     NotFound,
     RetryPolicy,
     ServiceUnavailable,
@@ -61,13 +66,46 @@ def raised_by(answer: httpx.Response) -> HybridCounterError:
         pytest.param(
             error(409, "LimitExceeded", "at its limit", limit=2, used=2, kind="projects"),
             LimitExceeded,
-            {"status": 409, "code": "LimitExceeded", "kind": "projects", "limit": 2, "used": 2},
+            {
+                "status": 409,
+                "code": "LimitExceeded",
+                "kind": "projects",
+                "limit": 2,
+                "used": 2,
+                "scope": "account",
+            },
             id="LimitExceeded",
+        ),
+        pytest.param(
+            error(
+                409, "LimitExceeded", "org at its limit", limit=10, used=9, kind="seats", scope="organization"
+            ),
+            LimitExceeded,
+            {"kind": "seats", "limit": 10, "used": 9, "scope": "organization"},
+            id="LimitExceeded-by-the-organization",
+        ),
+        pytest.param(
+            error(409, "AccountNotEmpty", "holds resources"),
+            MembershipConflict,
+            {"status": 409, "code": "AccountNotEmpty", "message": "holds resources"},
+            id="MembershipConflict-AccountNotEmpty",
+        ),
+        pytest.param(
+            error(409, "AccountInAnotherOrganization", "belongs to g2"),
+            MembershipConflict,
+            {"status": 409, "code": "AccountInAnotherOrganization"},
+            id="MembershipConflict-AccountInAnotherOrganization",
+        ),
+        pytest.param(
+            error(409, "OrganizationNotEmpty", "has members"),
+            MembershipConflict,
+            {"status": 409, "code": "OrganizationNotEmpty"},
+            id="MembershipConflict-OrganizationNotEmpty",
         ),
         pytest.param(
             error(409, "LimitExceeded", "at its limit", limit=3, used=3),
             LimitExceeded,
-            {"kind": None, "limit": 3, "used": 3},
+            {"kind": None, "limit": 3, "used": 3, "scope": "account"},  # (a stack from before scopes)
             id="LimitExceeded-without-kind",
         ),
         pytest.param(
@@ -192,11 +230,40 @@ def test_the_error_body_is_kept_for_fields_this_client_does_not_know():
 
 
 def test_every_api_code_has_its_class():
-    # The codes the API answers (layers/counter/hybrid_counter/errors.py and api/access.py).
+    # The codes the API answers (layers/counter/hybrid_counter/errors.py and api/access.py);
+    # a membership conflict's code is its instance's (below).
     for domain_error, status in STATUS.items():
+        if domain_error is DomainMembershipConflict:
+            continue
         code = cast("type[DomainError]", domain_error).code
         answer = error(status, code, "m", limit=1, used=1)
         assert type(error_from_response(answer)).__name__ == code, code
+
+
+def test_every_membership_conflict_code_the_api_documents_is_a_membership_conflict():
+    # Given the codes of the 409s the organizations' routes document
+    app = build_app(lambda: None, AccessPolicy())  # type: ignore[arg-type, return-value]
+    document = json.loads(app.get_openapi_json_schema())
+    documented = {
+        name.removesuffix("Detail")
+        for name, schema in document["components"]["schemas"].items()
+        if name.endswith("Detail") and schema["properties"]["code"].get("enum")
+    } - {
+        "ValidationError",
+        "Unauthorized",
+        "Forbidden",
+        "NotFound",
+        "LimitExceeded",
+        "IdempotencyConflict",
+        "LimitBelowUsage",
+        "TooManyRequests",
+        "ServiceUnavailable",
+    }
+    # Then they are the client's membership codes, each read as MembershipConflict
+    assert documented == MembershipConflict.CODES
+    for code in documented:
+        raised = error_from_response(error(409, code, "m"))
+        assert (type(raised), raised.code) == (MembershipConflict, code)
 
 
 def test_retry_after_as_an_http_date_is_read():

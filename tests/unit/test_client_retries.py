@@ -17,6 +17,8 @@ from hybrid_counter_client import (
     Unauthorized,
 )
 from tests.unit.client_support import (
+    ORG,
+    ORG_USAGE,
     RESOURCE,
     USAGE,
     WOULD_ADMIT,
@@ -101,6 +103,34 @@ SAFE_CALLS = [
     pytest.param(lambda c: c.resize("acme", "r-1", 5, kind="volume_gb"), RESOURCE, 200, "PATCH", id="PATCH"),
     pytest.param(
         lambda c: c.set_override("acme", "projects", 3), {"account_id": "acme", "limit": 3}, 200, "PUT"
+    ),
+    # The organizations' calls: by id, to a target state (PUT, DELETE), or reads
+    pytest.param(lambda c: c.put_org("g", "gold"), ORG, 201, "PUT", id="PUT org"),
+    pytest.param(lambda c: c.get_org("g"), ORG, 200, "GET", id="GET org"),
+    pytest.param(lambda c: c.delete_org("g"), None, 204, "DELETE", id="DELETE org"),
+    pytest.param(
+        lambda c: c.set_org_limit("g", "projects", 3),
+        {"org_id": "g", "kind": "projects", "limit": 3},
+        200,
+        "PUT",
+        id="PUT org limit",
+    ),
+    pytest.param(lambda c: c.remove_org_limit("g", "projects"), None, 204, "DELETE", id="DELETE org limit"),
+    pytest.param(
+        lambda c: c.add_member("g", "acme"),
+        {"org_id": "g", "account_id": "acme"},
+        201,
+        "PUT",
+        id="PUT member",
+    ),
+    pytest.param(lambda c: c.remove_member("g", "acme"), None, 204, "DELETE", id="DELETE member"),
+    pytest.param(lambda c: c.org_usage("g"), ORG_USAGE, 200, "GET", id="GET org usage"),
+    pytest.param(
+        lambda c: list(c.org_history("g")),
+        {"items": [], "next_token": None},
+        200,
+        "GET",
+        id="GET org history",
     ),
     # A dry run writes nothing: sending it twice is as harmless as a GET.
     pytest.param(lambda c: c.would_create("acme", "web"), WOULD_ADMIT, 200, "POST", id="POST dry run"),
@@ -311,3 +341,30 @@ def test_a_delete_retried_after_its_first_attempt_deleted_is_success_only_when_m
         run(async_client(Script(UNAVAILABLE_2S, gone), FakeTime()).delete("acme", "r1", missing_ok=True))
         is None
     )
+
+
+def test_a_membership_retried_after_its_first_attempt_joined_reports_it_already_was():
+    # Given an add whose first attempt joined but whose answer was lost (503), then 200
+    script = Script(UNAVAILABLE_2S, ok({"org_id": "g", "account_id": "acme"}, 200))
+    # Then the call succeeds, reporting that this (last) request found it a member
+    membership = client(script, FakeTime()).add_member("g", "acme")
+    assert (membership.org_id, membership.account_id, membership.joined) == ("g", "acme", False)
+    assert [r.method for r in script.requests] == ["PUT", "PUT"]
+
+
+def test_an_organization_delete_retried_after_it_deleted_is_success_only_when_missing_ok():
+    gone = error(404, "NotFound")
+    with pytest.raises(HybridCounterError) as raised:
+        client(Script(UNAVAILABLE_2S, gone), FakeTime()).delete_org("g")
+    assert raised.value.code == "NotFound"
+    client(Script(UNAVAILABLE_2S, gone), FakeTime()).delete_org("g", missing_ok=True)  # no NotFound
+    assert (
+        run(async_client(Script(UNAVAILABLE_2S, gone), FakeTime()).delete_org("g", missing_ok=True)) is None
+    )
+
+
+def test_a_membership_conflict_is_the_answer_and_not_retried():
+    script = Script(error(409, "AccountNotEmpty", "holds resources"))
+    with pytest.raises(HybridCounterError) as raised:
+        client(script, FakeTime()).remove_member("g", "acme")
+    assert (raised.value.code, len(script.requests)) == ("AccountNotEmpty", 1)

@@ -19,6 +19,7 @@ from hybrid_counter.errors import (
     InProgress,
     LimitBelowUsage,
     LimitExceeded,
+    MembershipConflict,
     NotFound,
     StoreUnavailable,
     Throttled,
@@ -104,6 +105,39 @@ def test_each_error_status_documents_exactly_the_codes_its_operation_can_answer(
         assert codes[("PUT", path, "409")] == {"LimitBelowUsage"}
     assert codes[("DELETE", "/accounts/{account_id}/limits/{kind}", "409")] == {"LimitBelowUsage"}
     assert codes[("GET", "/plans/{plan_id}", "404")] == {"NotFound"}
+    # And the organizations' routes: membership, deletion, overrides and plan moves
+    member = "/orgs/{org_id}/accounts/{account_id}"
+    assert codes[("PUT", member, "409")] == {"AccountNotEmpty", "AccountInAnotherOrganization"}
+    assert codes[("PUT", member, "404")] == {"NotFound"}
+    assert codes[("DELETE", member, "409")] == {"AccountNotEmpty"}
+    assert codes[("DELETE", "/orgs/{org_id}", "409")] == {"OrganizationNotEmpty"}
+    for method, path in [
+        ("PUT", "/orgs/{org_id}"),
+        ("PUT", "/orgs/{org_id}/limits/{kind}"),
+        ("DELETE", "/orgs/{org_id}/limits/{kind}"),
+    ]:
+        assert codes[(method, path, "409")] == {"LimitBelowUsage"}, (method, path)
+    for method, path in [
+        ("GET", "/orgs/{org_id}"),
+        ("DELETE", "/orgs/{org_id}"),
+        ("GET", "/orgs/{org_id}/usage"),
+        ("PUT", "/orgs/{org_id}/limits/{kind}"),
+        ("DELETE", "/orgs/{org_id}/limits/{kind}"),
+    ]:
+        assert codes[(method, path, "404")] == {"NotFound"}, (method, path)
+
+
+def test_the_organization_reads_document_both_ways_in():
+    # Given the description with the JWT policy of the unit tests
+    openapi = next(route for route in every_route() if route_id(route) == "GET /openapi.json")
+    _, document, _ = answer(event_for(openapi))
+    # Then the three reads an org admin may make name either scope, and the writes the operator's
+    for path in ("/orgs/{org_id}", "/orgs/{org_id}/usage", "/orgs/{org_id}/limits/history"):
+        assert document["paths"][path]["get"]["security"] == [
+            {"caller": ["hc/operator"]},
+            {"caller": ["hc/org-admin"]},
+        ], path
+    assert document["paths"]["/orgs/{org_id}"]["put"]["security"] == [{"caller": ["hc/operator"]}]
 
 
 ERRORS: list[DomainError] = [
@@ -113,16 +147,20 @@ ERRORS: list[DomainError] = [
     NotFound("no such resource"),
     LimitExceeded(5, 5, "seats", 2),
     LimitExceeded(5, 5),
+    LimitExceeded(10, 9, "seats", 2, scope="organization"),
     IdempotencyConflict("another body"),
     LimitBelowUsage([("seats", 1, 2)]),
     LimitBelowUsage([("seats", 1, 2), ("projects", 0, 3)]),
     Throttled("throttled"),
     StoreUnavailable("unreachable"),
     InProgress("still running"),
+    MembershipConflict("AccountNotEmpty", "holds resources"),
+    MembershipConflict("AccountInAnotherOrganization", "in another"),
+    MembershipConflict("OrganizationNotEmpty", "has members"),
 ]
 
 
-@pytest.mark.parametrize("error", ERRORS, ids=lambda error: f"{type(error).__name__}")
+@pytest.mark.parametrize("error", ERRORS, ids=lambda error: f"{type(error).__name__}-{error.code}")
 def test_the_body_each_error_is_sent_with_is_the_documented_one(document, error):
     # Given the response the one error map makes of a domain error
     response = domain_error_response(error)

@@ -16,6 +16,8 @@ from tests.unit.api_routes import answer, event_for, every_route, route_id
 
 ROUTES = every_route()
 KIND_ROUTES = [route for route in ROUTES if "{kind}" in route.openapi_path]
+# The routes that take a kind as a filter (?kind=): the account's and the organization's history
+FILTER_ROUTES = [route for route in ROUTES if "kind" in declared_query(route)]
 
 
 def assert_refused_naming(status: int, body: dict, calls: list, word: str) -> None:
@@ -70,8 +72,18 @@ def test_a_plan_cannot_give_a_reserved_kind_a_limit():
     assert_refused_naming(status, body, calls, "history")
 
 
-def test_the_history_filter_refuses_a_reserved_kind():
-    route = next(r for r in ROUTES if route_id(r) == "GET /accounts/{account_id}/limits/history")
+def test_the_history_filters_are_the_accounts_and_the_organizations():
+    assert sorted(map(route_id, FILTER_ROUTES)) == [
+        "GET /accounts/{account_id}/limits/history",
+        "GET /orgs/{org_id}/limits/history",
+    ]
+
+
+@pytest.mark.parametrize("route", FILTER_ROUTES, ids=route_id)
+def test_the_history_filter_refuses_a_reserved_kind(route):
+    # Given a history request filtered by a kind that is valid
+    assert answer(event_for(route, "kind=projects"))[0] == 200
+    # When the filter names history, Then it is refused naming the word
     status, body, calls = answer(event_for(route, "kind=history"))
     assert_refused_naming(status, body, calls, "history")
 
@@ -97,7 +109,7 @@ def test_the_description_says_which_kinds_are_reserved():
         for parameter in operation.get("parameters", [])
         if parameter["name"] == "kind"
     ]
-    assert len(kind_parameters) == len(KIND_ROUTES) + 1  # and the history filter
+    assert len(kind_parameters) == len(KIND_ROUTES) + len(FILTER_ROUTES)  # and the history filters
     for parameter in kind_parameters:
         schema = parameter["schema"]
         assert not_reserved.items() <= next(iter(schema.get("anyOf", [schema]))).items()

@@ -58,15 +58,18 @@ def test_retry_queue_redrives_to_the_operator_queue_and_outlasts_its_consumer(te
     assert int(retry.attributes["VisibilityTimeout"]) >= 6 * consumer_timeout
 
 
-def test_sparse_indexes_for_the_sweeper_and_the_healer(template):
+def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
     table = template.tables["ResourcesTable"]
     indexes = {index["IndexName"]: index for index in table.global_secondary_indexes}
-    assert set(indexes) == {"PendingIndex", "CounterIndex"}
+    assert set(indexes) == {"PendingIndex", "CounterIndex", "OrgUsageIndex"}
     keys = {name: [k["AttributeName"] for k in index["KeySchema"]] for name, index in indexes.items()}
     assert keys == {
         "PendingIndex": ["pending_shard", "pending_since"],
         "CounterIndex": ["counter_shard", "pk"],
+        "OrgUsageIndex": ["org_kind", "eventual"],
     }
+    # An organization's top accounts are read from the keys alone (the account is the table's pk).
+    assert indexes["OrgUsageIndex"]["Projection"]["ProjectionType"] == "KEYS_ONLY"
     # The sweeper reads what it acts on from the projection, not one GetItem per entry.
     assert indexes["PendingIndex"]["Projection"] == {
         "ProjectionType": "INCLUDE",

@@ -17,6 +17,10 @@ import httpx
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    Membership,
+    Org,
+    OrgOverride,
+    OrgUsage,
     Override,
     Page,
     Plan,
@@ -132,6 +136,28 @@ def _changes(response: httpx.Response) -> Page[ChangeRecord]:
     return page_from_json(response.json(), ChangeRecord.from_json)
 
 
+def _org(response: httpx.Response) -> Org:
+    return Org.from_json(response.json())
+
+
+def _put_org(response: httpx.Response) -> Org:
+    """201: this PUT created the organization; 200: it existed (moved to the plan, or already on it)."""
+    return Org.from_json(response.json(), created=response.status_code == 201)
+
+
+def _org_override(response: httpx.Response) -> OrgOverride:
+    return OrgOverride.from_json(response.json())
+
+
+def _membership(response: httpx.Response) -> Membership:
+    """201: the account joined with this request; 200: it already was a member."""
+    return Membership.from_json(response.json(), joined=response.status_code == 201)
+
+
+def _org_usage(response: httpx.Response) -> OrgUsage:
+    return OrgUsage.from_json(response.json())
+
+
 # ---- the tenant's calls -------------------------------------------------------------------------
 def usage(account_id: str) -> Call[Usage]:
     return Call("GET", f"/accounts/{segment(account_id)}/usage", _usage)
@@ -233,3 +259,49 @@ def account_history_page(
 
 def plan_history_page(plan_id: str, page_size: int, next_token: str | None) -> Call[Page[ChangeRecord]]:
     return Call("GET", f"/plans/{segment(plan_id)}/history", _changes, params=_paging(page_size, next_token))
+
+
+# ---- organizations (writes: operators; the reads: operators and the organization's administrator)
+def org_path(org_id: str) -> str:
+    return f"/orgs/{segment(org_id)}"
+
+
+def put_org(org_id: str, plan_id: str, force: bool) -> Call[Org]:
+    return Call("PUT", org_path(org_id), _put_org, body=_forced({"plan_id": plan_id}, force))
+
+
+def get_org(org_id: str) -> Call[Org]:
+    return Call("GET", org_path(org_id), _org)
+
+
+def delete_org(org_id: str) -> Call[None]:
+    return Call("DELETE", org_path(org_id), _nothing)
+
+
+def set_org_limit(org_id: str, kind: str, limit: int, force: bool) -> Call[OrgOverride]:
+    body = _forced({"limit": limit}, force)
+    return Call("PUT", f"{org_path(org_id)}/limits/{segment(kind)}", _org_override, body=body)
+
+
+def remove_org_limit(org_id: str, kind: str, force: bool) -> Call[None]:
+    params: dict[str, str | int] = {"force": "true"} if force else {}
+    return Call("DELETE", f"{org_path(org_id)}/limits/{segment(kind)}", _nothing, params=params)
+
+
+def add_member(org_id: str, account_id: str) -> Call[Membership]:
+    return Call("PUT", f"{org_path(org_id)}/accounts/{segment(account_id)}", _membership)
+
+
+def remove_member(org_id: str, account_id: str) -> Call[None]:
+    return Call("DELETE", f"{org_path(org_id)}/accounts/{segment(account_id)}", _nothing)
+
+
+def org_usage(org_id: str, top: int) -> Call[OrgUsage]:
+    return Call("GET", f"{org_path(org_id)}/usage", _org_usage, params={"top": top})
+
+
+def org_history_page(
+    org_id: str, kind: str | None, page_size: int, next_token: str | None
+) -> Call[Page[ChangeRecord]]:
+    params = _paging(page_size, next_token) | ({"kind": kind} if kind else {})
+    return Call("GET", f"{org_path(org_id)}/limits/history", _changes, params=params)

@@ -20,6 +20,10 @@ from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    Membership,
+    Org,
+    OrgOverride,
+    OrgUsage,
     Override,
     Page,
     Plan,
@@ -224,4 +228,40 @@ class AsyncClient:
     ) -> AsyncPaginator[ChangeRecord]:
         return AsyncPaginator(
             lambda token: self._send(_calls.plan_history_page(plan_id, page_size, token)), next_token
+        )
+
+    # ---- organizations (writes: operators; reads: operators and the organization's administrator)
+    async def put_org(self, org_id: str, plan_id: str, *, force: bool = False) -> Org:
+        return await self._send(_calls.put_org(org_id, plan_id, force))
+
+    async def get_org(self, org_id: str) -> Org:
+        return await self._send(_calls.get_org(org_id))
+
+    async def delete_org(self, org_id: str, *, missing_ok: bool = False) -> None:
+        try:
+            await self._send(_calls.delete_org(org_id))
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    async def set_org_limit(self, org_id: str, kind: str, limit: int, *, force: bool = False) -> OrgOverride:
+        return await self._send(_calls.set_org_limit(org_id, kind, limit, force))
+
+    async def remove_org_limit(self, org_id: str, kind: str, *, force: bool = False) -> None:
+        await self._send(_calls.remove_org_limit(org_id, kind, force))
+
+    async def add_member(self, org_id: str, account_id: str) -> Membership:
+        return await self._send(_calls.add_member(org_id, account_id))
+
+    async def remove_member(self, org_id: str, account_id: str) -> None:
+        await self._send(_calls.remove_member(org_id, account_id))
+
+    async def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
+        return await self._send(_calls.org_usage(org_id, top))
+
+    def org_history(
+        self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> AsyncPaginator[ChangeRecord]:
+        return AsyncPaginator(
+            lambda token: self._send(_calls.org_history_page(org_id, kind, page_size, token)), next_token
         )

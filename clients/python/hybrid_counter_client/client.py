@@ -18,6 +18,10 @@ from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    Membership,
+    Org,
+    OrgOverride,
+    OrgUsage,
     Override,
     Page,
     Plan,
@@ -261,4 +265,57 @@ class Client:
         """The plan's changes of limits, newest first."""
         return Paginator(
             lambda token: self._send(_calls.plan_history_page(plan_id, page_size, token)), next_token
+        )
+
+    # ---- organizations (writes: operators; reads: operators and the organization's administrator)
+    def put_org(self, org_id: str, plan_id: str, *, force: bool = False) -> Org:
+        """Create the organization on a plan (`created` True), or move it to another (False;
+        LimitBelowUsage if a kind it uses, without an override, would end below its use, unless
+        `force`). ValidationError if the plan does not exist."""
+        return self._send(_calls.put_org(org_id, plan_id, force))
+
+    def get_org(self, org_id: str) -> Org:
+        """The organization (NotFound if there is none). Its administrator may read it too."""
+        return self._send(_calls.get_org(org_id))
+
+    def delete_org(self, org_id: str, *, missing_ok: bool = False) -> None:
+        """Delete it: MembershipConflict (OrganizationNotEmpty) while it has members. NotFound if
+        there is none, which is also the answer to a retry whose first attempt deleted it: with
+        ``missing_ok=True`` a NotFound is success."""
+        try:
+            self._send(_calls.delete_org(org_id))
+        except NotFound:
+            if not missing_ok:
+                raise
+
+    def set_org_limit(self, org_id: str, kind: str, limit: int, *, force: bool = False) -> OrgOverride:
+        """The organization's own limit for a kind, instead of its plan's (LimitBelowUsage below
+        its members' use, unless `force`)."""
+        return self._send(_calls.set_org_limit(org_id, kind, limit, force))
+
+    def remove_org_limit(self, org_id: str, kind: str, *, force: bool = False) -> None:
+        """Back to the organization's plan's limit for the kind; the same rule as setting one."""
+        self._send(_calls.remove_org_limit(org_id, kind, force))
+
+    def add_member(self, org_id: str, account_id: str) -> Membership:
+        """The account joins the organization (`joined` False: it already was a member). Only an
+        empty account changes organization: MembershipConflict (AccountNotEmpty, or
+        AccountInAnotherOrganization); NotFound if the organization does not exist."""
+        return self._send(_calls.add_member(org_id, account_id))
+
+    def remove_member(self, org_id: str, account_id: str) -> None:
+        """The account leaves the organization (nothing if it was not a member); only while empty:
+        MembershipConflict (AccountNotEmpty)."""
+        self._send(_calls.remove_member(org_id, account_id))
+
+    def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
+        """Per kind, the organization's limit and use, and its `top` (0 to 100) members by use."""
+        return self._send(_calls.org_usage(org_id, top))
+
+    def org_history(
+        self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> Paginator[ChangeRecord]:
+        """The organization's limit changes (its plan, its overrides), newest first; `kind` filters."""
+        return Paginator(
+            lambda token: self._send(_calls.org_history_page(org_id, kind, page_size, token)), next_token
         )

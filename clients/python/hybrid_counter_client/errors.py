@@ -75,18 +75,30 @@ class NotFound(HybridCounterError):
 class LimitExceeded(HybridCounterError):
     """409: no room for the request's units under the kind's limit; nothing was created or grown.
 
-    `kind` is the kind whose limit refused it, `limit` its limit and `used` its units in use.
+    `scope` says whose limit refused it: "account" (the account's own) or "organization" (the
+    organization the account belongs to: its other members use the room). `kind` is the kind,
+    `limit` that level's limit and `used` that level's units in use.
     """
 
     default_code = "LimitExceeded"
 
     def __init__(
-        self, status: int, code: str, message: str, *, kind: str | None, limit: int, used: int, **kw: Any
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        kind: str | None,
+        limit: int,
+        used: int,
+        scope: str = "account",
+        **kw: Any,
     ) -> None:
         super().__init__(status, code, message, **kw)
         self.kind = kind
         self.limit = limit
         self.used = used
+        self.scope = scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +136,16 @@ class IdempotencyConflict(HybridCounterError):
     default_code = "IdempotencyConflict"
 
 
+class MembershipConflict(HybridCounterError):
+    """409: an organization's membership cannot change now; nothing changed. `code` says why:
+    "AccountNotEmpty" (the account holds resources: it joins or leaves an organization only while
+    empty), "AccountInAnotherOrganization" (it belongs to another one), or "OrganizationNotEmpty"
+    (an organization to delete still has members)."""
+
+    default_code = "MembershipConflict"
+    CODES = frozenset({"AccountNotEmpty", "AccountInAnotherOrganization", "OrganizationNotEmpty"})
+
+
 class TooManyRequests(HybridCounterError):
     """429: throttled (the account's counter item, or API Gateway's route); nothing was done."""
 
@@ -155,7 +177,7 @@ _BY_CODE: dict[str, type[HybridCounterError]] = {
         TooManyRequests,
         ServiceUnavailable,
     )
-}
+} | dict.fromkeys(MembershipConflict.CODES, MembershipConflict)
 # API Gateway's own answers carry no code: the status says which.
 _BY_STATUS: dict[int, type[HybridCounterError]] = {
     400: ValidationError,
@@ -224,8 +246,17 @@ def _typed(
     common: dict[str, Any] = {"retry_after": wait, "body": detail}
     if cls is LimitExceeded:
         limit, used, kind = _int(detail.get("limit")), _int(detail.get("used")), detail.get("kind")
-        if limit is not None and used is not None and (kind is None or isinstance(kind, str)):
-            return LimitExceeded(status, code, message, kind=kind, limit=limit, used=used, **common)
+        # A stack from before organizations sends no scope: its limits are all the account's.
+        scope = detail.get("scope", "account")
+        if (
+            limit is not None
+            and used is not None
+            and (kind is None or isinstance(kind, str))
+            and isinstance(scope, str)
+        ):
+            return LimitExceeded(
+                status, code, message, kind=kind, limit=limit, used=used, scope=scope, **common
+            )
         # Not the API's body (it always sends both): no made-up numbers, the base class.
         return HybridCounterError(status, code, message, **common)
     if cls is LimitBelowUsage:

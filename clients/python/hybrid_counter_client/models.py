@@ -57,8 +57,32 @@ class Resource:
 
 
 @dataclass(frozen=True, slots=True)
+class OrgRoom:
+    """What the account's organization has left of a kind (in a member's usage): a create needs
+    room here as well as under the account's own limit."""
+
+    org_id: str
+    limit: int
+    limit_source: str  # "override" (the organization's own) or "plan"
+    used: int
+    remaining: int
+
+    @classmethod
+    def from_json(cls, data: object) -> OrgRoom:
+        body = _object(data)
+        return cls(
+            org_id=_str(body, "org_id"),
+            limit=_int(body, "limit"),
+            limit_source=_str(body, "limit_source"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class KindUsage:
-    """An account's use of one kind, in units. `used` is max(best_effort, eventual)."""
+    """An account's use of one kind, in units. `used` is max(best_effort, eventual).
+    `organization`: its organization's room for the kind (None: the account is in none)."""
 
     limit: int
     limit_source: str  # "override" (the account's own) or "plan"
@@ -66,10 +90,12 @@ class KindUsage:
     eventual: int
     used: int
     remaining: int
+    organization: OrgRoom | None = None
 
     @classmethod
     def from_json(cls, data: object) -> KindUsage:
         body = _object(data)
+        room = body.get("organization")
         return cls(
             limit=_int(body, "limit"),
             limit_source=_str(body, "limit_source"),
@@ -77,6 +103,7 @@ class KindUsage:
             eventual=_int(body, "eventual"),
             used=_int(body, "used"),
             remaining=_int(body, "remaining"),
+            organization=None if room is None else OrgRoom.from_json(room),
         )
 
 
@@ -84,7 +111,7 @@ class KindUsage:
 class Usage:
     """An account's usage. The top-level numbers are the stack's default kind's (what the
     routes without a kind act on); `kinds` has every kind its plan lists, an override names,
-    or it has used."""
+    or it has used. `org_id`: the organization it belongs to (None: none)."""
 
     account_id: str
     plan_id: str
@@ -94,6 +121,7 @@ class Usage:
     used: int
     remaining: int
     kinds: dict[str, KindUsage] = field(default_factory=dict)
+    org_id: str | None = None
 
     @classmethod
     def from_json(cls, data: object) -> Usage:
@@ -108,6 +136,7 @@ class Usage:
             used=_int(body, "used"),
             remaining=_int(body, "remaining"),
             kinds={str(kind): KindUsage.from_json(usage) for kind, usage in kinds.items()},
+            org_id=_optional_str(body, "org_id"),
         )
 
 
@@ -184,11 +213,128 @@ class AccountPlan:
 
 
 @dataclass(frozen=True, slots=True)
+class Org:
+    """An organization: its plan and how many member accounts it has. `created` says what the
+    request that returned it did (`put_org`: True, it created it; False, it existed); None for
+    reads."""
+
+    org_id: str
+    plan_id: str
+    members: int
+    created_at: str
+    created: bool | None = None
+
+    @classmethod
+    def from_json(cls, data: object, *, created: bool | None = None) -> Org:
+        body = _object(data)
+        return cls(
+            _str(body, "org_id"),
+            _str(body, "plan_id"),
+            _int(body, "members"),
+            _str(body, "created_at"),
+            created,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OrgOverride:
+    """An organization's own limit for a kind."""
+
+    org_id: str
+    kind: str
+    limit: int
+
+    @classmethod
+    def from_json(cls, data: object) -> OrgOverride:
+        body = _object(data)
+        return cls(_str(body, "org_id"), _str(body, "kind"), _int(body, "limit"))
+
+
+@dataclass(frozen=True, slots=True)
+class Membership:
+    """An account in an organization. `joined`: True, this request made it a member (201);
+    False, it already was one (200)."""
+
+    org_id: str
+    account_id: str
+    joined: bool
+
+    @classmethod
+    def from_json(cls, data: object, *, joined: bool) -> Membership:
+        body = _object(data)
+        return cls(_str(body, "org_id"), _str(body, "account_id"), joined)
+
+
+@dataclass(frozen=True, slots=True)
+class TopAccount:
+    """A member and its counted use of a kind (the stream path's count: seconds behind)."""
+
+    account_id: str
+    used: int
+
+    @classmethod
+    def from_json(cls, data: object) -> TopAccount:
+        body = _object(data)
+        return cls(_str(body, "account_id"), _int(body, "used"))
+
+
+@dataclass(frozen=True, slots=True)
+class OrgKindUsage:
+    """An organization's use of one kind across its members, and the members that use most."""
+
+    limit: int
+    limit_source: str  # "override" (the organization's own) or "plan"
+    best_effort: int
+    eventual: int
+    used: int
+    remaining: int
+    top_accounts: list[TopAccount] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, data: object) -> OrgKindUsage:
+        body = _object(data)
+        top = body.get("top_accounts", [])
+        if not isinstance(top, list):
+            raise TypeError("top_accounts is not a list")
+        return cls(
+            limit=_int(body, "limit"),
+            limit_source=_str(body, "limit_source"),
+            best_effort=_int(body, "best_effort"),
+            eventual=_int(body, "eventual"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+            top_accounts=[TopAccount.from_json(entry) for entry in top],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OrgUsage:
+    """An organization's usage: per kind its plan lists, an override names, or its members used."""
+
+    org_id: str
+    plan_id: str
+    members: int
+    kinds: dict[str, OrgKindUsage] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, data: object) -> OrgUsage:
+        body = _object(data)
+        kinds = _object(body.get("kinds", {}))
+        return cls(
+            org_id=_str(body, "org_id"),
+            plan_id=_str(body, "plan_id"),
+            members=_int(body, "members"),
+            kinds={str(kind): OrgKindUsage.from_json(usage) for kind, usage in kinds.items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class ChangeRecord:
     """One recorded limit change, newest first in history.
 
-    `what`: "override", "override_removed", "plan_limits" or "account_plan". `old`/`new`: an
-    override's limit (int or None), a plan's limits ({kind: limit}), or an account's plan id.
+    `what`: "override", "override_removed", "plan_limits", "account_plan" or "org_plan". `old`/`new`:
+    an override's limit (int or None), a plan's limits ({kind: limit}), or an account's or an
+    organization's plan id. `org_id` is set on an organization's changes (its overrides and plan).
     `by`: the token's subject or the IAM principal that made it; `at`: ISO 8601 UTC."""
 
     change_id: str
@@ -201,6 +347,7 @@ class ChangeRecord:
     account_id: str | None = None
     kind: str | None = None
     plan_id: str | None = None
+    org_id: str | None = None
 
     @classmethod
     def from_json(cls, data: object) -> ChangeRecord:
@@ -216,6 +363,7 @@ class ChangeRecord:
             account_id=_optional_str(body, "account_id"),
             kind=_optional_str(body, "kind"),
             plan_id=_optional_str(body, "plan_id"),
+            org_id=_optional_str(body, "org_id"),
         )
 
 

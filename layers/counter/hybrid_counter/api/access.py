@@ -20,7 +20,22 @@ JWT mode:
   Gateway stringifies numbers and booleans, so 123 and "123" look alike in the claims).
 - Operators set limits and read any account's limits and usage (`GET .../limits`); they cannot
   read, create or delete a tenant's resources (tenant data stays the tenant's; operators repair
-  accounts with `hybrid-counter-ops`, which uses IAM on the table).
+  accounts with `hybrid-counter-ops`, which uses IAM on the table). Every organization route is
+  theirs: creating, moving and deleting organizations, their overrides and members.
+- An organization's administrator (the `OrgClaim` claim names the organization, compared as the
+  account claim is: a JSON string, the id pattern, exactly) reads its own organization, its usage
+  and its history (`GET /orgs/{org_id}`, `.../usage`, `.../limits/history`), and nothing else.
+  Those three routes admit operators too, and that is why they carry `AuthorizationScopes:
+  [OperatorScope, OrgAdminScope]`: on a route without scopes API Gateway checks no scope and
+  hands `jwt.scopes` over as null even when the token has a `scope` claim (observed events:
+  awsdocs/amazon-api-gateway-developer-guide#113, aws/aws-lambda-go#317, floci-io/floci#2011;
+  the AWS guide documents only that a route with scopes needs one of them), so there the function
+  could tell an operator only by parsing the claims, which it never does. With both scopes on the
+  route, API Gateway admits a token holding either and hands over the scopes it verified: the
+  operator scope among them grants any organization; otherwise the org-admin scope must be among
+  them (a route deployed without scopes refuses every org admin) and the claim must name the
+  path's organization. An org admin's token therefore needs the `OrgAdminScope` scope as well as
+  the claim (docs/operator-guide.md, "Organizations").
 
 IAM mode: the caller is a trusted service acting for tenants; the account comes from the path and
 which routes a principal may call is its IAM policy on `execute-api:Invoke`.
@@ -60,6 +75,9 @@ class Access(Enum):
     PUBLIC = "public"  # no identity needed
     OWN_ACCOUNT = "own account"  # the account in the path must be the caller's
     OPERATOR = "operator"  # the operator scope (granted by API Gateway on the route), any account
+    # the operator scope (any organization), or the org-admin scope with the OrgClaim claim naming
+    # the path's organization (both scopes on the route in template.yaml)
+    ORG_READER = "operator or the organization's administrator"
 
 
 # Every route of the API, by method and path as API Gateway names it. A route missing here is
@@ -76,6 +94,16 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("GET", "/plans"): Access.OPERATOR,
     ("GET", "/accounts/{account_id}/limits/history"): Access.OPERATOR,
     ("GET", "/plans/{plan_id}/history"): Access.OPERATOR,
+    ("PUT", "/orgs/{org_id}"): Access.OPERATOR,
+    ("DELETE", "/orgs/{org_id}"): Access.OPERATOR,
+    ("PUT", "/orgs/{org_id}/limits/{kind}"): Access.OPERATOR,
+    ("DELETE", "/orgs/{org_id}/limits/{kind}"): Access.OPERATOR,
+    ("PUT", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
+    ("DELETE", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
+    # Operators, and the organization's administrator (AuthorizationScopes [OperatorScope, OrgAdminScope])
+    ("GET", "/orgs/{org_id}"): Access.ORG_READER,
+    ("GET", "/orgs/{org_id}/usage"): Access.ORG_READER,
+    ("GET", "/orgs/{org_id}/limits/history"): Access.ORG_READER,
     # The account's own token
     ("GET", "/accounts/{account_id}/usage"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/kinds/{kind}/resources"): Access.OWN_ACCOUNT,
@@ -94,6 +122,7 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
 
 SECURITY_SCHEME = "caller"
 NOT_YOUR_ACCOUNT = "this caller may not act on that account"
+NOT_YOUR_ORG = "this caller may not read that organization"
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,8 @@ class AccessPolicy:
     mode: AuthMode = "jwt"
     account_claim: str = "account_id"
     operator_scope: str = "hybrid-counter/operator"
+    org_claim: str = "org_id"
+    org_admin_scope: str = "hybrid-counter/org-admin"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AccessPolicy:
@@ -112,6 +143,8 @@ class AccessPolicy:
             mode="jwt" if mode == "jwt" else "iam",
             account_claim=env.get("ACCOUNT_CLAIM") or "account_id",
             operator_scope=env.get("OPERATOR_SCOPE") or "hybrid-counter/operator",
+            org_claim=env.get("ORG_CLAIM") or "org_id",
+            org_admin_scope=env.get("ORG_ADMIN_SCOPE") or "hybrid-counter/org-admin",
         )
 
     def check(self, event: Mapping[str, Any], method: str, route_path: str) -> None:
@@ -126,6 +159,9 @@ class AccessPolicy:
             if not authorizer.get("iam"):
                 raise Unauthorized("no IAM caller identity in the request")
             return
+        if access is Access.ORG_READER:
+            self.check_org_reader(event, authorizer.get("jwt"))
+            return
         jwt = authorizer.get("jwt")
         if not isinstance(jwt, Mapping) or not isinstance(jwt.get("claims"), Mapping):
             raise Unauthorized("no token claims in the request")
@@ -139,20 +175,40 @@ class AccessPolicy:
 
     def claimed_account(self, event: Mapping[str, Any], claims: Mapping[str, Any]) -> str:
         """The account the token names; Forbidden, saying why, unless it is an account id."""
-        name = self.account_claim
+        return self.claimed_id(event, claims, self.account_claim, "an account id")
+
+    def claimed_id(self, event: Mapping[str, Any], claims: Mapping[str, Any], name: str, what: str) -> str:
+        """The id the token's ``name`` claim holds; Forbidden, saying why, unless it is ``what``:
+        a string of the id pattern, and a JSON string in the request's own token."""
         own = claims.get(name)
         if own is None:
             raise Forbidden(f"the token has no {name} claim")
         if not isinstance(own, str):
             raise Forbidden(f"the token's {name} claim is not a string")
         if not is_valid_id(own):
-            raise Forbidden(f"the token's {name} claim is not an account id ({ID_PATTERN})")
+            raise Forbidden(f"the token's {name} claim is not {what} ({ID_PATTERN})")
         raw = raw_claims(event)
         if raw is not None and not isinstance(raw.get(name), str):
             raise Forbidden(f"the token's {name} claim is not a string")
         if raw is not None and raw[name] != own:
             raise Forbidden(f"the token's {name} claim differs from the authorizer's")
         return own
+
+    def check_org_reader(self, event: Mapping[str, Any], jwt: Any) -> None:
+        """An operator (the operator scope, verified by API Gateway), or the administrator of the
+        path's organization: the org-admin scope (verified by API Gateway) and the org claim."""
+        if not isinstance(jwt, Mapping) or not isinstance(jwt.get("claims"), Mapping):
+            raise Unauthorized("no token claims in the request")
+        scopes = token_scopes(jwt)
+        if self.operator_scope in scopes:
+            return
+        if self.org_admin_scope not in scopes:
+            raise Forbidden(
+                f"this request needs the {self.operator_scope} or the {self.org_admin_scope} scope"
+            )
+        org = (event.get("pathParameters") or {}).get("org_id")
+        if self.claimed_id(event, jwt["claims"], self.org_claim, "an organization id") != org:
+            raise Forbidden(NOT_YOUR_ORG)
 
     def document(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The OpenAPI description with this policy's security scheme and per-route requirements."""
@@ -165,7 +221,10 @@ class AccessPolicy:
                     f"An OIDC access token from the deployment's issuer. Its {self.account_claim!r} claim "
                     f"names the caller's account (a string matching the account id pattern); the "
                     f"{self.operator_scope!r} scope, checked by API Gateway on the operator routes, is "
-                    "needed to set limits and to read any account's limits and usage."
+                    "needed to set limits, to read any account's limits and usage, and for every "
+                    f"organization route. An organization's administrator (the {self.org_admin_scope!r} "
+                    f"scope, and the {self.org_claim!r} claim naming the organization) reads that "
+                    "organization, its usage and its history."
                 ),
             }
         else:
@@ -184,6 +243,11 @@ class AccessPolicy:
                     operation["security"] = []
                 elif access is Access.OPERATOR and self.mode == "jwt":
                     operation["security"] = [{SECURITY_SCHEME: [self.operator_scope]}]
+                elif access is Access.ORG_READER and self.mode == "jwt":
+                    operation["security"] = [
+                        {SECURITY_SCHEME: [self.operator_scope]},
+                        {SECURITY_SCHEME: [self.org_admin_scope]},
+                    ]
                 else:
                     operation["security"] = [{SECURITY_SCHEME: []}]
         return schema

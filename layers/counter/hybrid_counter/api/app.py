@@ -19,6 +19,7 @@ from hybrid_counter.api.body import reject_oversize, strict_json
 from hybrid_counter.api.documented import API_DESCRIPTION, DESCRIPTION, INVALID, with_query_rule
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.limit_routes import limit_routes
+from hybrid_counter.api.org_routes import org_routes
 from hybrid_counter.api.query import refuse_undeclared_query
 from hybrid_counter.api.resource_routes import resource_routes
 from hybrid_counter.aws import store_error
@@ -69,6 +70,7 @@ def build_app(
 
     app.include_router(limit_routes(service))
     app.include_router(resource_routes(service))
+    app.include_router(org_routes(service))
 
     @app.get("/openapi.json", responses={**INVALID, 200: DESCRIPTION})
     def openapi() -> Response[str]:

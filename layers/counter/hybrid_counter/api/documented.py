@@ -42,13 +42,15 @@ def _error_body(code: str, doc: str, **fields: Any) -> type[BaseModel]:
 ValidationErrorBody = _error_body("ValidationError", "The request is not valid; the message says why.")
 UnauthorizedBody = _error_body("Unauthorized", "No caller identity reached the function.")
 ForbiddenBody = _error_body("Forbidden", "This caller may not make this request.")
-NotFoundBody = _error_body("NotFound", "No such resource or plan.")
+NotFoundBody = _error_body("NotFound", "No such resource, plan or organization.")
 LimitExceededBody = _error_body(
     "LimitExceeded",
-    "No room for the units under the kind's limit.",
+    "No room for the units under the kind's limit: the account's (scope account), or that of the "
+    "organization the account belongs to (scope organization); limit and used are that level's.",
     limit=(int, ...),
     used=(int, ...),
     kind=(str | None, None),
+    scope=(str, Field("account", json_schema_extra={"enum": ["account", "organization"]})),
 )
 IdempotencyConflictBody = _error_body("IdempotencyConflict", "The id exists, created with another body.")
 LimitBelowUsageBody = _error_body(
@@ -58,6 +60,18 @@ LimitBelowUsageBody = _error_body(
     limit=(int | None, None),  # these three when one kind is below
     used=(int | None, None),
     kind=(str | None, None),
+)
+AccountNotEmptyBody = _error_body(
+    "AccountNotEmpty",
+    "The account holds resources: it joins or leaves an organization only while empty; nothing changed.",
+)
+AccountInAnotherOrganizationBody = _error_body(
+    "AccountInAnotherOrganization",
+    "The account belongs to another organization (an account belongs to at most one); nothing changed.",
+)
+OrganizationNotEmptyBody = _error_body(
+    "OrganizationNotEmpty",
+    "The organization still has members (or units): remove them first; nothing changed.",
 )
 TooManyRequestsBody = _error_body(
     "TooManyRequests", "DynamoDB throttled the account's counter; nothing was done."
@@ -94,8 +108,8 @@ def _answer(description: str, *bodies: type[BaseModel], retry_after: bool = Fals
 INVALID: dict[int, OpenAPIResponse] = {
     400: _answer(
         "ValidationError: malformed or over-16-KiB JSON, wrong types, unknown or reserved fields, ids not "
-        "matching the id pattern, a reserved kind name (history), or a query parameter the operation does "
-        "not list (or one given twice)",
+        "matching the id pattern, a reserved kind name (history), a plan that does not exist (assigning one), "
+        "or a query parameter the operation does not list (or one given twice)",
         ValidationErrorBody,
     )
 }
@@ -108,9 +122,10 @@ COMMON: dict[int, OpenAPIResponse] = {
         GatewayBody,
     ),
     403: _answer(
-        "Forbidden: the token may not act on that account (another account's, an account claim that is "
-        "not an account id, an operator token on a tenant's resources); API Gateway's "
-        '{"message": "Forbidden"}: the route\'s scope is missing, or an IAM signature is refused',
+        "Forbidden: the token may not act on that account or organization (another account's, an account "
+        "claim that is not an account id, an operator token on a tenant's resources, another "
+        'organization\'s administrator); API Gateway\'s {"message": "Forbidden"}: the route\'s scope is '
+        "missing, or an IAM signature is refused",
         ForbiddenBody,
         GatewayBody,
     ),
@@ -140,6 +155,7 @@ DESCRIPTION: OpenAPIResponse = {
     "content": {"application/json": {"schema": {"type": "object"}}},
 }
 NOT_FOUND: dict[int, OpenAPIResponse] = {404: _answer("NotFound: no such resource or plan", NotFoundBody)}
+NO_SUCH_ORG: dict[int, OpenAPIResponse] = {404: _answer("NotFound: no such organization", NotFoundBody)}
 BELOW_USAGE: dict[int, OpenAPIResponse] = {
     409: _answer(
         "LimitBelowUsage: the new limit is below the kind's current use (error.limit, error.used, "
@@ -149,15 +165,38 @@ BELOW_USAGE: dict[int, OpenAPIResponse] = {
 }
 AT_LIMIT: dict[int, OpenAPIResponse] = {
     409: _answer(
-        "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind)",
+        "LimitExceeded: no room for the units under the kind's limit (error.limit, error.used, error.kind); "
+        "error.scope says whose: the account's, or its organization's (organization)",
         LimitExceededBody,
     )
 }
 PUT_CONFLICT: dict[int, OpenAPIResponse] = {
     409: _answer(
-        "LimitExceeded (no room under the limit), or IdempotencyConflict: the id exists with another body",
+        "LimitExceeded (no room under the account's or its organization's limit: error.scope), or "
+        "IdempotencyConflict: the id exists with another body",
         LimitExceededBody,
         IdempotencyConflictBody,
+    )
+}
+MEMBERSHIP_CONFLICT: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "AccountNotEmpty: the account holds resources (it changes organization only while empty), or "
+        "AccountInAnotherOrganization: it belongs to another organization; nothing changed",
+        AccountNotEmptyBody,
+        AccountInAnotherOrganizationBody,
+    )
+}
+LEAVE_CONFLICT: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "AccountNotEmpty: the account holds resources (it leaves its organization only while empty); "
+        "nothing changed",
+        AccountNotEmptyBody,
+    )
+}
+ORG_NOT_EMPTY: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "OrganizationNotEmpty: the organization still has members; remove them first. Nothing changed",
+        OrganizationNotEmptyBody,
     )
 }
 
@@ -220,6 +259,16 @@ class ResourcePageOut(_Out):
     next_token: str | None = None
 
 
+class OrgRoomOut(_Out):
+    """What the account's organization has left of the kind (members only)."""
+
+    org_id: str
+    limit: int
+    limit_source: str  # override | plan
+    used: int
+    remaining: int
+
+
 class KindUsageOut(_Out):
     limit: int
     limit_source: str  # override | plan
@@ -227,6 +276,7 @@ class KindUsageOut(_Out):
     eventual: int
     used: int
     remaining: int
+    organization: OrgRoomOut | None = None
 
 
 class UsageOut(_Out):
@@ -234,6 +284,7 @@ class UsageOut(_Out):
 
     account_id: str
     plan_id: str
+    org_id: str | None = None  # the organization it belongs to, if any
     limit: int
     best_effort: int
     eventual: int
@@ -263,8 +314,51 @@ class PlanPageOut(_Out):
     next_token: str | None = None
 
 
+class OrgOut(_Out):
+    org_id: str
+    plan_id: str
+    members: int
+    created_at: str
+
+
+class OrgLimitOut(_Out):
+    org_id: str
+    kind: str
+    limit: int
+
+
+class MemberOut(_Out):
+    org_id: str
+    account_id: str
+
+
+class TopAccountOut(_Out):
+    account_id: str
+    used: int  # its counted use (eventual)
+
+
+class OrgKindUsageOut(_Out):
+    limit: int
+    limit_source: str  # override | plan
+    best_effort: int
+    eventual: int
+    used: int
+    remaining: int
+    top_accounts: list[TopAccountOut]
+
+
+class OrgUsageOut(_Out):
+    """Per kind: the organization's limit and use, and the members that use most."""
+
+    org_id: str
+    plan_id: str
+    members: int
+    kinds: dict[str, OrgKindUsageOut]
+
+
 class ChangeOut(_Out):
-    """One limit change: who, when, what from and to (override, account_plan or plan_limits)."""
+    """One limit change: who, when, what from and to (override, override_removed, account_plan,
+    plan_limits or org_plan)."""
 
     change_id: str
     at: str

@@ -58,6 +58,17 @@ class AccountPlanBody(BaseModel):
     )
 
 
+class OrgBody(BaseModel):
+    """An organization's plan: it is created on it, or moved to it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plan_id: Annotated[StrictStr, Field(pattern=ID_PATTERN)]
+    force: Annotated[
+        StrictBool, Field(description="Move it even if a kind would be below the organization's current use")
+    ] = False
+
+
 class ResizeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
