@@ -199,6 +199,14 @@ def org_counter_key(org_id: str, *, kind: str = DEFAULT_KIND, shard: int = 0) ->
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": org_counter_sk(kind, shard)}}
 
 
+REBASE_PREFIX = "REBASE#"
+
+
+def org_rebase_key(org_id: str, kind: str) -> dict[str, dict[str, str]]:
+    """A rebase of the organization's split counter for a kind, while under way (counters/split.py)."""
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{REBASE_PREFIX}{kind}"}}
+
+
 def member_key(org_id: str, account_id: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{MEMBER_PREFIX}{account_id}"}}
 

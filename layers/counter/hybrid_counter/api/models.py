@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -67,6 +67,15 @@ class OrgBody(BaseModel):
     force: Annotated[
         StrictBool, Field(description="Move it even if a kind would be below the organization's current use")
     ] = False
+    shards: Annotated[
+        Literal[1, 2, 4, 8, 16] | None,
+        Field(
+            description=(
+                "Split each of its counters over this many items (a busy organization's admissions "
+                "then go to one of them each: design.md §10); absent: unchanged (1 for a new one)"
+            )
+        ),
+    ] = None
 
 
 class ResizeBody(BaseModel):

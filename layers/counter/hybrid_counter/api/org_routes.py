@@ -59,7 +59,7 @@ def org_routes(service: Callable[[], ResourceService]) -> Router:
         ),
     )
     def put_org(org_id: OrgId, body: Annotated[OrgBody, Body()]) -> Response[str]:
-        org, created = service().put_org(org_id, body.plan_id, force=body.force, by=by())
+        org, created = service().put_org(org_id, body.plan_id, force=body.force, by=by(), shards=body.shards)
         return json_response(201 if created else 200, org.to_json())
 
     @router.get("/orgs/<org_id>", responses=responses(NO_SUCH_ORG, ok(OrgOut, "The organization")))

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hybrid_counter.counters.state import (
+    ALLOWANCE,
     BEST_EFFORT,
     COUNTER_SHARD,
     EVENTUAL,
@@ -25,6 +26,7 @@ from hybrid_counter.counters.state import (
     NO_ORG,
     ORG,
     ORG_KIND,
+    REBASING,
     best_effort_share,
     eventual_share,
     range_version,
@@ -175,6 +177,9 @@ def admission(
     # A limit changed since we read it is judged again (CounterStore.admit).
     _limit_judged(expr, cap, override=limit_seen is not None)
     _member_of(expr, membership)
+    if not listed:  # an organization's single counter item: not being split, nor split (split.py)
+        expr.when(f"attribute_not_exists({expr.name(ALLOWANCE)})")
+        expr.when(f"attribute_not_exists({expr.name(REBASING)})")
     return expr
 
 

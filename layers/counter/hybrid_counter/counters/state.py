@@ -46,6 +46,13 @@ COUNTER_SHARD = "counter_shard"
 HEALS = "heals"
 ORG = "org"  # on an account's counter item: the organization the account belongs to (orgs/)
 NO_ORG = "-"  # ... in none (absent: not yet known on this item; the account's profile says)
+# A split counter's shard item (split.py): its share of the limit, the limit the shares were laid
+# out for and where it came from, the rebase that laid them out, and a rebase under way.
+ALLOWANCE = "allowance"
+BASIS = "basis"
+BASIS_SOURCE = "basis_source"
+EPOCH = "epoch"
+REBASING = "rebasing"
 ORG_KIND = "org_kind"  # on a member's counter item: "<org>#<kind>", the OrgUsageIndex's key
 
 
@@ -71,6 +78,11 @@ def _number(item: Mapping[str, Any], name: str) -> int:
     return int(value["N"]) if value else 0
 
 
+def _optional(item: Mapping[str, Any], name: str) -> int | None:
+    value = item.get(name)
+    return int(value["N"]) if value else None
+
+
 @dataclass(frozen=True)
 class RangeShare:
     best_effort: int = 0
@@ -91,6 +103,12 @@ class CounterState:
     exists: bool = False  # the item was there when read
     org: str | None = None  # (an account's) the organization it belongs to, for this kind
     org_known: bool = False  # the item says (``org`` NO_ORG: in none); else its profile says
+    # a shard of a split counter (split.py); allowance None: not split
+    allowance: int | None = None
+    basis: int | None = None
+    basis_source: str | None = None
+    epoch: int = 0
+    rebasing: int | None = None
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -138,4 +156,9 @@ class CounterState:
                 for r in all_ranges()
             },
             heals=_number(item, HEALS),
+            allowance=_optional(item, ALLOWANCE),
+            basis=_optional(item, BASIS),
+            basis_source=item.get(BASIS_SOURCE, {}).get("S"),
+            epoch=_number(item, EPOCH),
+            rebasing=_optional(item, REBASING),
         )

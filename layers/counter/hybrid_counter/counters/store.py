@@ -182,7 +182,9 @@ class CounterStore:
                 return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
             if attempt.effect is Effect.CONDITION_FAILED:
                 state = self._refused_on(attempt)
-                if membership is not None and state.org_known and state.org != membership.org:
+                moved = membership is not None and state.org_known and state.org != membership.org
+                # (or an organization's item split meanwhile: its admission is a shard's, split.py)
+                if moved or state.allowance is not None or state.rebasing is not None:
                     return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 continue
             return self._not_admitted(attempt, state, judged, account_id)

@@ -158,7 +158,7 @@ class EventualCounter:
             if isinstance(op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp)
         ]
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
-        heals = {(op.account_id, op.kind, op.org) for op in ops if isinstance(op, HealOp)}
+        heals = {(op.account_id, op.kind, op.org, op.shard) for op in ops if isinstance(op, HealOp)}
         try:
             for chunk in plan_chunks([op for _, op in counts], self._mode):
                 try:
@@ -179,8 +179,8 @@ class EventualCounter:
                 except (ClientError, BotoCoreError) as error:
                     raise ChunkFailed([p for p, _ in censuses[done:]], repr(error)) from error
                 report.censuses_requested += 1
-            for account_id, kind, org in sorted(heals, key=str):
-                report.merge(self._heal(HealOp(account_id, kind, org)))
+            for account_id, kind, org, shard in sorted(heals, key=str):
+                report.merge(self._heal(HealOp(account_id, kind, org, shard)))
         finally:
             self._emit(report)
         return report

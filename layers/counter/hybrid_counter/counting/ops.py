@@ -47,6 +47,7 @@ class CountOp:
     # it live yet, or never will (its create died between the two): it goes into the
     # PendingIndex with its count, so the sweeper finds it (eventual.py)
     pending: bool = False
+    shard: int = 0  # (at an organization) which of its counter items admitted it (counters/split.py)
 
     @property
     def item(self) -> tuple[str, str, str]:
@@ -54,13 +55,15 @@ class CountOp:
 
     @property
     def counter(self) -> tuple[str, str]:
-        return (self.account_id, self.kind) if self.org is None else (f"{ORG_PREFIX}{self.org}", self.kind)
+        if self.org is None:
+            return (self.account_id, self.kind)
+        return (f"{ORG_PREFIX}{self.org}", f"{self.kind}#{self.shard:x}")
 
     @property
     def counter_key(self) -> dict[str, dict[str, str]]:
         if self.org is None:
             return counter_key(self.account_id, kind=self.kind)
-        return org_counter_key(self.org, kind=self.kind)
+        return org_counter_key(self.org, kind=self.kind, shard=self.shard)
 
     @property
     def range_id(self) -> str:
@@ -116,12 +119,13 @@ class HealOp:
     account_id: str
     kind: str = DEFAULT_KIND
     org: str | None = None  # an organization's counter item (account_id unused)
+    shard: int = 0
 
     @property
     def counter_key(self) -> dict[str, dict[str, str]]:
         if self.org is None:
             return counter_key(self.account_id, kind=self.kind)
-        return org_counter_key(self.org, kind=self.kind)
+        return org_counter_key(self.org, kind=self.kind, shard=self.shard)
 
 
 @dataclass(frozen=True)
@@ -160,5 +164,7 @@ def ops_for_item(item: dict[str, Any]) -> list[Op]:
         found.append(CountOp(account_id, resource_id, incarnation, kind, units))
     org = items.org_of(item)
     if org is not None and not items.org_counted(item):
-        found.append(CountOp(account_id, resource_id, incarnation, kind, units, org))
+        found.append(
+            CountOp(account_id, resource_id, incarnation, kind, units, org, shard=items.org_shard(item))
+        )
     return found

@@ -171,7 +171,7 @@ def _org_ops(record: DynamoDBRecord, org: str, sk: str, event: str) -> list[Op]:
     member items carry no work."""
     if not sk.startswith(COUNTER_PREFIX) or event == "REMOVE":
         return []
-    kind, _ = parse_org_counter_sk(sk)
+    kind, shard = parse_org_counter_sk(sk)
     stream = record.dynamodb
     assert stream is not None
     new, old = stream.new_image, stream.old_image or {}
@@ -183,14 +183,14 @@ def _org_ops(record: DynamoDBRecord, org: str, sk: str, event: str) -> list[Op]:
         if admitted is not None:
             account_id, resource_id, incarnation = parse_member_token(admitted)
             units = int(new.get(LAST_ADMISSION_UNITS, 1))
-            ops.append(CountOp(account_id, resource_id, incarnation, kind, units, org))
+            ops.append(CountOp(account_id, resource_id, incarnation, kind, units, org, shard=shard))
         if released is not None:
             account_id, resource_id, incarnation = parse_member_token(released)
             ops.append(OrgReleasedOp(account_id, resource_id, incarnation, kind))
     except ValueError as error:
         raise PoisonRecord(str(error)) from error
     if int(new.get(BEST_EFFORT, 0)) < int(new.get(EVENTUAL, 0)):
-        ops.append(HealOp("", kind, org))
+        ops.append(HealOp("", kind, org, shard))
     return ops
 
 

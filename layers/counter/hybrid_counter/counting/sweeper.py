@@ -44,16 +44,20 @@ from hybrid_counter.keys import (
     CHANGE_PREFIX,
     CONTROL_PREFIX,
     COUNTER_PREFIX,
+    ORG_PREFIX,
     PLANS_PK,
     PROFILE_SK,
+    REBASE_PREFIX,
     REPAIR_PREFIX,
     RESOURCE_PREFIX,
     iso_utc,
     parse_account_pk,
     parse_kind_resource_sk,
+    parse_org_pk,
     range_of,
 )
 from hybrid_counter.observability import default_observability
+from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.recount_requests import RecountRequests, is_request, requested_range
 from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
@@ -81,6 +85,7 @@ class SweepOutcome:
     ranges_unsettled: int = 0
     events_published: int = 0
     changes_recorded: int = 0
+    rebases_finished: int = 0
     pages: int = 0
     finished: bool = True  # False: cut off by the time budget; the next run goes on
     report: ApplyReport = field(default_factory=ApplyReport)
@@ -97,6 +102,7 @@ class SweepOutcome:
             "ranges_recounted": self.ranges_recounted,
             "ranges_unsettled": self.ranges_unsettled,
             "events_published": self.events_published,
+            "rebases_finished": self.rebases_finished,
             "limit_changes_recorded": self.changes_recorded,
             "pages": self.pages,
             "finished": self.finished,
@@ -125,6 +131,7 @@ class Sweeper:
         self._retry = RetryPolicy()
         self._requests = RecountRequests(table_name, self._clients, clock)
         self._changes = changes  # completes limit changes and publishes events left waiting
+        self._obs = obs or default_observability()
         # Takes the censuses that requests ask for; its repairs finish what died (the audit).
         self._recounter = recounter or self._own_recounter(deletes.repairs if deletes else None, obs)
 
@@ -213,6 +220,7 @@ class Sweeper:
                 kind, range_id = requested_range(entry)
                 self._take_census(parse_account_pk(entry["pk"]["S"]), kind, range_id, outcome)
         self._finish_governance(page, outcome)
+        self._finish_rebases(page, outcome)
 
     def _end_dead_resize(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
         """A resource a resize holds is never counted (the resize's counter write moved eventual
@@ -272,6 +280,24 @@ class Sweeper:
             key = {"pk": entry["pk"], "sk": entry["sk"]}
             if _holds_limits(entry) and self._changes.complete_pending(key):
                 outcome.changes_recorded += 1
+
+    def _finish_rebases(self, page: list[dict[str, Any]], outcome: SweepOutcome) -> None:
+        """A split counter's rebase whose process died (its record waits in the PendingIndex):
+        finished from its record (counters/split.py). Until then creates of that kind finish it
+        themselves; this is for a kind nobody creates."""
+        for entry in page:
+            pk, sk = str(entry["pk"]["S"]), _sort_key(entry)
+            if not (pk.startswith(ORG_PREFIX) and sk.startswith(REBASE_PREFIX)):
+                continue
+            record = self._current(entry)
+            if record is None:
+                continue
+            splits = org_split_counter(self._table, self._clients, self._obs, Effects(clock=self._clock))
+            try:
+                splits.finish(parse_org_pk(pk), sk[len(REBASE_PREFIX) :], record)
+            except (DomainError, ClientError, BotoCoreError):
+                continue
+            outcome.rebases_finished += 1
 
     def _take_census(self, account_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """Recount a requested range and drop the request once settled (else it stays for the

@@ -40,7 +40,6 @@ from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import (
-    COUNTER_PREFIX,
     HISTORY_PREFIX,
     ORG_PREFIX,
     PLANS_PK,
@@ -49,14 +48,13 @@ from hybrid_counter.keys import (
     iso_utc,
     org_counter_key,
     org_key,
-    org_pk,
     parse_account_pk,
-    parse_org_counter_sk,
     parse_org_pk,
     pending_shard,
     plan_key,
     profile_key,
 )
+from hybrid_counter.orgs.counters import org_counters
 from hybrid_counter.plans.store import DEFAULT_PLAN, Plan
 
 if TYPE_CHECKING:
@@ -120,7 +118,16 @@ class LimitChanges:
             plan_limit=lambda: self._limits.stored_org_plan_limit(org_id, kind),
             ids={"org_id": org_id},
             counter_index=None,
+            # a split counter's use is its shards' (the check in the write covers shard 0 only:
+            # a create admitted on another shard meanwhile is judged as a plan move's is)
+            used_of=lambda state: self._org_used(org_id, kind, state),
         )
+
+    def _org_used(self, org_id: str, kind: str, state: CounterState) -> int:
+        if state.allowance is None and state.rebasing is None:
+            return state.used
+        shards = org_counters(self._clients, self._table, org_id).get(kind)
+        return state.used if shards is None else shards.used
 
     def _override(
         self,
@@ -133,6 +140,7 @@ class LimitChanges:
         plan_limit: Callable[[], int],
         ids: dict[str, str],
         counter_index: str | None,
+        used_of: Callable[[CounterState], int] | None = None,
     ) -> None:
         change = self._new_change()
         for _ in range(ATTEMPTS):
@@ -141,8 +149,9 @@ class LimitChanges:
             if state.limit == limit:
                 return  # nothing changes (a repeat, or no override to remove): nothing recorded
             effective = limit if limit is not None else plan_limit()
-            if not force and effective < state.used:
-                raise LimitBelowUsage([(kind, effective, state.used)])
+            used = state.used if used_of is None else used_of(state)
+            if not force and effective < used:
+                raise LimitBelowUsage([(kind, effective, used)])
             what: What = "override" if limit is not None else "override_removed"
             record = self._record(change, what, state.limit, limit, force=force, by=by, kind=kind, **ids)
             write = partial(
@@ -318,7 +327,12 @@ class LimitChanges:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
             condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
-            update = f"SET plan_id = :new, updated_at = :at, created_at = if_not_exists(created_at, :at), {LIMIT_CHANGE} = :name"
+            # plan_moves orders views of its plan (a split counter's basis, counters/split.py)
+            values[":one"] = {"N": "1"}
+            update = (
+                "SET plan_id = :new, updated_at = :at, created_at = if_not_exists(created_at, :at), "
+                f"{LIMIT_CHANGE} = :name ADD plan_moves :one"
+            )
             if self._made(key, record, partial(self._update, key, update, condition, values)):
                 self._limits.forget(org_id=org_id)
                 return old is None
@@ -334,17 +348,9 @@ class LimitChanges:
             raise LimitBelowUsage(below)
 
     def _org_counters(self, org_id: str) -> dict[str, CounterState]:
-        found: dict[str, CounterState] = {}
-        paginator = self._clients.dynamodb.get_paginator("query")
-        for page in paginator.paginate(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
-            ConsistentRead=True,
-        ):
-            for item in page.get("Items", []):
-                found[parse_org_counter_sk(str(item["sk"]["S"]))[0]] = CounterState.from_item(item)
-        return found
+        return {
+            kind: shards.total() for kind, shards in org_counters(self._clients, self._table, org_id).items()
+        }
 
     def _check_plan_fits(self, account_id: str, plan: Plan) -> None:
         below = [

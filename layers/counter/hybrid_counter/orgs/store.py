@@ -65,6 +65,7 @@ class Org:
     plan_id: str
     members: int = 0
     created_at: str = ""
+    shards: int = 1  # its counter's shard items per kind (counters/split.py)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -72,6 +73,7 @@ class Org:
             "plan_id": self.plan_id,
             "members": self.members,
             "created_at": self.created_at,
+            "shards": self.shards,
         }
 
 
@@ -94,6 +96,7 @@ class OrgStore:
             str(item.get("plan_id", {}).get("S", "default")),
             int(item.get("members", {}).get("N", "0")),
             str(item.get("created_at", {}).get("S", "")),
+            int(item.get("shards", {}).get("N", "1")),
         )
 
     def members(
@@ -289,6 +292,24 @@ class OrgStore:
             )
         if len(codes) > 1 + kinds and codes[1 + kinds] == "ConditionalCheckFailed":
             raise NotFound(f"organization {org_id} not found")
+
+    def set_shards(self, org_id: str, shards: int) -> None:
+        """How many shard items the organization's counters are split over from now on."""
+        try:
+            retry_conflicts(
+                lambda: self._clients.dynamodb.update_item(
+                    TableName=self._table,
+                    Key=org_key(org_id),
+                    UpdateExpression="SET shards = :s",
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeValues={":s": {"N": str(shards)}},
+                ),
+                self._retry,
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                raise NotFound(f"organization {org_id} not found") from error
+            raise
 
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str) -> None:

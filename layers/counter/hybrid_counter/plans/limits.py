@@ -24,7 +24,8 @@ from cachetools import TTLCache
 
 from hybrid_counter.aws import store_error
 from hybrid_counter.counters import CounterState, Judge, Judged
-from hybrid_counter.plans.store import Plan, PlanStore
+from hybrid_counter.counters.split import Basis
+from hybrid_counter.plans.store import OrgProfile, Plan, PlanStore
 
 ACCOUNTS_CACHED = 10_000
 PLANS_CACHED = 1_000
@@ -39,7 +40,9 @@ class Limits:
             ACCOUNTS_CACHED, cache_seconds, timer=clock
         )
         self._plan: TTLCache[str, Plan | None] = TTLCache(PLANS_CACHED, cache_seconds, timer=clock)
-        self._org_plan_of: TTLCache[str, str | None] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
+        self._org_profile: TTLCache[str, OrgProfile | None] = TTLCache(
+            ACCOUNTS_CACHED, cache_seconds, timer=clock
+        )
 
     # Each cache is looked up once, with one reading of the clock (TTLCache.__getitem__): a test
     # of membership followed by a read takes two, and an entry expiring between them raised
@@ -90,31 +93,51 @@ class Limits:
             self._plan[plan_id] = plan
         return 0 if plan is None else plan.limit_for(kind)
 
-    def org_plan_id_of(self, org_id: str) -> str | None:
-        """An organization's plan, through the cache (None: the organization does not exist)."""
+    def org_profile(self, org_id: str) -> OrgProfile | None:
+        """An organization's plan and shards, through the cache (None: it does not exist)."""
         try:
             with self._lock:
-                return self._org_plan_of[org_id]
+                return self._org_profile[org_id]
         except KeyError:
             pass
-        found = self._plans.org_plan_of(org_id)
+        found = self._plans.org_profile_of(org_id)
         with self._lock:
-            self._org_plan_of[org_id] = found
+            self._org_profile[org_id] = found
         return found
+
+    def org_plan_id_of(self, org_id: str) -> str | None:
+        profile = self.org_profile(org_id)
+        return None if profile is None else profile.plan_id
+
+    def org_shards(self, org_id: str) -> int:
+        profile = self.org_profile(org_id)
+        return 1 if profile is None else profile.shards
 
     def org_plan_limit(self, org_id: str, kind: str) -> int:
         plan_id = self.org_plan_id_of(org_id)
         plan = None if plan_id is None else self.plan(plan_id)
         return 0 if plan is None else plan.limit_for(kind)
 
+    def org_plan_basis(self, org_id: str, kind: str) -> Basis:
+        """The organization's plan's limit, with the order of this view of it (a split counter
+        lays allowances out only for a view later than the one they were laid out for)."""
+        try:
+            profile = self.org_profile(org_id)
+            plan = None if profile is None else self.plan(profile.plan_id)
+        except (ClientError, BotoCoreError) as error:
+            raise store_error(error, "the organization's plan's read") from error
+        if profile is None or plan is None:
+            return Basis.of_plan(0, 0 if profile is None else profile.plan_moves, 0)
+        return Basis.of_plan(plan.limit_for(kind), profile.plan_moves, plan.version)
+
     def stored_org_plan_limit(self, org_id: str, kind: str) -> int:
         """The organization's plan's limit as stored now (consistent reads, no cache)."""
-        plan_id = self._plans.org_plan_of(org_id)
-        plan = None if plan_id is None else self._plans.get(plan_id)
+        profile = self._plans.org_profile_of(org_id)
+        plan = None if profile is None else self._plans.get(profile.plan_id)
         with self._lock:
-            self._org_plan_of[org_id] = plan_id
-            if plan_id is not None:
-                self._plan[plan_id] = plan
+            self._org_profile[org_id] = profile
+            if profile is not None:
+                self._plan[profile.plan_id] = plan
         return 0 if plan is None else plan.limit_for(kind)
 
     def org_judge(self, org_id: str, kind: str) -> Judge:
@@ -157,4 +180,6 @@ class Limits:
             if plan_id is not None:
                 self._plan.pop(plan_id, None)
             if org_id is not None:
-                self._org_plan_of.pop(org_id, None)
+                profile = self._org_profile.pop(org_id, None)
+                if profile is not None:
+                    self._plan.pop(profile.plan_id, None)

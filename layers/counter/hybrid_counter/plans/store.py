@@ -31,6 +31,7 @@ class Plan:
     plan_id: str
     limits: dict[str, int] = field(default_factory=dict)
     stored: bool = True  # False: the built-in default plan, never written
+    version: int = 0  # bumped by every change of its limits (governance/changes.py)
 
     def limit_for(self, kind: str) -> int:
         """A kind the plan does not list is not included: 0."""
@@ -38,6 +39,13 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"plan_id": self.plan_id, "limits": dict(sorted(self.limits.items()))}
+
+
+@dataclass(frozen=True)
+class OrgProfile:
+    plan_id: str
+    plan_moves: int = 0  # how many times its plan was set: orders views of its plan (counters/split.py)
+    shards: int = 1  # its counter's shard items per kind (counters/split.py)
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,7 @@ class PlanStore:
         """The plan a stored item (or its absence) stands for."""
         if item is None:
             return self._builtin if plan_id == DEFAULT_PLAN else None
-        return Plan(plan_id, _limits_of(item))
+        return Plan(plan_id, _limits_of(item), version=int(item.get("version", {}).get("N", "0")))
 
     def put(self, plan_id: str, limits: dict[str, int]) -> Plan:
         """Replace the plan's limits (one write, whatever the number of accounts on it)."""
@@ -113,10 +121,21 @@ class PlanStore:
 
     def org_plan_of(self, org_id: str) -> str | None:
         """The organization's plan (None: no such organization, so no limits of its own)."""
+        profile = self.org_profile_of(org_id)
+        return None if profile is None else profile.plan_id
+
+    def org_profile_of(self, org_id: str) -> OrgProfile | None:
+        """What admissions at the organization need of its profile (None: no such organization)."""
         item = self._clients.dynamodb.get_item(
             TableName=self._table, Key=org_key(org_id), ConsistentRead=True
         ).get("Item")
-        return None if item is None else str(item.get("plan_id", {}).get("S", DEFAULT_PLAN))
+        if item is None:
+            return None
+        return OrgProfile(
+            str(item.get("plan_id", {}).get("S", DEFAULT_PLAN)),
+            int(item.get("plan_moves", {}).get("N", "0")),
+            int(item.get("shards", {}).get("N", "1")),
+        )
 
     def plan_of(self, account_id: str) -> str:
         return self.profile_of(account_id)[0]

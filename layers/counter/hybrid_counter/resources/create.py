@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import store_error
-from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, Judge
+from hybrid_counter.counters import Admission, AdmissionOutcome, Judge
 from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
-    from hybrid_counter.resources.org_level import OrgLevel
+    from hybrid_counter.resources.org_level import OrgLevel, OrgSeen
 
 
 def same_request(existing: Resource, name: str, extra: dict[str, Any], units: int) -> Resource:
@@ -142,9 +142,10 @@ class CreateFlow:
             self._obs.count("LimitExceeded")
             raise AtLimit(LimitExceeded(judged.limit, state.used, kind, units))
         org = membership.org
+        org_seen: OrgSeen | None = None
         if org is not None:
             try:
-                org_state = guarded(lambda: self._orgs.precheck(org, kind, units), "the create")
+                org_seen = guarded(lambda: self._orgs.precheck(org, kind, units, rid), "the create")
             except LimitExceeded as full:
                 raise AtLimit(full) from None
         if not state.org_known and not guarded(
@@ -162,6 +163,7 @@ class CreateFlow:
             kind=kind,
             units=units,
             org=org,
+            org_shard=0 if org_seen is None else org_seen.shard,
         )
         put = guarded(lambda: self._table.put_pending(item), "the create")
         if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:
@@ -169,8 +171,8 @@ class CreateFlow:
         # Refused with our own incarnation: botocore retried our put after a lost response; go on.
 
         org_certain = True
-        if org is not None:  # the organization's level first (org_level.py)
-            org_certain = self._admit_at_org(request, rid, incarnation, org, org_state)
+        if org is not None and org_seen is not None:  # the organization's level first (org_level.py)
+            org_certain = self._admit_at_org(request, rid, incarnation, org, org_seen)
 
         admission_token = token(rid, incarnation)
         admission = self._counters.admit(
@@ -214,9 +216,7 @@ class CreateFlow:
         self._obs.count("ResourcesCreated")
         return items.resource_from_item(item)
 
-    def _admit_at_org(
-        self, request: Request, rid: str, incarnation: str, org: str, seen: CounterState
-    ) -> bool:
+    def _admit_at_org(self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen) -> bool:
         """The organization's admission of the create; raises (after rolling the pending item
         back) when it is refused or not applied. False when its outcome stayed unknown: the
         create goes on as if it applied (P1's exception, at the organization's level), indexed
@@ -226,7 +226,9 @@ class CreateFlow:
         if admitted.outcome is AdmissionOutcome.ADMITTED:
             return True
         if admitted.outcome is AdmissionOutcome.UNKNOWN:
-            return self._orgs.admitted_after_all(org, account_id, rid, incarnation, kind=kind)
+            return self._orgs.admitted_after_all(
+                org, account_id, rid, incarnation, kind=kind, shard=seen.shard
+            )
         self._roll_back(account_id, kind, rid, incarnation)
         if admitted.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")

@@ -51,6 +51,7 @@ class Claim:
     org: str | None = None  # the organization whose counter holds its units too (org_level.py)
     org_counted: bool = False  # as of the claim: whether the organization's eventual holds it
     org_released: bool = False  # the stream path saw its organization's release apply
+    org_shard: int = 0  # which of the organization's counter items holds its units
 
     @classmethod
     def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
@@ -64,6 +65,7 @@ class Claim:
             items.org_of(item),
             items.org_counted(item),
             bool(item.get("org_released", {}).get("BOOL", False)),
+            items.org_shard(item),
         )
 
 
@@ -156,7 +158,14 @@ class DeleteFlow:
         assert claim.org is not None
         org, kind = claim.org, claim.kind
         effect = self.orgs.release_resolved(
-            org, account_id, rid, claim.incarnation, kind=kind, units=claim.units, counted=claim.org_counted
+            org,
+            account_id,
+            rid,
+            claim.incarnation,
+            kind=kind,
+            units=claim.units,
+            counted=claim.org_counted,
+            shard=claim.org_shard,
         )
         if effect is None:
             return

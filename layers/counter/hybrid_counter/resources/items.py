@@ -72,6 +72,11 @@ def org_of(item: dict[str, Any]) -> str | None:
     return None if org is None else str(org)
 
 
+def org_shard(item: dict[str, Any]) -> int:
+    """Which of its organization's counter items holds its units (counters/split.py; 0 unless split)."""
+    return int(item.get("org_shard", {}).get("N", "0"))
+
+
 def org_counted(item: dict[str, Any]) -> bool:
     return bool(item.get("org_counted", {}).get("BOOL", False))
 
@@ -140,6 +145,7 @@ def pending_item(
     kind: str = DEFAULT_KIND,
     units: int = 1,
     org: str | None = None,
+    org_shard: int = 0,
 ) -> dict[str, Any]:
     created = iso_utc(now)
     item = {
@@ -161,6 +167,8 @@ def pending_item(
     if org is not None:  # the levels that hold its units: the account's, and this organization's
         item["org"] = {"S": org}
         item["org_counted"] = {"BOOL": False}
+        if org_shard:
+            item["org_shard"] = {"N": str(org_shard)}
     return item
 
 

@@ -26,33 +26,76 @@ its lag (the same assumption the takeover of a dead delete makes, design.md §4)
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import Attempted, Effect
-from hybrid_counter.counters import Admission, CounterState, CounterStore, Judge, Judged
+from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
-from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import member_token, org_counter_key, profile_key, resize_token
+from hybrid_counter.counters.split import OVERRIDE, Basis, ShardSet, shard_of_resource
+from hybrid_counter.errors import InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.keys import member_token, org_counter_key, profile_key
+from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.resources import items
-from hybrid_counter.resources.table import Item, ResourceTable
+from hybrid_counter.resources.table import ResourceTable
 
 if TYPE_CHECKING:
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
 
-OrgJudge = Callable[[str, str], Judge]  # (org, kind) -> how its admissions are judged
+ATTEMPTS = 8  # of a split counter's admission: reads, moves, rebases, writes
 
 
-def releases_only(org: str, kind: str) -> Judge:
+class OrgView(Protocol):
+    """What admissions at organizations read through caches (plans/limits.py)."""
+
+    def org_judge(self, org_id: str, kind: str) -> Judge: ...
+    def org_shards(self, org_id: str) -> int: ...
+    def org_plan_basis(self, org_id: str, kind: str) -> Basis: ...
+    def forget(
+        self, account_id: str | None = None, plan_id: str | None = None, org_id: str | None = None
+    ) -> None: ...
+
+
+class ReleasesOnly:
     """For flows that only release at an organization (deletes, repairs): never asked to judge."""
 
-    def judged(_: CounterState) -> Judged:
-        raise AssertionError(f"an admission at organization {org} ({kind}) in a flow that only releases")
+    def org_judge(self, org_id: str, kind: str) -> Judge:
+        def judged(_: CounterState) -> Judged:
+            raise AssertionError(
+                f"an admission at organization {org_id} ({kind}) in a flow that only releases"
+            )
 
-    return judged
+        return judged
+
+    def org_shards(self, org_id: str) -> int:
+        raise AssertionError("a flow that only releases never chooses a shard")
+
+    def org_plan_basis(self, org_id: str, kind: str) -> Basis:
+        raise AssertionError("a flow that only releases never lays allowances out")
+
+    def forget(
+        self, account_id: str | None = None, plan_id: str | None = None, org_id: str | None = None
+    ) -> None:
+        return None
+
+
+releases_only = ReleasesOnly()
+
+
+@dataclass(frozen=True)
+class OrgSeen:
+    """The organization's counter as a create read it before writing: the shard its admission
+    goes to (recorded on the pending item) and every shard item of the kind."""
+
+    shard: int
+    picture: ShardSet
+
+    @property
+    def state(self) -> CounterState:
+        return self.picture.get(self.shard).state
 
 
 class OrgLevel:
@@ -60,24 +103,33 @@ class OrgLevel:
         self,
         table: ResourceTable,
         account_counters: CounterStore,
-        judge: OrgJudge,
+        view: OrgView,
         effects: Effects,
         obs: Observability,
     ) -> None:
         self._table = table
         self._account_counters = account_counters
-        self._judge = judge
+        self._view = view
         self._fx = effects
         self._obs = obs
-        self.counters = CounterStore(
-            table.name,
-            0,
-            table.clients,
-            obs,
-            effects,
-            default_kind=account_counters.default_kind,
-            key_of=lambda org, kind: org_counter_key(org, kind=kind),
-        )
+        self._by_shard: dict[int, CounterStore] = {}
+        self.counters = self.shard(0)
+        self.splits = org_split_counter(table.name, table.clients, obs, effects)
+
+    def shard(self, n: int) -> CounterStore:
+        """Single-item writes on shard ``n`` of an organization's counter (releases, the single
+        item's admission, reads)."""
+        if n not in self._by_shard:
+            self._by_shard[n] = CounterStore(
+                self._table.name,
+                0,
+                self._table.clients,
+                self._obs,
+                self._fx,
+                default_kind=self._account_counters.default_kind,
+                key_of=lambda org, kind: org_counter_key(org, kind=kind, shard=n),
+            )
+        return self._by_shard[n]
 
     # ---- membership --------------------------------------------------------------------------------
     def membership(self, account_id: str, kind: str, state: CounterState) -> Membership:
@@ -109,18 +161,32 @@ class OrgLevel:
         return response.get("Attributes", {}).get("org_id", {}).get("S") == judged.org
 
     # ---- admissions --------------------------------------------------------------------------------
-    def read(self, org: str, kind: str) -> CounterState:
-        return self.counters.read(org, kind=kind)
+    def read(self, org: str, kind: str, shard: int = 0) -> CounterState:
+        return self.shard(shard).read(org, kind=kind)
 
-    def precheck(self, org: str, kind: str, units: int) -> CounterState:
-        """The organization's counter as read before anything is written; LimitExceeded (scope
-        organization) if the units do not fit."""
-        state = self.read(org, kind)
-        judged = self._judge(org, kind)(state)
-        if not state.admits(judged.limit, units):
-            self._obs.count("LimitExceeded")
-            raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization")
-        return state
+    def precheck(self, org: str, kind: str, units: int, resource_id: str) -> OrgSeen:
+        """The organization's counter as read before anything is written, and the shard the
+        create's admission goes to; LimitExceeded (scope organization) if the units do not fit."""
+        picture = self.splits.read(org, kind)
+        if self._single(org, picture):
+            state = picture.get(0).state
+            judged = self._view.org_judge(org, kind)(state)
+            if not state.admits(judged.limit, units):
+                self._obs.count("LimitExceeded")
+                raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization")
+            return OrgSeen(0, picture)
+        seen = OrgSeen(shard_of_resource(resource_id, self._view.org_shards(org)), picture)
+        basis = picture.basis
+        if basis is not None and not picture.frozen and self._wanted(org, kind, picture) is None:
+            room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
+            if room < units:
+                self._obs.count("LimitExceeded")
+                raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization")
+        return seen
+
+    def _single(self, org: str, picture: ShardSet) -> bool:
+        """Its counter for the kind is one item, as every organization's is until it is split."""
+        return not picture.split and not picture.frozen and self._view.org_shards(org) <= 1
 
     def admit(
         self,
@@ -131,20 +197,130 @@ class OrgLevel:
         *,
         kind: str,
         units: int,
-        seen: CounterState,
+        seen: OrgSeen,
     ) -> Admission:
-        """The organization's admission of a create's units (single attempt, as an account's)."""
-        return self.counters.admit(
-            org,
-            rid,
-            member_token(account_id, rid, incarnation),
-            seen,
-            kind=kind,
-            units=units,
-            judge=self._judge(org, kind),
+        """The organization's admission of a create's units: on its single item, one attempt as
+        an account's; on a split counter, its shard's (gathering allowance first if short)."""
+        token = member_token(account_id, rid, incarnation)
+        if seen.shard == 0 and self._single(org, seen.picture):
+            admitted = self.counters.admit(
+                org, rid, token, seen.state, kind=kind, units=units, judge=self._view.org_judge(org, kind)
+            )
+            if admitted.outcome is not AdmissionOutcome.MOVED:
+                return admitted
+            # split meanwhile: admitted on shard 0 of the split counter
+        try:
+            return self._admit_split(org, kind, seen.shard, rid=rid, token=token, units=units)
+        except Throttled:
+            return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=True)
+        except (InProgress, StoreUnavailable, ClientError, BotoCoreError) as error:
+            self._obs.logger.warning("split counter busy or unavailable", extra={"error": repr(error)})
+            return Admission(
+                AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=isinstance(error, InProgress)
+            )
+
+    def _admit_split(self, org: str, kind: str, shard: int, *, rid: str, token: str, units: int) -> Admission:
+        picture: ShardSet | None = None
+        for _ in range(ATTEMPTS):
+            picture = picture or self.splits.read(org, kind)
+            wanted = self._wanted(org, kind, picture)
+            basis = picture.basis
+            if wanted is not None or basis is None or picture.frozen or not picture.get(shard).split:
+                target = wanted or basis or self._view.org_plan_basis(org, kind)
+                self.splits.rebase(org, kind, target, shards=self._shards(org, shard), favour=shard)
+                picture = None
+                continue
+            judged = Judged(basis.limit, "override" if basis.source == OVERRIDE else "plan")
+            mine = picture.get(shard)
+            if mine.room >= units:
+                attempt = self.splits.admit_once(org, kind, mine, resource_id=rid, token=token, units=units)
+                if attempt.applied:
+                    return Admission(AdmissionOutcome.ADMITTED, picture.total(), judged=judged)
+                if attempt.effect is Effect.CONDITION_FAILED:
+                    picture = None
+                    continue
+                return self._not_admitted(attempt, picture, judged)
+            spare = sum(max(0, s.room) for s in picture.shards.values())
+            free = basis.limit - picture.claims
+            if spare >= units:
+                self.splits.gather(org, kind, picture, shard, units)
+            elif free > 0 and spare + free >= units:
+                # lost allowance, or room released on shards that were over theirs: hand it out
+                self.splits.rebase(org, kind, basis, shards=self._shards(org, shard), favour=shard)
+            else:
+                return Admission(AdmissionOutcome.REJECTED, picture.total(), judged=judged)
+            picture = None
+        self._obs.count("SplitAdmissionGaveUp")
+        return Admission(
+            AdmissionOutcome.NOT_APPLIED, picture.total() if picture else CounterState(), throttled=True
         )
 
-    def admitted_after_all(self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str) -> bool:
+    # ---- laying allowances out (operators' changes) -------------------------------------------------
+    def reshard(self, org: str, kind: str, shards: int) -> None:
+        """The kind's counter split over at least ``shards`` items (a single item stays one when
+        asked for 1)."""
+        for _ in range(ATTEMPTS):
+            picture = self.splits.read(org, kind)
+            if shards <= 1 and not picture.split and not picture.frozen:
+                return
+            laid_out = picture.split and all(picture.get(n).split for n in range(shards))
+            wanted = self._wanted(org, kind, picture)
+            if laid_out and wanted is None and not picture.frozen:
+                return
+            target = wanted or picture.basis or self._view.org_plan_basis(org, kind)
+            self.splits.rebase(org, kind, target, shards=shards)
+        raise InProgress(
+            "the organization's counter kept changing while it was being split; retry the request"
+        )
+
+    def rebalance(self, org: str, kind: str) -> None:
+        """After a change of its limit: a split counter's allowances laid out for the new one."""
+        for _ in range(ATTEMPTS):
+            picture = self.splits.read(org, kind)
+            if not picture.split and not picture.frozen:
+                return  # a single item: its admissions judge by the limit itself
+            wanted = self._wanted(org, kind, picture)
+            if wanted is None and not picture.frozen:
+                return
+            self.splits.rebase(
+                org, kind, wanted or picture.basis or self._view.org_plan_basis(org, kind), shards=1
+            )
+        raise InProgress("the organization's counter kept changing; retry the request")
+
+    def _shards(self, org: str, shard: int) -> int:
+        return max(self._view.org_shards(org), shard + 1)
+
+    def _wanted(self, org: str, kind: str, picture: ShardSet) -> Basis | None:
+        """The basis the allowances should be laid out for, if not the one they are: the
+        override (on shard 0, where governance keeps it), else the plan as this process sees it,
+        when that view is later than the one the allowances were laid out for."""
+        override = picture.get(0).state.limit
+        have = picture.basis
+        if override is not None:
+            want = Basis(override, OVERRIDE)
+            return None if have == want else want
+        view = self._view.org_plan_basis(org, kind)
+        if have is None or have.plan_tag is None:
+            return view  # not split yet, or its override was removed
+        if view.plan_tag is not None and view.plan_tag < have.plan_tag:
+            self._view.forget(org_id=org)  # this process saw an older plan than the shards did
+            view = self._view.org_plan_basis(org, kind)
+        if view.plan_tag is None or view.plan_tag <= have.plan_tag:
+            return None
+        return view
+
+    def _not_admitted(self, attempt: Attempted, picture: ShardSet, judged: Judged) -> Admission:
+        if attempt.effect is Effect.NOT_APPLIED:
+            self._obs.count("AdmissionNotApplied")
+            return Admission(
+                AdmissionOutcome.NOT_APPLIED, picture.total(), throttled=attempt.throttled, judged=judged
+            )
+        self._obs.count("AdmissionOutcomeUnknown")
+        return Admission(AdmissionOutcome.UNKNOWN, picture.total(), judged=judged)
+
+    def admitted_after_all(
+        self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, shard: int = 0
+    ) -> bool:
         """After an organization's admission whose outcome is unknown: its counter item's
         last_admission answers unless another came since; then the stream path, which counts the
         resource there only if it applied (``org_counted``), usually answers within a second."""
@@ -156,7 +332,7 @@ class OrgLevel:
             return None
 
         try:
-            if self.read(org, kind).last_admission == member_token(account_id, rid, incarnation):
+            if self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation):
                 return True
             return self._fx.waiter.until(counted) is not None
         except (ClientError, BotoCoreError):
@@ -176,17 +352,21 @@ class OrgLevel:
         marked = self._table.mark_undoing(account_id, rid, incarnation, kind=kind)
         if not marked.applied or marked.item is None:
             return False
-        counted = items.org_counted(marked.item)
-        attempt = self.counters.release(
-            org, rid, member_token(account_id, rid, incarnation), counted, kind=kind, units=units
+        counted, shard = items.org_counted(marked.item), items.org_shard(marked.item)
+        attempt = self.release(
+            org, account_id, rid, incarnation, kind=kind, units=units, counted=counted, shard=shard
         )
-        if not attempt.applied and not self.released_after_all(org, account_id, rid, incarnation, kind=kind):
+        if not attempt.applied and not self.released_after_all(
+            org, account_id, rid, incarnation, kind=kind, shard=shard
+        ):
             self._obs.count("OrgUndoLeftToSweeper")
             return False
         self._table.drop_undone(account_id, rid, incarnation, kind=kind)
         return True
 
-    def released_after_all(self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str) -> bool:
+    def released_after_all(
+        self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, shard: int = 0
+    ) -> bool:
         """After an organization's release whose outcome is unknown: last_release, or the stream
         path's mark on the item (``org_released``)."""
 
@@ -197,7 +377,7 @@ class OrgLevel:
             return True if found.get("org_released", {}).get("BOOL") else None
 
         try:
-            if self.read(org, kind).last_release == member_token(account_id, rid, incarnation):
+            if self.read(org, kind, shard).last_release == member_token(account_id, rid, incarnation):
                 return True
             return self._fx.waiter.until(marked) is not None
         except (ClientError, BotoCoreError):
@@ -205,57 +385,43 @@ class OrgLevel:
 
     # ---- releases (deletes) ------------------------------------------------------------------------
     def release(
-        self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, units: int, counted: bool
-    ) -> Attempted:
-        return self.counters.release(
-            org, rid, member_token(account_id, rid, incarnation), counted, kind=kind, units=units
-        )
-
-    def release_resolved(
-        self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, units: int, counted: bool
-    ) -> Effect | None:
-        """Release a claimed resource's units at its organization: None once released (this
-        call or, outcome unknown, confirmed), else the effect of the attempt that did not."""
-        attempt = self.release(org, account_id, rid, incarnation, kind=kind, units=units, counted=counted)
-        if attempt.applied:
-            return None
-        if attempt.effect is Effect.UNKNOWN and self.released_after_all(
-            org, account_id, rid, incarnation, kind=kind
-        ):
-            return None
-        return attempt.effect
-
-    # ---- resizes -----------------------------------------------------------------------------------
-    def resize(
         self,
         org: str,
         account_id: str,
         rid: str,
         incarnation: str,
-        request_id: str,
         *,
         kind: str,
-        delta: int,
+        units: int,
         counted: bool,
-        phase: str,
-    ) -> Admission:
-        """Move the organization's counters by ``delta`` for a resize (a grow admitted like a
-        create of delta units); ``phase`` names the write on its token (move, undo, settle), so
-        the stream path's mark says which applied."""
-        seen = self.read(org, kind)
-        return self.counters.resize(
-            org,
-            rid,
-            f"{account_id}/{resize_token(rid, incarnation, request_id)}#{phase}",
-            delta,
-            counted=counted,
-            seen=seen,
-            kind=kind,
-            judge=self._judge(org, kind),
+        shard: int = 0,
+    ) -> Attempted:
+        """On the shard that admitted it (a release never changes an allowance: counters/split.py)."""
+        return self.shard(shard).release(
+            org, rid, member_token(account_id, rid, incarnation), counted, kind=kind, units=units
         )
 
-
-def org_resize_mark(item: Item) -> str:
-    """The last organization's resize write the stream path saw apply for the item's claim:
-    ``<request>#<phase>`` (empty: none)."""
-    return str(item.get("org_resize", {}).get("S", ""))
+    def release_resolved(
+        self,
+        org: str,
+        account_id: str,
+        rid: str,
+        incarnation: str,
+        *,
+        kind: str,
+        units: int,
+        counted: bool,
+        shard: int = 0,
+    ) -> Effect | None:
+        """Release a claimed resource's units at its organization: None once released (this
+        call or, outcome unknown, confirmed), else the effect of the attempt that did not."""
+        attempt = self.release(
+            org, account_id, rid, incarnation, kind=kind, units=units, counted=counted, shard=shard
+        )
+        if attempt.applied:
+            return None
+        if attempt.effect is Effect.UNKNOWN and self.released_after_all(
+            org, account_id, rid, incarnation, kind=kind, shard=shard
+        ):
+            return None
+        return attempt.effect

@@ -127,6 +127,7 @@ class Repairs:
             kind=items.kind_of(seen),
             units=items.units_of(seen),
             counted=items.org_counted(seen),
+            shard=items.org_shard(seen),
         )
         return effect is None
 

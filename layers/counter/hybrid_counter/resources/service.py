@@ -10,25 +10,24 @@ from typing import Any
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counters import CounterState, CounterStore
+from hybrid_counter.counters.split import SHARD_CHOICES
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import NotFound, ValidationError
 from hybrid_counter.governance.changes import LimitChanges
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
 from hybrid_counter.governance.publisher import EventPublisher
 from hybrid_counter.keys import (
-    COUNTER_PREFIX,
     HISTORY_PREFIX,
     account_pk,
     is_valid_id,
     kind_prefix,
-    org_pk,
     parse_account_pk,
-    parse_org_counter_sk,
     parse_resource_sk,
     resource_sk,
 )
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.orgs import Org, OrgStore
+from hybrid_counter.orgs.counters import org_counters
 from hybrid_counter.plans import Limits, Plan, PlanPage, PlanStore
 from hybrid_counter.resources import items
 from hybrid_counter.resources.create import CreateFlow, same_request
@@ -92,7 +91,7 @@ class ResourceService:
         )
         self._table = ResourceTable(settings.table_name, self._clients, self._fx)
         grace = settings.pending_grace_seconds
-        self.orgs = OrgLevel(self._table, self.counters, self.limits.org_judge, self._fx, self._obs)
+        self.orgs = OrgLevel(self._table, self.counters, self.limits, self._fx, self._obs)
         self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs)
@@ -201,26 +200,43 @@ class ResourceService:
 
     # ---- organizations ----------------------------------------------------------------------------
     def org_counters(self, org_id: str) -> dict[str, CounterState]:
-        """Every counter item of the organization, by kind: one consistent Query."""
-        found: dict[str, CounterState] = {}
-        paginator = self._clients.dynamodb.get_paginator("query")
-        for page in paginator.paginate(
-            TableName=self._settings.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
-            ConsistentRead=True,
-        ):
-            for item in page.get("Items", []):
-                found[parse_org_counter_sk(str(item["sk"]["S"]))[0]] = CounterState.from_item(item)
-        return found
+        """The organization's counters by kind (a split kind's shards summed): one consistent Query."""
+        return {
+            kind: shards.total()
+            for kind, shards in org_counters(self._clients, self._settings.table_name, org_id).items()
+        }
 
     def put_org(
-        self, org_id: str, plan_id: str, *, force: bool = False, by: str = OPERATOR_TOOL
+        self,
+        org_id: str,
+        plan_id: str,
+        *,
+        force: bool = False,
+        by: str = OPERATOR_TOOL,
+        shards: int | None = None,
     ) -> tuple[Org, bool]:
         """Create the organization on a plan, or move it to another (LimitBelowUsage unless
-        forced); (the organization, whether it was created)."""
+        forced), and (``shards``) split its counters over that many items per kind; (the
+        organization, whether it was created)."""
         created = guarded(lambda: self.changes.put_org(org_id, plan_id, force=force, by=by), "the change")
+        if shards is not None:
+            self.set_org_shards(org_id, shards)
         return self.get_org(org_id), created
+
+    def set_org_shards(self, org_id: str, shards: int) -> None:
+        """Split the organization's counters over ``shards`` items per kind (1, 2, 4, 8 or 16;
+        counters/split.py): the profile first (creates choose their shard by it, within
+        PlanCacheSeconds), then each kind it has counters for laid out again over them (a kind
+        without counters yet is, by its first create). Going back to fewer keeps the items and
+        what they hold; creates stop going to the ones beyond."""
+        if shards not in SHARD_CHOICES:
+            raise ValidationError(f"shards must be one of {', '.join(map(str, SHARD_CHOICES))}")
+        org = self.get_org(org_id)
+        if org.shards != shards:
+            guarded(lambda: self.org_store.set_shards(org_id, shards), "the change")
+        self.limits.forget(org_id=org_id)
+        for kind in sorted(guarded(lambda: self.org_counters(org_id), "the read")):
+            guarded(lambda k=kind: self.orgs.reshard(org_id, k, shards), "the change")  # type: ignore[misc]
 
     def get_org(self, org_id: str) -> Org:
         org = guarded(lambda: self.org_store.get(org_id), "the read")
@@ -234,11 +250,15 @@ class ResourceService:
     def set_org_limit(
         self, org_id: str, kind: str, limit: int | None, *, force: bool = False, by: str = OPERATOR_TOOL
     ) -> None:
-        """The organization's override for a kind (None: back to its plan's)."""
+        """The organization's override for a kind (None: back to its plan's). A split counter's
+        allowances are laid out for it before the answer (if this process dies first, by the
+        next create of the kind: the override is on shard 0, which every admission reads)."""
         self.get_org(org_id)
         guarded(
             lambda: self.changes.set_org_override(org_id, kind, limit, force=force, by=by), "the limit change"
         )
+        self.limits.forget(org_id=org_id)
+        guarded(lambda: self.orgs.rebalance(org_id, kind), "the limit change")
 
     def add_member(self, org_id: str, account_id: str) -> bool:
         """The account joins the organization (only while empty); False if it was a member."""

@@ -1,0 +1,554 @@
+"""A counter split over shard items with allowances (design.md §10): the same exact admission at
+a multiple of one item's write rate.
+
+One owner's counter for a kind (an organization's, ``ORG#<org>`` / ``COUNTER#<kind>#<s>``) is S
+shard items. Each holds, besides its own ``best_effort`` and ``eventual`` (the units admitted on
+it and counted on it, per range as any counter item), an ``allowance``: its share of the limit.
+An admission of n units on shard s is one conditional write of that shard alone: both its
+counters leave room for n under its allowance (``allowance = A AND best_effort <= A - n AND
+eventual <= A - n``, A as read: condition expressions cannot add). Writes that change allowances
+keep one invariant, which is what makes the whole exact:
+
+    **claims <= basis**, where a shard's claim is ``max(used, allowance)`` (used: the larger of
+    its two counters) and ``basis`` is the limit the allowances were laid out for.
+
+The units held are at most the sum of the shards' used, so at most the basis. Each write keeps it:
+
+- an admission raises a shard's used only up to its allowance (its claim does not move);
+- a release lowers a shard's used (its claim can only go down);
+- a **move** of k from a donor d to a shard r is two conditional writes: the donor's allowance
+  down by k where its used stays within what is left (its claim goes down by exactly k), then
+  the receiver's up by k (its claim up by at most k). A process that dies between them, or whose
+  second write is lost, loses k: claims stay below the basis ("lost allowance"), never above;
+- a **rebase** (a new limit, a new number of shards, or a reconcile that hands out what was lost
+  or what releases on over-full shards freed) lays every allowance out again from one frozen
+  picture, so that claims <= the new basis (below: ``Rebase``).
+
+A shard whose room is short of n takes allowance from the shards with the most spare (moves),
+then, when the shards' spare together is short too but the basis holds more than the claims
+(lost allowance; or units released on a shard that was over its allowance), reconciles; only then
+is the create refused, with the basis as the limit and the shards' used summed. Fragmented spare
+is gathered by moves, so a refusal means the claims leave no room for n anywhere, as one item's
+refusal means.
+
+**A rebase** (``rebase``) is a record item (``REBASE#<kind>``: the new epoch, basis and its
+source, the shards it covers, then the plan) and four steps that any process can finish, each
+conditional and idempotent, so a crash leaves a record that the next admission, the next
+rebase, or the sweeper (the record is in the PendingIndex) completes:
+
+1. the record, created only if none is there (one rebase of a kind at a time);
+2. every shard **frozen** (``rebasing = epoch``): moves and admissions are refused on a frozen
+   shard (they complete the rebase, then go on); releases and counting go on, and they can only
+   lower a shard's claim;
+3. one picture of the frozen shards, and from it the **plan**, written once on the record (the
+   first plan written is the one every finisher applies): each shard's new allowance, with
+   claims <= the new basis: what the basis holds beyond the claims goes to the shard that asked,
+   a lower basis takes spare (allowance above used) first, and if the units held are over the new
+   basis (a limit lowered below use, forced), every allowance is 0: no shard admits until
+   releases bring the claims under the basis and a reconcile hands out the room;
+4. each shard's new allowance, basis and epoch, conditional on its freeze, then the record removed.
+
+A move's writes are conditional on the shard not being frozen and on the epoch they read: a move
+whose debit applied before the freeze but whose credit had not landed can never land after it,
+and the plan, made from what the shards held once all were frozen, does not count it.
+
+An admission on an item that is not split (``allowance`` absent: an organization whose counter
+was never split) is conditional on ``attribute_not_exists(allowance)`` and on no freeze, so the
+first rebase turns a single counter item into shard 0 without an admission crossing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from hybrid_counter.aws import (
+    CONDITION_FAILED,
+    Attempted,
+    Clients,
+    Effect,
+    attempt_write,
+    error_code,
+    retry_conflicts,
+)
+from hybrid_counter.counters.expressions import UpdateExpr
+from hybrid_counter.counters.expressions import _range_delta as range_delta
+from hybrid_counter.counters.state import (
+    ALLOWANCE,
+    BASIS,
+    BASIS_SOURCE,
+    BEST_EFFORT,
+    EPOCH,
+    EVENTUAL,
+    LAST_ADMISSION,
+    LAST_ADMISSION_UNITS,
+    REBASING,
+    CounterState,
+)
+from hybrid_counter.errors import InProgress
+from hybrid_counter.keys import iso_utc, range_of
+
+if TYPE_CHECKING:
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+ShardKeyOf = Callable[[str, str, int], dict[str, Any]]  # (owner, kind, shard) -> key
+RecordKeyOf = Callable[[str, str], dict[str, Any]]  # (owner, kind) -> the rebase record's key
+ListKey = Callable[[str, str], tuple[str, str]]  # (owner, kind) -> (pk, sort key prefix) of its shards
+ShardOf = Callable[[str], int]  # a shard item's sort key -> its number
+
+OVERRIDE = "override"
+ATTEMPTS = 8
+SHARD_CHOICES = (1, 2, 4, 8, 16)  # each a whole number of the 16 ranges a shard
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The limit allowances are laid out for, and where it came from: ``override``, or
+    ``plan:<moves>:<version>`` (the owner's plan moves and that plan's version: a later view of
+    the plan is a larger pair, so a process never lays allowances out for an older plan than
+    the one they were laid out for)."""
+
+    limit: int
+    source: str
+
+    @staticmethod
+    def of_plan(limit: int, moves: int, version: int) -> Basis:
+        return Basis(limit, f"plan:{moves}:{version}")
+
+    @property
+    def plan_tag(self) -> tuple[int, int] | None:
+        if not self.source.startswith("plan:"):
+            return None
+        _, moves, version = self.source.split(":")
+        return int(moves), int(version)
+
+
+@dataclass(frozen=True)
+class Shard:
+    number: int
+    state: CounterState
+
+    @property
+    def exists(self) -> bool:
+        return self.state.exists
+
+    @property
+    def split(self) -> bool:
+        return self.state.allowance is not None
+
+    @property
+    def allowance(self) -> int:
+        return self.state.allowance or 0
+
+    @property
+    def used(self) -> int:
+        return self.state.used
+
+    @property
+    def room(self) -> int:
+        """How many more units it admits (negative: over its allowance)."""
+        return self.allowance - self.used
+
+    @property
+    def claim(self) -> int:
+        return max(self.used, self.allowance)
+
+
+@dataclass(frozen=True)
+class ShardSet:
+    shards: dict[int, Shard] = field(default_factory=dict)
+
+    def get(self, number: int) -> Shard:
+        return self.shards.get(number) or Shard(number, CounterState())
+
+    @property
+    def split(self) -> bool:
+        return any(s.split for s in self.shards.values())
+
+    @property
+    def basis(self) -> Basis | None:
+        for s in sorted(self.shards.values(), key=lambda s: -s.state.epoch):
+            if s.split and s.state.basis is not None:
+                return Basis(s.state.basis, s.state.basis_source or "")
+        return None
+
+    @property
+    def epoch(self) -> int:
+        return max((s.state.epoch for s in self.shards.values()), default=0)
+
+    @property
+    def frozen(self) -> bool:
+        return any(s.state.rebasing is not None for s in self.shards.values())
+
+    @property
+    def used(self) -> int:
+        return sum(s.used for s in self.shards.values())
+
+    @property
+    def best_effort(self) -> int:
+        return sum(s.state.best_effort for s in self.shards.values())
+
+    @property
+    def eventual(self) -> int:
+        return sum(s.state.eventual for s in self.shards.values())
+
+    @property
+    def claims(self) -> int:
+        return sum(s.claim for s in self.shards.values())
+
+    def total(self) -> CounterState:
+        """The shards as one counter (usage, limit checks): summed counters, the basis as the limit."""
+        first = self.get(0).state
+        basis = self.basis
+        return CounterState(
+            best_effort=self.best_effort,
+            eventual=self.eventual,
+            limit=first.limit,
+            exists=any(s.exists for s in self.shards.values()),
+            allowance=None if basis is None else basis.limit,
+            basis=None if basis is None else basis.limit,
+            basis_source=None if basis is None else basis.source,
+        )
+
+
+def shard_of_resource(resource_id: str, shards: int) -> int:
+    """The shard a resource's admission goes to when its owner has ``shards`` shards: its range
+    (a hash of its id) spread over them, so a shard's resources are whole ranges."""
+    if shards <= 1:
+        return 0
+    return int(range_of(resource_id), 16) % shards
+
+
+@dataclass(frozen=True)
+class Plan:
+    epoch: int
+    basis: Basis
+    allowances: dict[int, int]
+
+
+def lay_out(picture: ShardSet, numbers: list[int], basis: Basis, favour: int) -> dict[int, int]:
+    """New allowances from a picture of frozen shards (rebase step 3): claims <= basis.limit.
+
+    A shard that is not split yet (a single counter item becoming shard 0) has no allowance: its
+    claim is what it holds. What the basis holds beyond the claims goes to ``favour``. A lower
+    basis takes spare first; if what is held is over it, every allowance is 0."""
+    current = {
+        n: (picture.get(n).allowance if picture.get(n).split else picture.get(n).used) for n in numbers
+    }
+    used = {n: picture.get(n).used for n in numbers}
+    claims = sum(max(used[n], current[n]) for n in numbers)
+    if claims <= basis.limit:
+        new = dict(current)
+        new[favour] = new.get(favour, 0) + basis.limit - claims
+        return new
+    if sum(used.values()) > basis.limit:
+        return dict.fromkeys(numbers, 0)
+    need = claims - basis.limit
+    new = dict(current)
+    for n in sorted(numbers, key=lambda n: -(current[n] - used[n])):
+        spare = max(0, new[n] - used[n])
+        cut = min(spare, need)
+        new[n] -= cut
+        need -= cut
+    assert need == 0  # the spare covers it: sum(used) <= basis
+    return new
+
+
+class SplitCounter:
+    """Admissions, moves and rebases of a split counter (reads and writes; which owner and kind
+    and how many shards is the caller's: orgs use it for their counter items)."""
+
+    def __init__(
+        self,
+        table_name: str,
+        clients: Clients,
+        obs: Observability,
+        effects: Effects,
+        *,
+        shard_key: ShardKeyOf,
+        record_key: RecordKeyOf,
+        list_key: ListKey,
+        shard_of_sk: ShardOf,
+        pending_key: Callable[[str, str], str],
+    ) -> None:
+        self._table = table_name
+        self._clients = clients
+        self._obs = obs
+        self._fx = effects
+        self._shard_key = shard_key
+        self._record_key = record_key
+        self._list_key = list_key
+        self._shard_of_sk = shard_of_sk
+        self._pending_key = pending_key
+
+    # ---- reading -----------------------------------------------------------------------------------
+    def read(self, owner: str, kind: str) -> ShardSet:
+        """Every shard item of the kind: one consistent Query (16 shards are a few read units)."""
+        pk, prefix = self._list_key(owner, kind)
+        found: dict[int, Shard] = {}
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                n = self._shard_of_sk(str(item["sk"]["S"]))
+                found[n] = Shard(n, CounterState.from_item(item))
+        return ShardSet(found)
+
+    def record(self, owner: str, kind: str) -> dict[str, Any] | None:
+        return self._clients.dynamodb.get_item(
+            TableName=self._table, Key=self._record_key(owner, kind), ConsistentRead=True
+        ).get("Item")
+
+    # ---- the admission -----------------------------------------------------------------------------
+    def admit_once(
+        self, owner: str, kind: str, shard: Shard, *, resource_id: str, token: str, units: int
+    ) -> Attempted:
+        """One conditional write: ``units`` more on the shard, within its allowance as read."""
+        expr = UpdateExpr().add(BEST_EFFORT, units)
+        range_delta(expr, range_of(resource_id), units, 0)
+        expr.set_string(LAST_ADMISSION, token).set(LAST_ADMISSION_UNITS, expr.number(units))
+        _within(expr, shard.allowance, units)
+        args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))
+        args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return self._once(args)
+
+    # ---- moves -------------------------------------------------------------------------------------
+    def gather(self, owner: str, kind: str, picture: ShardSet, to: int, need: int) -> bool:
+        """Move allowance to shard ``to`` from the shards with the most spare until it has room
+        for ``need`` more (False: a write was refused or failed; read again)."""
+        receiver = picture.get(to)
+        missing = need - max(0, receiver.room)
+        donors = sorted(
+            (s for s in picture.shards.values() if s.number != to and s.room > 0), key=lambda s: -s.room
+        )
+        for donor in donors:
+            if missing <= 0:
+                break
+            # at least what is missing, up to half the donor's spare: fewer moves next time
+            k = min(donor.room, max(missing, (donor.room + 1) // 2))
+            if not self._move(owner, kind, donor, receiver, k):
+                return False
+            missing -= k
+        return missing <= 0
+
+    def _move(self, owner: str, kind: str, donor: Shard, receiver: Shard, k: int) -> bool:
+        debit = UpdateExpr()
+        debit.set(ALLOWANCE, debit.number(donor.allowance - k))
+        _within(debit, donor.allowance, k)  # its used stays within what is left
+        _at_epoch(debit, donor.state.epoch)
+        attempt = self._once(debit.update_key(self._table, self._shard_key(owner, kind, donor.number)))
+        if not attempt.applied:
+            if attempt.effect is Effect.UNKNOWN:
+                self._obs.count("AllowanceLost")  # at most k, until a reconcile
+            return False
+        credit = UpdateExpr().add(ALLOWANCE, k)
+        allowance = credit.name(ALLOWANCE)
+        credit.when(f"attribute_exists({allowance})")
+        credit.when(f"attribute_not_exists({credit.name(REBASING)})")
+        _at_epoch(credit, receiver.state.epoch)  # no rebase since it was read
+        landed = self._once(credit.update_key(self._table, self._shard_key(owner, kind, receiver.number)))
+        if landed.applied:
+            self._obs.count("AllowanceMoved")
+            return True
+        # Not landed (refused: a rebase froze it or moved on; or failed): k is lost until a
+        # reconcile, never created. An unknown outcome may have landed: read again either way.
+        self._obs.count("AllowanceLost")
+        return False
+
+    # ---- rebases -----------------------------------------------------------------------------------
+    def rebase(self, owner: str, kind: str, basis: Basis, *, shards: int, favour: int = 0) -> None:
+        """Lay allowances out for ``basis`` over at least ``shards`` shards (finishing a rebase
+        already under way first, and then starting this one only if still needed)."""
+        for _ in range(ATTEMPTS):
+            record = self.record(owner, kind)
+            if record is not None:
+                self.finish(owner, kind, record)
+                return  # the caller reads again: what it asked for may be done, or not needed
+            picture = self.read(owner, kind)
+            numbers = sorted(set(range(shards)) | set(picture.shards))
+            target = self._target(picture, basis)
+            epoch = picture.epoch + 1
+            now = self._fx.clock()
+            item = {
+                **self._record_key(owner, kind),
+                EPOCH: {"N": str(epoch)},
+                BASIS: {"N": str(target.limit)},
+                BASIS_SOURCE: {"S": target.source},
+                "shards": {"NS": [str(n) for n in numbers]},
+                "favour": {"N": str(favour)},
+                "pending_shard": {"S": self._pending_key(owner, kind)},
+                "pending_since": {"S": iso_utc(now)},
+            }
+            try:
+                retry_conflicts(
+                    partial(
+                        self._clients.dynamodb.put_item,
+                        TableName=self._table,
+                        Item=item,
+                        ConditionExpression="attribute_not_exists(pk)",
+                    ),
+                    self._fx.retry,
+                )
+            except ClientError as error:
+                if error_code(error) != CONDITION_FAILED:
+                    raise
+                continue  # another rebase started: finish it
+            self._obs.count("Rebased")
+            self.finish(owner, kind, item)
+            return
+        raise _busy()
+
+    def _target(self, picture: ShardSet, asked: Basis) -> Basis:
+        """An override on shard 0 wins (governance keeps it there); else what was asked."""
+        override = picture.get(0).state.limit
+        if override is not None:
+            return Basis(override, OVERRIDE)
+        return asked
+
+    def finish(self, owner: str, kind: str, record: dict[str, Any]) -> None:
+        """Complete a rebase from its record (steps 2 to 4; each step conditional and idempotent)."""
+        epoch = int(record[EPOCH]["N"])
+        basis = Basis(int(record[BASIS]["N"]), str(record[BASIS_SOURCE]["S"]))
+        numbers = sorted(int(n) for n in record["shards"]["NS"])
+        favour = int(record.get("favour", {}).get("N", "0"))
+        plan = _plan_of(record)
+        if plan is None:
+            picture = self._freeze(owner, kind, numbers, epoch)
+            if picture is None:
+                return  # the rebase was finished by another process meanwhile
+            numbers = sorted(set(numbers) | set(picture.shards))
+            plan = self._record_plan(owner, kind, epoch, lay_out(picture, numbers, basis, favour))
+            if plan is None:
+                return
+        for n, allowance in sorted(plan.items()):
+            self._apply(owner, kind, n, epoch=epoch, basis=basis, allowance=allowance)
+        try:
+            retry_conflicts(
+                lambda: self._clients.dynamodb.delete_item(
+                    TableName=self._table,
+                    Key=self._record_key(owner, kind),
+                    ConditionExpression="#e = :e",
+                    ExpressionAttributeNames={"#e": EPOCH},
+                    ExpressionAttributeValues={":e": {"N": str(epoch)}},
+                ),
+                self._fx.retry,
+            )
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+
+    def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet | None:
+        """Mark every shard (creating the new ones); then the picture, once all are marked. None
+        if the rebase is already applied."""
+        for _ in range(ATTEMPTS):
+            for n in numbers:
+                expr = UpdateExpr()
+                expr.set(REBASING, expr.number(epoch))
+                e, r = expr.name(EPOCH), expr.name(REBASING)
+                at = expr.number(epoch)
+                # not applied yet, and not frozen by a later rebase (an earlier one's stale mark
+                # on an item a late finisher created is overwritten)
+                expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
+                expr.when(f"attribute_not_exists({r}) OR {r} <= {at}")
+                try:
+                    retry_conflicts(
+                        partial(
+                            self._clients.dynamodb.update_item,
+                            **expr.update_key(self._table, self._shard_key(owner, kind, n)),
+                        ),
+                        self._fx.retry,
+                    )
+                except ClientError as error:
+                    if error_code(error) != CONDITION_FAILED:
+                        raise
+            picture = self.read(owner, kind)
+            if any(s.state.epoch >= epoch for s in picture.shards.values()):
+                return None
+            if all(s.state.rebasing == epoch for s in picture.shards.values()) and set(numbers) <= set(
+                picture.shards
+            ):
+                return picture
+            numbers = sorted(set(numbers) | set(picture.shards))
+        raise _busy()
+
+    def _record_plan(self, owner: str, kind: str, epoch: int, plan: dict[int, int]) -> dict[int, int] | None:
+        """Write the plan on the record unless one is there; the one there is the plan."""
+        values: dict[str, Any] = {
+            ":e": {"N": str(epoch)},
+            ":plan": {"M": {str(n): {"N": str(a)} for n, a in plan.items()}},
+        }
+        try:
+            retry_conflicts(
+                lambda: self._clients.dynamodb.update_item(
+                    TableName=self._table,
+                    Key=self._record_key(owner, kind),
+                    UpdateExpression="SET #plan = :plan",
+                    ConditionExpression="#e = :e AND attribute_not_exists(#plan)",
+                    ExpressionAttributeNames={"#plan": "plan", "#e": EPOCH},
+                    ExpressionAttributeValues=values,
+                ),
+                self._fx.retry,
+            )
+            return plan
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+        record = self.record(owner, kind)
+        if record is None or int(record[EPOCH]["N"]) != epoch:
+            return None  # finished meanwhile
+        return _plan_of(record)
+
+    def _apply(self, owner: str, kind: str, n: int, *, epoch: int, basis: Basis, allowance: int) -> None:
+        expr = UpdateExpr()
+        expr.set(ALLOWANCE, expr.number(allowance)).set(BASIS, expr.number(basis.limit))
+        expr.set_string(BASIS_SOURCE, basis.source).set(EPOCH, expr.number(epoch)).remove(REBASING)
+        expr.when(f"{expr.name(REBASING)} = {expr.number(epoch)}")
+        try:
+            retry_conflicts(
+                lambda: self._clients.dynamodb.update_item(
+                    **expr.update_key(self._table, self._shard_key(owner, kind, n))
+                ),
+                self._fx.retry,
+            )
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+
+    def _once(self, args: dict[str, Any]) -> Attempted:
+        return attempt_write(
+            lambda: self._clients.dynamodb_single_attempt.update_item(**args), self._fx.retry
+        )
+
+
+def _within(expr: UpdateExpr, allowance: int, units: int) -> None:
+    """The shard's allowance is the one read, it is not frozen, and both its counters leave room
+    for ``units`` under it."""
+    a, be, ev = expr.name(ALLOWANCE), expr.name(BEST_EFFORT), expr.name(EVENTUAL)
+    room = expr.number(allowance - units)
+    expr.when(f"{a} = {expr.number(allowance)}")
+    expr.when(f"attribute_not_exists({expr.name(REBASING)})")
+    expr.when(f"attribute_not_exists({be}) OR {be} <= {room}")
+    expr.when(f"attribute_not_exists({ev}) OR {ev} <= {room}")
+
+
+def _at_epoch(expr: UpdateExpr, epoch: int) -> None:
+    e = expr.name(EPOCH)
+    expr.when(f"{e} = {expr.number(epoch)}" if epoch else f"attribute_not_exists({e})")
+
+
+def _plan_of(record: dict[str, Any]) -> dict[int, int] | None:
+    plan = record.get("plan", {}).get("M")
+    return None if plan is None else {int(n): int(a["N"]) for n, a in plan.items()}
+
+
+def _busy() -> Exception:
+    return InProgress("the organization's counter is being rebalanced; retry the request")

@@ -1,0 +1,53 @@
+"""An organization's counter items read back, by kind: each kind's shard items as one
+``ShardSet`` (one item until the kind's counter is split: counters/split.py)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hybrid_counter.counters.split import Shard, ShardSet, SplitCounter
+from hybrid_counter.counters.state import CounterState
+from hybrid_counter.keys import (
+    COUNTER_PREFIX,
+    org_counter_key,
+    org_pk,
+    org_rebase_key,
+    parse_org_counter_sk,
+    pending_shard,
+)
+
+if TYPE_CHECKING:
+    from hybrid_counter.aws import Clients
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+
+
+def org_split_counter(table: str, clients: Clients, obs: Observability, effects: Effects) -> SplitCounter:
+    """An organization's counter items for a kind, as a split counter (counters/split.py)."""
+    return SplitCounter(
+        table,
+        clients,
+        obs,
+        effects,
+        shard_key=lambda org, kind, n: org_counter_key(org, kind=kind, shard=n),
+        record_key=org_rebase_key,
+        list_key=lambda org, kind: (org_pk(org), f"{COUNTER_PREFIX}{kind}#"),
+        shard_of_sk=lambda sk: parse_org_counter_sk(sk)[1],
+        pending_key=lambda org, kind: pending_shard(org_pk(org), "REBASE", kind=kind),
+    )
+
+
+def org_counters(clients: Clients, table: str, org_id: str) -> dict[str, ShardSet]:
+    """One consistent Query of every counter item of the organization (a few hundred bytes each)."""
+    shards: dict[str, dict[int, Shard]] = {}
+    paginator = clients.dynamodb.get_paginator("query")
+    for page in paginator.paginate(
+        TableName=table,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
+        ConsistentRead=True,
+    ):
+        for item in page.get("Items", []):
+            kind, n = parse_org_counter_sk(str(item["sk"]["S"]))
+            shards.setdefault(kind, {})[n] = Shard(n, CounterState.from_item(item))
+    return {kind: ShardSet(found) for kind, found in shards.items()}

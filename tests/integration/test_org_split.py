@@ -1,0 +1,396 @@
+"""An organization's counter split over S shard items with allowances (issue 24, design.md §10):
+exact at every S, under concurrency, lost allowance, dead rebases and limit changes; against
+DynamoDB Local, every component on one clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from hybrid_counter.aws import Clients
+from hybrid_counter.counters.split import ShardSet
+from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.counting.sweeper import Sweeper
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk, org_rebase_key
+from hybrid_counter.orgs.counters import org_counters
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.settings import Settings
+from localrun.sources.stream_reader import StreamReader
+from tests.faults import ProcessDied, injected
+
+pytestmark = pytest.mark.integration
+
+SEATS = "seats"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass
+class SplitOrg:
+    """An organization of ``limit`` seats split over ``shards`` items, with ``members`` accounts
+    that may each hold up to 100."""
+
+    settings: Settings
+    clients: Clients
+    stream: StreamReader
+    clock: Clock
+    limit: int
+    shards: int
+    members: int = 4
+
+    def __post_init__(self) -> None:
+        self.service = self.new_service()
+        self.counter = EventualCounter(
+            self.settings.table_name, "batched", self.clients, sleep=lambda _: None, clock=self.clock
+        )
+        self.org_id, self.plan = f"org-{uuid.uuid4().hex[:8]}", f"plan-{uuid.uuid4().hex[:8]}"
+        self.accounts = [f"m{n}-{uuid.uuid4().hex[:8]}" for n in range(self.members)]
+        self.service.put_plan(self.plan, {SEATS: self.limit})
+        self.service.put_org(self.org_id, self.plan, shards=self.shards)
+        for account in self.accounts:
+            self.service.set_limit(account, 100, kind=SEATS)
+            self.service.add_member(self.org_id, account)
+
+    def new_service(self) -> ResourceService:
+        effects = Effects(clock=self.clock, waiter=Waiter(attempts=3, delay=0.01))
+        return ResourceService(self.settings, self.clients, effects=effects)
+
+    def picture(self) -> ShardSet:
+        return org_counters(self.clients, self.settings.table_name, self.org_id).get(SEATS) or ShardSet()
+
+    def drain(self) -> None:
+        for pk in [account_pk(a) for a in self.accounts] + [org_pk(self.org_id)]:
+            while records := self.stream.records_of(pk):
+                assert process_stream_batch(records, self.counter).failed_sequence_numbers == []
+
+    def sweep_after_the_grace_period(self) -> Any:
+        self.clock.now += self.settings.pending_grace_seconds + 1
+        grace = self.settings.pending_grace_seconds
+        outcome = Sweeper(self.settings.table_name, self.counter, grace, self.clients, clock=self.clock).sweep()
+        self.drain()
+        return outcome
+
+    def live(self) -> dict[str, int]:
+        """Live (or claimed) resources of every member: id -> units."""
+        found: dict[str, int] = {}
+        for account in self.accounts:
+            response = self.clients.dynamodb.query(
+                TableName=self.settings.table_name,
+                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+                ExpressionAttributeValues={
+                    ":pk": {"S": account_pk(account)},
+                    ":prefix": {"S": RESOURCE_PREFIX},
+                },
+                ConsistentRead=True,
+            )
+            for item in response.get("Items", []):
+                if item["state"]["S"] in ("live", "deleting"):
+                    found[f"{account}/{item['resource_id']['S']}"] = int(item["units"]["N"])
+        return found
+
+    def assert_exact(self, limit: int | None = None) -> None:
+        """Claims within the basis; once drained, both summed counters equal the live units."""
+        picture = self.picture()
+        basis = picture.basis
+        assert basis is not None
+        assert basis.limit == (self.limit if limit is None else limit)
+        assert picture.claims <= basis.limit, picture
+        self.drain()
+        picture = self.picture()
+        live = sum(self.live().values())
+        assert (picture.best_effort, picture.eventual) == (live, live)
+
+
+@pytest.fixture
+def split_org(
+    settings: Settings, clients: Clients, stream: StreamReader
+) -> Callable[..., SplitOrg]:
+    def make(limit: int, shards: int, members: int = 4) -> SplitOrg:
+        return SplitOrg(settings, clients, stream, Clock(), limit, shards, members)
+
+    return make
+
+
+def race(calls: list[Callable[[], Any]]) -> tuple[int, int, int]:
+    """Run the calls at once; (admitted, refused, retryable)."""
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(len(calls))
+
+    def run(call: Callable[[], Any]) -> None:
+        start.wait()
+        try:
+            call()
+            result = "admitted"
+        except LimitExceeded as refused:
+            assert refused.scope == "organization"
+            result = "refused"
+        except (Throttled, StoreUnavailable):
+            result = "retryable"
+        with lock:
+            outcomes.append(result)
+
+    threads = [threading.Thread(target=run, args=(call,)) for call in calls]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return outcomes.count("admitted"), outcomes.count("refused"), outcomes.count("retryable")
+
+
+@pytest.mark.parametrize("shards", [2, 4, 16])
+def test_concurrent_creates_of_many_accounts_admit_exactly_the_limit_at_every_shard_count(split_org, shards):
+    # Given an organization of 12 seats split over S items, 4 member accounts of 100 each
+    org = split_org(12, shards)
+    # When 40 creates race (10 per account), each on a process of its own
+    services = [org.new_service() for _ in range(40)]
+    calls = [
+        (lambda s=s, a=org.accounts[n % 4]: s.create(a, "x", {}, kind=SEATS)) for n, s in enumerate(services)
+    ]
+    admitted, refused, retryable = race(calls)
+    # Then exactly the limit is admitted, whatever was refused or left to a retry
+    assert admitted + refused + retryable == 40
+    assert sum(org.live().values()) == admitted
+    # And retries of the retryable ones fill the rest exactly, never past it
+    for n in range(40):
+        try:
+            org.service.create(org.accounts[n % 4], "retry", {}, kind=SEATS)
+        except LimitExceeded:
+            break
+    assert sum(org.live().values()) == 12
+    # And the shards' claims stay within the limit, and their counters count every unit once
+    org.assert_exact()
+    assert set(org.picture().shards) == set(range(shards))
+
+
+def test_creates_of_several_units_gather_fragmented_allowance_and_the_refusal_is_exact(split_org):
+    # Given 10 seats over 4 shards
+    org = split_org(10, 4)
+    # When creates of 3 seats follow one another from every member
+    held = 0
+    for n in range(5):
+        try:
+            org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS, units=3)
+            held += 3
+        except LimitExceeded as refused:
+            # Then the fourth is refused by the organization, with its numbers
+            assert (refused.scope, refused.limit, refused.used) == ("organization", 10, 9)
+            break
+    assert held == 9
+    # And one of 1 seat still fits, exactly
+    org.service.create(org.accounts[0], "one", {}, kind=SEATS, units=1)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.accounts[1], "two", {}, kind=SEATS, units=1)
+    org.assert_exact()
+
+
+def test_a_release_on_one_shard_makes_room_for_a_create_on_another(split_org):
+    # Given a full organization of 8 seats over 4 shards
+    org = split_org(8, 4)
+    made = [org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)[0] for n in range(8)]
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.accounts[0], "full", {}, kind=SEATS)
+    # When one resource is deleted
+    victim = made[0]
+    org.service.delete(victim.account_id, victim.resource_id, kind=SEATS)
+    # Then a create is admitted again, whichever shard it goes to, and exactly one
+    admitted = 0
+    for n in range(6):
+        try:
+            org.service.create(org.accounts[(n + 1) % 4], f"again{n}", {}, kind=SEATS)
+            admitted += 1
+        except LimitExceeded:
+            pass
+    assert admitted == 1
+    org.assert_exact()
+
+
+def test_allowance_lost_by_a_move_that_died_is_returned_by_a_reconcile_never_created(split_org):
+    # Given 6 seats over 4 shards, 5 held
+    org = split_org(6, 4)
+    for n in range(5):
+        org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)
+    before = org.picture()
+    # When a create whose shard is short of room dies between the two writes of a move (the
+    # donor's allowance taken, the receiver's not credited)
+    dying = org.new_service()
+    credit = {"where": lambda body: "ADD #allowance" in body.get("UpdateExpression", "")}
+    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", **credit) as fault:
+        try:
+            for n in range(8):  # some resource id whose shard has no room left
+                dying.create(org.accounts[0], f"dies{n}", {}, kind=SEATS)
+        except ProcessDied:
+            pass
+    if fault.fired == 0:
+        pytest.fail(f"no create needed a move: {before}")
+    # Then the allowance is short of the limit (lost), never over it
+    lost = org.picture()
+    assert lost.claims < 6
+    # And the last seat is still admitted (a reconcile hands the lost allowance out), and no more
+    org.service.create(org.accounts[1], "last", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.accounts[2], "over", {}, kind=SEATS)
+    # And the dead create's pending item is rolled back by the sweeper (it was never admitted)
+    org.sweep_after_the_grace_period()
+    assert sum(org.live().values()) == 6
+    org.assert_exact()
+
+
+def test_a_rebase_whose_process_died_is_finished_by_the_next_create(split_org):
+    # Given 10 seats over 4 shards, 4 held
+    org = split_org(10, 4)
+    for n in range(4):
+        org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)
+    # When an operator lowers the organization's limit to 7 and its process dies after freezing
+    # the shards, before laying the allowances out
+    apply = {"where": lambda body: "REMOVE #rebasing" in body.get("UpdateExpression", "")}
+    with injected(org.clients.dynamodb, "UpdateItem", when="crash", **apply), pytest.raises(ProcessDied):
+        org.new_service().set_org_limit(org.org_id, SEATS, 7)
+    frozen = org.picture()
+    assert frozen.frozen
+    # Then the next create finishes the rebase, for the new limit, and is admitted
+    org.new_service().create(org.accounts[0], "next", {}, kind=SEATS)
+    # And exactly 7 are ever held
+    for n in range(5):
+        try:
+            org.service.create(org.accounts[n % 4], f"more{n}", {}, kind=SEATS)
+        except LimitExceeded:
+            break
+    assert sum(org.live().values()) == 7
+    assert org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=org_rebase_key(org.org_id, SEATS)
+    ).get("Item") is None
+    org.assert_exact(7)
+
+
+def test_the_sweeper_finishes_a_rebase_nobody_creates_after(split_org):
+    org = split_org(10, 4)
+    org.service.create(org.accounts[0], "r", {}, kind=SEATS)
+    freeze_then_die = {"where": lambda body: "REMOVE #rebasing" in body.get("UpdateExpression", "")}
+    with injected(org.clients.dynamodb, "UpdateItem", when="crash", **freeze_then_die), pytest.raises(ProcessDied):
+        org.new_service().set_org_limit(org.org_id, SEATS, 5)
+    assert org.picture().frozen
+    outcome = org.sweep_after_the_grace_period()
+    assert outcome.rebases_finished == 1
+    picture = org.picture()
+    assert not picture.frozen and picture.basis is not None and picture.basis.limit == 5
+    org.assert_exact(5)
+
+
+def test_a_limit_lowered_below_use_admits_nothing_until_releases_bring_the_use_under_it(split_org):
+    # Given 10 seats over 4 shards, all held
+    org = split_org(10, 4)
+    made = [org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)[0] for n in range(10)]
+    # When the limit is lowered to 6, forced
+    org.service.set_org_limit(org.org_id, SEATS, 6, force=True)
+    # Then nothing is admitted while 6 or more are held, as one item would
+    for keep in (10, 7, 6):
+        while sum(org.live().values()) > keep:
+            gone = made.pop()
+            org.service.delete(gone.account_id, gone.resource_id, kind=SEATS)
+        with pytest.raises(LimitExceeded) as refused:
+            org.service.create(org.accounts[0], f"at{keep}", {}, kind=SEATS)
+        assert (refused.value.limit, refused.value.used) == (6, keep)
+    # And once 5 are held, exactly one more is admitted
+    gone = made.pop()
+    org.service.delete(gone.account_id, gone.resource_id, kind=SEATS)
+    org.service.create(org.accounts[1], "fits", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.accounts[2], "over", {}, kind=SEATS)
+    org.assert_exact(6)
+
+
+def test_an_organization_split_while_it_holds_resources_keeps_them_and_its_limit(split_org):
+    # Given an organization of one counter item holding 6 of 10 seats
+    org = split_org(10, 1)
+    made = [org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)[0] for n in range(6)]
+    assert not org.picture().split
+    # When it is split over 4 items
+    org.service.put_org(org.org_id, org.plan, shards=4)
+    picture = org.picture()
+    assert picture.split and set(picture.shards) == {0, 1, 2, 3}
+    assert picture.get(0).allowance >= 6 and picture.claims <= 10
+    # Then exactly 4 more are admitted, on any shard
+    fresh = org.new_service()
+    admitted = 0
+    for n in range(8):
+        try:
+            fresh.create(org.accounts[n % 4], f"new{n}", {}, kind=SEATS)
+            admitted += 1
+        except LimitExceeded:
+            pass
+    assert admitted == 4
+    # And the old resources are released from the item that held them (shard 0)
+    for old in made:
+        org.service.delete(old.account_id, old.resource_id, kind=SEATS)
+    org.assert_exact()
+    assert org.picture().get(0).used == 0
+
+
+def test_a_plan_change_is_laid_out_by_the_first_create_that_sees_it_and_a_stale_process_never_undoes_it(
+    split_org,
+):
+    # Given 10 seats over 4 shards, 6 held, and a process that has read the plan
+    org = split_org(10, 4)
+    stale = org.new_service()
+    for n in range(6):
+        stale.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)
+    # When the plan is lowered to 8 and a fresh process creates
+    org.service.put_plan(org.plan, {SEATS: 8})
+    fresh = org.new_service()
+    fresh.create(org.accounts[0], "fresh", {}, kind=SEATS)
+    assert org.picture().basis.limit == 8
+    # Then the stale process, whose cache still says 10, does not lay them out for 10 again
+    admitted = 0
+    for n in range(4):
+        try:
+            stale.create(org.accounts[n % 4], f"stale{n}", {}, kind=SEATS)
+            admitted += 1
+        except LimitExceeded:
+            pass
+    assert admitted == 1
+    assert sum(org.live().values()) == 8
+    org.assert_exact(8)
+    # And raising it to 12 lets exactly 4 more in
+    org.service.put_plan(org.plan, {SEATS: 12})
+    later = org.new_service()
+    for n in range(6):
+        try:
+            later.create(org.accounts[n % 4], f"later{n}", {}, kind=SEATS)
+        except LimitExceeded:
+            break
+    assert sum(org.live().values()) == 12
+    org.assert_exact(12)
+
+
+def test_deletes_and_creates_racing_on_a_split_counter_never_pass_its_limit(split_org):
+    # Given 8 seats over 4 shards, full
+    org = split_org(8, 4)
+    made = [org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)[0] for n in range(8)]
+    # When 4 deletes and 12 creates race
+    services = [org.new_service() for _ in range(16)]
+    calls: list[Callable[[], Any]] = [
+        (lambda s=services[n], r=made[n]: s.delete(r.account_id, r.resource_id, kind=SEATS)) for n in range(4)
+    ]
+    calls += [
+        (lambda s=services[4 + n], a=org.accounts[n % 4]: s.create(a, "x", {}, kind=SEATS)) for n in range(12)
+    ]
+    race(calls)
+    # Then never more than 8 are held, and the counters count what is held
+    assert sum(org.live().values()) <= 8
+    org.assert_exact()
