@@ -81,7 +81,9 @@ class SplitOrg:
     def sweep_after_the_grace_period(self) -> Any:
         self.clock.now += self.settings.pending_grace_seconds + 1
         grace = self.settings.pending_grace_seconds
-        outcome = Sweeper(self.settings.table_name, self.counter, grace, self.clients, clock=self.clock).sweep()
+        outcome = Sweeper(
+            self.settings.table_name, self.counter, grace, self.clients, clock=self.clock
+        ).sweep()
         self.drain()
         return outcome
 
@@ -117,9 +119,7 @@ class SplitOrg:
 
 
 @pytest.fixture
-def split_org(
-    settings: Settings, clients: Clients, stream: StreamReader
-) -> Callable[..., SplitOrg]:
+def split_org(settings: Settings, clients: Clients, stream: StreamReader) -> Callable[..., SplitOrg]:
     def make(limit: int, shards: int, members: int = 4) -> SplitOrg:
         return SplitOrg(settings, clients, stream, Clock(), limit, shards, members)
 
@@ -272,9 +272,12 @@ def test_a_rebase_whose_process_died_is_finished_by_the_next_create(split_org):
         except LimitExceeded:
             break
     assert sum(org.live().values()) == 7
-    assert org.clients.dynamodb.get_item(
-        TableName=org.settings.table_name, Key=org_rebase_key(org.org_id, SEATS)
-    ).get("Item") is None
+    assert (
+        org.clients.dynamodb.get_item(
+            TableName=org.settings.table_name, Key=org_rebase_key(org.org_id, SEATS)
+        ).get("Item")
+        is None
+    )
     org.assert_exact(7)
 
 
@@ -282,7 +285,10 @@ def test_the_sweeper_finishes_a_rebase_nobody_creates_after(split_org):
     org = split_org(10, 4)
     org.service.create(org.accounts[0], "r", {}, kind=SEATS)
     freeze_then_die = {"where": lambda body: "REMOVE #rebasing" in body.get("UpdateExpression", "")}
-    with injected(org.clients.dynamodb, "UpdateItem", when="crash", **freeze_then_die), pytest.raises(ProcessDied):
+    with (
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", **freeze_then_die),
+        pytest.raises(ProcessDied),
+    ):
         org.new_service().set_org_limit(org.org_id, SEATS, 5)
     assert org.picture().frozen
     outcome = org.sweep_after_the_grace_period()

@@ -3,9 +3,7 @@
 `?dry_run=true` promises to judge a request "as the request itself would be" (user guide, Dry
 runs). For a member, the create itself is judged by its organization too; the dry run
 (ResourceService.would_create / would_resize -> _would_admit) reads the account's counter and
-limit only. These tests state the promise; they fail on the domain as it is (xfail, strict: when
-the domain is fixed they pass, and the marker must go). Reported to the lead, not fixed here
-(the domain is outside this branch's brief).
+limit only. Found while building the HTTP surface (both failed then); the dry run now judges both levels.
 """
 
 from __future__ import annotations
@@ -36,18 +34,23 @@ def full_organization(service: ResourceService, new_account: Callable[[], str]) 
     return member, other
 
 
-@pytest.mark.xfail(strict=True, reason="domain: a member's dry run ignores its organization's limit")
 def test_a_members_dry_run_says_what_its_organization_would_answer(service, new_account):
     member, _ = full_organization(service, new_account)
     # Given the create itself is refused by the organization
     with pytest.raises(LimitExceeded) as refused:
         service.create(member, "mine", {}, kind=SEATS)
     assert refused.value.scope == "organization"
-    # Then its dry run says it would not be admitted
-    assert service.would_create(member, "mine", {}, kind=SEATS).would_admit is False
+    # Then its dry run says it would not be admitted, by its organization, with its numbers
+    answer = service.would_create(member, "mine", {}, kind=SEATS)
+    assert (answer.would_admit, answer.scope) == (False, "organization")
+    body = answer.to_json()
+    assert body["organization"]["would_admit"] is False
+    assert (body["organization"]["limit"], body["organization"]["used"]) == (2, 2)
+    # And the other member's dry run of a create its own limit refuses names its account
+    own = service.would_create(member, "big", {}, kind=SEATS, units=6)
+    assert (own.would_admit, own.scope) == (False, "account")
 
 
-@pytest.mark.xfail(strict=True, reason="domain: a member's resize dry run admits what the resize refuses")
 def test_a_members_resize_dry_run_does_not_admit_what_the_resize_refuses(service, new_account):
     # Given a member with a seat, in an organization with room, and a resize it would refuse
     member = new_account()

@@ -117,8 +117,10 @@ class RecordingService:
             raise NotFound("organization not found")
         return Org(org_id, "pro", 2, "2026-11-21T00:00:00.000Z")
 
-    def put_org(self, org_id: str, plan_id: str, *, force: bool = False, by: str = "") -> tuple[Org, bool]:
-        self._record("put_org", (org_id, plan_id), {"force": force or None})
+    def put_org(
+        self, org_id: str, plan_id: str, *, force: bool = False, by: str = "", shards: int | None = None
+    ) -> tuple[Org, bool]:
+        self._record("put_org", (org_id, plan_id), {"force": force or None, "shards": shards})
         self.callers.append(by)
         return Org(org_id, plan_id, 0, "2026-11-21T00:00:00.000Z"), org_id.startswith("new")
 

@@ -26,16 +26,34 @@ def test_put_org_answers_201_when_it_created_the_organization_and_200_otherwise(
     # Then the statuses say which, with the organization as the body
     assert created[:2] == (
         201,
-        {"org_id": "new-org", "plan_id": "pro", "members": 0, "created_at": "2026-11-21T00:00:00.000Z"},
+        {
+            "org_id": "new-org",
+            "plan_id": "pro",
+            "members": 0,
+            "created_at": "2026-11-21T00:00:00.000Z",
+            "shards": 1,
+        },
     )
     assert (moved[0], moved[1]["plan_id"]) == (200, "gold")
     # And force reaches the service
     assert moved[2] == [("put_org", ("org-demo", "gold", {"force": True}))]
+    # And so does shards (how many items each of its counters is split over)
+    split = call("PUT /orgs/{org_id}", {"org_id": "org-demo"}, body={"plan_id": "gold", "shards": 4})
+    assert split[2] == [("put_org", ("org-demo", "gold", {"shards": 4}))]
 
 
 @pytest.mark.parametrize(
     "body",
-    [{}, {"plan_id": ""}, {"plan_id": "a/b"}, {"plan_id": "pro", "force": "yes"}, {"plan_id": "pro", "x": 1}],
+    [
+        {},
+        {"plan_id": ""},
+        {"plan_id": "a/b"},
+        {"plan_id": "pro", "force": "yes"},
+        {"plan_id": "pro", "x": 1},
+        {"plan_id": "pro", "shards": 3},
+        {"plan_id": "pro", "shards": "4"},
+        {"plan_id": "pro", "shards": 32},
+    ],
 )
 def test_put_org_refuses_a_body_that_is_not_a_plan(body):
     status, answered, calls = call("PUT /orgs/{org_id}", body=body)
@@ -44,7 +62,7 @@ def test_put_org_refuses_a_body_that_is_not_a_plan(body):
 
 def test_get_org_answers_the_organization_or_404():
     status, body, _ = call("GET /orgs/{org_id}")
-    assert (status, sorted(body)) == (200, ["created_at", "members", "org_id", "plan_id"])
+    assert (status, sorted(body)) == (200, ["created_at", "members", "org_id", "plan_id", "shards"])
     status, body, _ = call("GET /orgs/{org_id}", {"org_id": "missing"})
     assert (status, body["error"]["code"]) == (404, "NotFound")
 

@@ -154,6 +154,9 @@ class WouldAdmit:
     limit: int
     used: int
     remaining: int
+    # which level would refuse it ("account" or "organization"); None when it would be admitted
+    scope: str | None = None
+    organization: WouldAdmitAtOrg | None = None  # a member's: its organization's answer
 
     @classmethod
     def from_json(cls, data: object) -> WouldAdmit:
@@ -161,10 +164,39 @@ class WouldAdmit:
         admit = body.get("would_admit")
         if not isinstance(admit, bool):
             raise TypeError("would_admit is not a boolean")
+        scope = body.get("scope")
+        org = body.get("organization")
         return cls(
             would_admit=admit,
             kind=_str(body, "kind"),
             units=_int(body, "units"),
+            limit=_int(body, "limit"),
+            used=_int(body, "used"),
+            remaining=_int(body, "remaining"),
+            scope=scope if isinstance(scope, str) else None,
+            organization=None if org is None else WouldAdmitAtOrg.from_json(org),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class WouldAdmitAtOrg:
+    """A member's dry run at its organization."""
+
+    org_id: str
+    would_admit: bool
+    limit: int
+    used: int
+    remaining: int
+
+    @classmethod
+    def from_json(cls, data: object) -> WouldAdmitAtOrg:
+        body = _object(data)
+        admit = body.get("would_admit")
+        if not isinstance(admit, bool):
+            raise TypeError("would_admit is not a boolean")
+        return cls(
+            org_id=_str(body, "org_id"),
+            would_admit=admit,
             limit=_int(body, "limit"),
             used=_int(body, "used"),
             remaining=_int(body, "remaining"),

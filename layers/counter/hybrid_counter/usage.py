@@ -155,12 +155,46 @@ class WouldAdmit:
     limit: int
     used: int
     would_admit: bool
+    # a member's: its organization's level (the create is judged by both: design.md §10)
+    organization: OrgAnswer | None = None
+
+    @property
+    def scope(self) -> str:
+        """Which level would refuse it: the account's first, as the create judges."""
+        if not self.would_admit and self.organization is not None and self.organization.would_admit is False:
+            account_admits = self.units <= 0 or self.used + self.units <= self.limit
+            return "organization" if account_admits else "account"
+        return "account"
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        body: dict[str, Any] = {
             "would_admit": self.would_admit,
             "kind": self.kind,
             "units": self.units,
+            "limit": self.limit,
+            "used": self.used,
+            "remaining": max(0, self.limit - self.used),
+        }
+        if not self.would_admit:
+            body["scope"] = self.scope
+        if self.organization is not None:
+            body["organization"] = self.organization.to_json()
+        return body
+
+
+@dataclass(frozen=True)
+class OrgAnswer:
+    """A dry run's answer at the member's organization."""
+
+    org_id: str
+    limit: int
+    used: int
+    would_admit: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "org_id": self.org_id,
+            "would_admit": self.would_admit,
             "limit": self.limit,
             "used": self.used,
             "remaining": max(0, self.limit - self.used),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import operator
 from functools import reduce
-from typing import Any
+from typing import Any, Literal
 
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse, OpenAPIResponseHeader
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -221,6 +221,14 @@ def with_query_rule(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- success bodies ------------------------------------------------------------------------------
+class WouldAdmitAtOrgBody(BaseModel):
+    org_id: str
+    would_admit: bool
+    limit: int
+    used: int
+    remaining: int
+
+
 class WouldAdmitBody(BaseModel):
     would_admit: bool
     kind: str
@@ -228,6 +236,12 @@ class WouldAdmitBody(BaseModel):
     limit: int
     used: int
     remaining: int
+    scope: Literal["account", "organization"] | None = Field(
+        default=None, description="Which level would refuse it (only when it would not be admitted)"
+    )
+    organization: WouldAdmitAtOrgBody | None = Field(
+        default=None, description="A member account's: its organization's answer (both levels judge a create)"
+    )
 
 
 DRY_RUN: dict[int, OpenAPIResponse] = {

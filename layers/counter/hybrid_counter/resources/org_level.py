@@ -40,6 +40,7 @@ from hybrid_counter.keys import member_token, org_counter_key, profile_key
 from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import ResourceTable
+from hybrid_counter.usage import OrgAnswer
 
 if TYPE_CHECKING:
     from hybrid_counter.effects import Effects
@@ -183,6 +184,24 @@ class OrgLevel:
                 self._obs.count("LimitExceeded")
                 raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization")
         return seen
+
+    def would_admit(self, org: str, kind: str, units: int) -> OrgAnswer:
+        """A dry run at the organization: as its admission would judge now (a split counter:
+        the room of its shards and what its basis holds beyond their claims, which moves and a
+        reconcile would gather)."""
+        picture = self.splits.read(org, kind)
+        basis = picture.basis
+        if basis is None:
+            state = picture.get(0).state
+            limit = self._view.org_judge(org, kind)(state).limit
+            return OrgAnswer(org, limit, state.used, units <= 0 or state.admits(limit, units))
+        wanted = self._wanted(org, kind, picture)
+        if wanted is not None:  # a limit not laid out yet: judged by it, as the rebase will lay it out
+            return OrgAnswer(
+                org, wanted.limit, picture.used, units <= 0 or picture.used + units <= wanted.limit
+            )
+        room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
+        return OrgAnswer(org, basis.limit, picture.used, units <= 0 or units <= room)
 
     def _single(self, org: str, picture: ShardSet) -> bool:
         """Its counter for the kind is one item, as every organization's is until it is split."""

@@ -66,6 +66,16 @@ class ResizeFlow:
         self._obs = obs
         self.settlement = ResizeSettlement(table, counters, grace_seconds, effects, obs)
 
+    @staticmethod
+    def refuse_members(item: Item) -> None:
+        """Not built yet: a resize at both levels needs its own settlement at the
+        organization's (design.md §10, "Not built"). Refused, never past a limit."""
+        if items.org_of(item) is not None:
+            raise ValidationError(
+                "resizing a resource of an account in an organization is not supported yet: "
+                "delete it and create it with the new units"
+            )
+
     def resize(
         self, account_id: str, kind: str, rid: str, target: int, *, judge: Judge | None = None
     ) -> Resource:
@@ -74,13 +84,7 @@ class ResizeFlow:
             item = self.current(account_id, kind, rid)
             if items.units_of(item) == target and not items.resizing(item):
                 return items.resource_from_item(item)  # already that size: nothing to do
-            if items.org_of(item) is not None:
-                # Not built yet: a resize at both levels needs its own settlement at the
-                # organization's (design.md §10, "Not yet"). Refused, never past a limit.
-                raise ValidationError(
-                    "resizing a resource of an account in an organization is not supported yet: "
-                    "delete it and create it with the new units"
-                )
+            self.refuse_members(item)
             claim = partial(
                 self._table.claim_resize,
                 account_id,

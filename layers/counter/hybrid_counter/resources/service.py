@@ -385,13 +385,23 @@ class ResourceService:
         if items.state_of(item) not in items.VISIBLE:
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
+        if items.org_of(item) is not None and units != items.units_of(item):
+            self._resize.refuse_members(item)  # as the resize itself is (not built yet)
         return self._would_admit(account_id, kind, units - items.units_of(item))
 
     def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:
+        """Judged as the request would be: by its account, and a member's by its organization too."""
         state = guarded(lambda: self.counters.read(account_id, kind=kind), "the read")
         judged = self.limits.judge(account_id, kind)(state)
         admits = units <= 0 or state.admits(judged.limit, units)
-        return WouldAdmit(kind, units, judged.limit, state.used, admits)
+        membership = guarded(lambda: self.orgs.membership(account_id, kind, state), "the read")
+        if membership.org is None:
+            return WouldAdmit(kind, units, judged.limit, state.used, admits)
+        org_id = membership.org
+        at_org = guarded(lambda: self.orgs.would_admit(org_id, kind, units), "the read")
+        return WouldAdmit(
+            kind, units, judged.limit, state.used, admits and at_org.would_admit, organization=at_org
+        )
 
     def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
         self._delete.delete(account_id, resource_id, kind=self.kind(kind))
