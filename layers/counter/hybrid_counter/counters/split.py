@@ -424,11 +424,13 @@ class SplitCounter:
         if plan is None:
             picture = self._freeze(owner, kind, numbers, epoch)
             if picture is None:
-                return  # the rebase was finished by another process meanwhile
-            numbers = sorted(set(numbers) | set(picture.shards))
-            plan = self._record_plan(owner, kind, epoch, lay_out(picture, numbers, basis, favour))
+                # a shard is laid out already, so a plan was written: apply what is left of it
+                plan = self._recorded_plan(owner, kind, epoch)
+            else:
+                numbers = sorted(set(numbers) | set(picture.shards))
+                plan = self._record_plan(owner, kind, epoch, lay_out(picture, numbers, basis, favour))
             if plan is None:
-                return
+                return  # finished by another process meanwhile
         for n, allowance in sorted(plan.items()):
             self._apply(owner, kind, n, epoch=epoch, basis=basis, allowance=allowance)
         try:
@@ -502,9 +504,13 @@ class SplitCounter:
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
+        return self._recorded_plan(owner, kind, epoch)
+
+    def _recorded_plan(self, owner: str, kind: str, epoch: int) -> dict[int, int] | None:
+        """The plan on the record of this rebase (None: the record is gone, the rebase finished)."""
         record = self.record(owner, kind)
         if record is None or int(record[EPOCH]["N"]) != epoch:
-            return None  # finished meanwhile
+            return None
         return _plan_of(record)
 
     def _apply(self, owner: str, kind: str, n: int, *, epoch: int, basis: Basis, allowance: int) -> None:
