@@ -335,7 +335,7 @@ def test_only_a_plain_scope_string_makes_an_operator_of_the_organization_reads(
     # Given tokens with no org claim whose operator scope is in another form than a plain
     # space-delimited `scope` string (lists reach the function stringified, `[a b]`; `scp` is
     # never read) or only resembles it
-    crafted = [
+    crafted: list[dict[str, Any]] = [
         {"scope": [operator]},
         {"scope": ["openid", operator, "profile"]},
         {"scope": f"[{operator}]"},

@@ -235,7 +235,9 @@ class AccessPolicy:
                     "needed to set limits, to read any account's limits and usage, and for every "
                     f"organization route. An organization's administrator (a token whose "
                     f"{self.org_claim!r} claim names the organization; no scope needed) reads that "
-                    "organization, its usage and its history."
+                    "organization, its usage and its history; there, where API Gateway checks no "
+                    "scope, an operator's token must carry the scope in its 'scope' claim as a "
+                    "space-delimited string."
                 ),
             }
         else:
