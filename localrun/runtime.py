@@ -51,7 +51,6 @@ from localrun.gateway.sigv4_authorizer import LOCAL_CALLER
 from localrun.gateway.token_cli import (
     DEFAULT_ACCOUNT_CLAIM,
     DEFAULT_OPERATOR_SCOPE,
-    DEFAULT_ORG_ADMIN_SCOPE,
     DEFAULT_ORG_CLAIM,
 )
 from localrun.sources.scheduler import ScheduledJob, Scheduler
@@ -495,7 +494,6 @@ class LocalRuntime:
             "account_claim": parameters.get("AccountClaim", DEFAULT_ACCOUNT_CLAIM),
             "operator_scope": parameters.get("OperatorScope", DEFAULT_OPERATOR_SCOPE),
             "org_claim": parameters.get("OrgClaim", DEFAULT_ORG_CLAIM),
-            "org_admin_scope": parameters.get("OrgAdminScope", DEFAULT_ORG_ADMIN_SCOPE),
         }
         if mode == "jwt" and auth is not None:
             (authorizer, *_) = auth.jwt_authorizers

@@ -96,7 +96,7 @@ SAMPLE_EVENTS = [
     SampleEvent("api_delete_kind_resource.json", "ApiFunction", _http_status(204)),
     # An organization on plan pro (above), an override set and removed, a member that joins
     # and leaves (acct-org-demo: an account with no resources), read by an operator and by its
-    # administrator (org claim and org-admin scope), then deleted; 201 or 200 for the PUTs, so a
+    # administrator (its org claim alone), then deleted; 201 or 200 for the PUTs, so a
     # second run against the same table gets the same answers.
     SampleEvent("api_put_org.json", "ApiFunction", _http_status(200, 201)),
     SampleEvent("api_put_org_limit.json", "ApiFunction", _http_status(200)),

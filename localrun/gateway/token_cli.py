@@ -6,11 +6,11 @@
     curl -H "Authorization: Bearer $TOKEN" localhost:3000/accounts/acme/usage
 
 It reads `.local/runtime.json` (written by `make dev`) for the issuer's token endpoint and the
-template's AccountClaim, OperatorScope, OrgClaim and OrgAdminScope, and asks the issuer for a
-token (OAuth 2.0 client credentials), as a client of a real identity provider would. An
-organization administrator's token carries the OrgClaim claim and the OrgAdminScope scope
-(api/access.py says why both). Also here: what `make dev`
-prints about authentication (from the description the runtime gives, ``LocalRuntime.auth_description``).
+template's AccountClaim, OperatorScope and OrgClaim, and asks the issuer for a token (OAuth 2.0
+client credentials), as a client of a real identity provider would. An organization
+administrator's token carries the OrgClaim claim naming the organization, and no scope: the claim
+alone makes its administrator (api/access.py). Also here: what `make dev` prints about
+authentication (from the description the runtime gives, ``LocalRuntime.auth_description``).
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ STATE_FILE = Path(".local/runtime.json")
 DEFAULT_ACCOUNT_CLAIM = "account_id"
 DEFAULT_OPERATOR_SCOPE = "hybrid-counter/operator"
 DEFAULT_ORG_CLAIM = "org_id"
-DEFAULT_ORG_ADMIN_SCOPE = "hybrid-counter/org-admin"
 
 
 def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:
@@ -67,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     who.add_argument(
         "--org",
         metavar="ORG_ID",
-        help="an organization administrator's token (the OrgClaim claim and the OrgAdminScope scope)",
+        help="an organization administrator's token (the OrgClaim claim naming it; no scope needed)",
     )
     parser.add_argument("--scope", action="append", default=[], help="an extra scope (repeatable)")
     parser.add_argument(
@@ -100,7 +99,6 @@ def main(argv: list[str] | None = None) -> int:
         scopes.append(auth["operator_scope"])
         claims.setdefault("sub", "local-operator")
     elif args.org is not None:
-        scopes.append(auth.get("org_admin_scope", DEFAULT_ORG_ADMIN_SCOPE))
         claims[auth.get("org_claim", DEFAULT_ORG_CLAIM)] = args.org
         claims.setdefault("sub", f"local-org-admin-{args.org}")
     else:

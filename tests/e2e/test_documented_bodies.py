@@ -247,8 +247,9 @@ def test_every_operation_documents_its_refusals(target: Target) -> None:
     conflict("PUT", f"/orgs/{another}/accounts/{member}", None, "AccountInAnotherOrganization")
     conflict("DELETE", f"/orgs/{org}/accounts/{member}", None, "AccountNotEmpty")
     conflict("DELETE", f"/orgs/{org}", None, "OrganizationNotEmpty")
-    # 403: a tenant's token on the organization's reads and writes (API Gateway: no scope of the
-    # route), another organization's administrator (the function), its own on a write (API Gateway)
+    # 403: a tenant's token on the organization's reads (the function: no org claim) and writes
+    # (API Gateway: no scope of the route), another organization's administrator (the function),
+    # its own on a write (API Gateway)
     member_token = {"auth": bearer(target.tokens.tenant_token(member))}
     assert call("GET", f"/orgs/{org}", **member_token).status_code == 403
     assert call("GET", f"/orgs/{org}/usage", **member_token).status_code == 403

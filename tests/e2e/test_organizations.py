@@ -7,10 +7,11 @@ tokens (locally: the embedded runtime's issuer).
   organization and of a member, the organization's history, a delete at one account freeing a
   unit for the other, membership refused to accounts with resources, deletion refused while the
   organization has members and allowed once it has none.
-- Access: operators call every organization route; an organization's administrator (its org
-  claim and the org-admin scope) reads its own organization, usage and history and nothing else;
-  a tenant, another organization's administrator, a token with the claim but not the scope, and
-  crafted scope claims are refused (403), bad tokens are 401, unknown query parameters 400.
+- Access: operators call every organization route; an organization's administrator (a token
+  with its org claim and no scope, as issue 24 words it; the org-admin scope of earlier
+  deployments beside the claim changes nothing) reads its own organization, usage and history
+  and nothing else; a tenant, another organization's administrator, and crafted scope claims are
+  refused (403), bad tokens are 401, unknown query parameters 400.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import jwt
 import pytest
 
 from localrun.gateway.token_cli import main as token_cli
-from tests.e2e.auth import ORG_CLAIM, bearer
+from tests.e2e.auth import ORG_ADMIN_SCOPE, ORG_CLAIM, bearer
 from tests.e2e.conftest import Target
 
 pytestmark = pytest.mark.e2e
@@ -249,7 +251,7 @@ def test_the_organizations_administrator_and_operators_read_it(
     target: Target, shared_org: tuple[str, str], suffix: str
 ) -> None:
     org, _ = shared_org
-    # An operator's answer and the administrator's are the same
+    # An operator's answer and the administrator's (its org claim alone) are the same
     by_operator = ok(target.call("GET", f"/orgs/{org}{suffix}", auth=as_operator(target)))
     by_admin = ok(target.call("GET", f"/orgs/{org}{suffix}", auth=as_org_admin(target, org)))
     assert by_admin == by_operator
@@ -286,38 +288,73 @@ def test_no_one_but_an_operator_changes_an_organization(
 def test_no_one_else_reads_an_organization(target: Target, shared_org: tuple[str, str], suffix: str) -> None:
     org, member = shared_org
     path = f"/orgs/{org}{suffix}"
-    # A member's tenant token, and another tenant's: no scope of the route (API Gateway)
+    # A member's tenant token, and another tenant's: no org claim (the function; the route has no
+    # scopes, so API Gateway lets every valid token through)
     for auth in (as_tenant(target, member), as_tenant(target, new_id("other"))):
-        response = target.call("GET", path, auth=auth)
-        assert (response.status_code, response.json()) == (403, FORBIDDEN_BY_GATEWAY)
+        refused = error_of(target.call("GET", path, auth=auth), 403, "Forbidden")
+        assert refused["message"] == f"the token has no {ORG_CLAIM} claim"
     # Another organization's administrator: the function compares the claim with the path
     other = error_of(target.call("GET", path, auth=as_org_admin(target, new_id("org"))), 403, "Forbidden")
     assert other["message"] == "this caller may not read that organization"
 
 
-def test_the_org_claim_alone_or_crafted_scope_claims_do_not_make_an_administrator(
+def test_the_org_claim_alone_makes_the_administrator_and_the_old_scope_changes_nothing(
     target: Target, shared_org: tuple[str, str]
 ) -> None:
     if target.runtime is None:
         pytest.skip("mints tokens with the local issuer's key (embedded runtime)")
     org, _ = shared_org
     issuer = target.runtime.issuer
-    tokens = [
-        issuer.mint({ORG_CLAIM: org}),  # the claim without the org-admin scope
-        issuer.mint({ORG_CLAIM: org, "scp": "[hybrid-counter/org-admin]"}),
-        issuer.mint({ORG_CLAIM: org}, ["hybrid-counter/org-admin/x"]),
-        issuer.mint({ORG_CLAIM: org, "scp": ["x hybrid-counter/operator"]}),
-    ]
-    for token in tokens:
-        for suffix in READS:
-            response = target.call("GET", f"/orgs/{org}{suffix}", auth=bearer(token))
-            # Then API Gateway refuses it: the route's scopes are not among the token's
-            assert (response.status_code, response.json()) == (403, FORBIDDEN_BY_GATEWAY)
+    alone = issuer.mint({ORG_CLAIM: org})
+    with_scope = issuer.mint({ORG_CLAIM: org}, [ORG_ADMIN_SCOPE])
+    scope_only = issuer.mint({}, [ORG_ADMIN_SCOPE])
+    for suffix in READS:
+        path = f"/orgs/{org}{suffix}"
+        # The claim alone reads, and so does a token with the org-admin scope beside it
+        assert ok(target.call("GET", path, auth=bearer(alone))) == ok(
+            target.call("GET", path, auth=bearer(with_scope))
+        )
+        # The scope without the claim is nobody's administrator
+        refused = error_of(target.call("GET", path, auth=bearer(scope_only)), 403, "Forbidden")
+        assert refused["message"] == f"the token has no {ORG_CLAIM} claim"
     # And a claim that only resembles the organization's id is refused by the function
     for claim in (org.upper(), f" {org}", [org]):
-        token = issuer.mint({ORG_CLAIM: claim}, ["hybrid-counter/org-admin"])
+        token = issuer.mint({ORG_CLAIM: claim})
         response = target.call("GET", f"/orgs/{org}/usage", auth=bearer(token))
         assert (response.status_code, response.json()["error"]["code"]) == (403, "Forbidden"), claim
+
+
+def test_only_a_plain_scope_string_makes_an_operator_of_the_organization_reads(
+    target: Target, shared_org: tuple[str, str]
+) -> None:
+    if target.runtime is None:
+        pytest.skip("mints tokens with the local issuer's key (embedded runtime)")
+    org, _ = shared_org
+    issuer = target.runtime.issuer
+    operator = "hybrid-counter/operator"
+    # Given tokens with no org claim whose operator scope is in another form than a plain
+    # space-delimited `scope` string (lists reach the function stringified, `[a b]`; `scp` is
+    # never read) or only resembles it
+    crafted: list[dict[str, Any]] = [
+        {"scope": [operator]},
+        {"scope": ["openid", operator, "profile"]},
+        {"scope": f"[{operator}]"},
+        {"scp": [operator]},
+        {"scp": operator},
+        {"scope": f"{operator}x"},
+        {"scope": operator.upper()},
+        {"scope": f"openid,{operator}"},
+    ]
+    for claims in crafted:
+        token = issuer.mint(claims)
+        for suffix in READS:
+            response = target.call("GET", f"/orgs/{org}{suffix}", auth=bearer(token))
+            # Then the function refuses it: no operator, and no org claim
+            refused = error_of(response, 403, "Forbidden")
+            assert refused["message"] == f"the token has no {ORG_CLAIM} claim", claims
+    # And the scope among others in a plain string is an operator's, on any organization
+    token = issuer.mint({"scope": f"openid {operator} profile"})
+    assert ok(target.call("GET", f"/orgs/{org}", auth=bearer(token)))["org_id"] == org
 
 
 @pytest.mark.parametrize(("method", "suffix", "body"), [*[("GET", s, None) for s in READS], *WRITES])
@@ -370,6 +407,7 @@ def test_hybrid_counter_token_org_mints_a_token_the_gateway_lets_read_the_organi
     token = capsys.readouterr().out.strip()
     # Then that token reads its organization through the gateway, and not another's
     assert ok(target.call("GET", f"/orgs/{org}/usage", auth=bearer(token)))["org_id"] == org
+    assert "scope" not in jwt.decode(token, options={"verify_signature": False})  # the claim alone
     other = target.call("GET", f"/orgs/{new_id('org')}/usage", auth=bearer(token))
     assert other.status_code == 403
     # And it writes nothing (API Gateway: the operator scope is missing)

@@ -365,21 +365,23 @@ def test_hybrid_counter_token_keeps_working_and_says_why_the_issuer_refused(
 def test_hybrid_counter_token_mints_an_organization_administrators_token(
     issuer: LocalIssuer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # Given a running make dev's state (with the template's OrgClaim and OrgAdminScope)
+    # Given a running make dev's state (with the template's OrgClaim)
     state = write_state(tmp_path / "runtime.json", issuer)
     described = json.loads(state.read_text())
-    described["auth"] |= {"org_claim": "https://example.com/org", "org_admin_scope": "api/org-admin"}
+    described["auth"] |= {"org_claim": "https://example.com/org"}
     state.write_text(json.dumps(described))
     # When an org admin's token is asked for
     assert token_cli(["--org", "widgets", "--state", str(state)]) == 0
     admin = jwt.decode(capsys.readouterr().out.strip(), options={"verify_signature": False})
-    # Then it carries the claim naming the organization and the org-admin scope, and no account
-    assert (admin["https://example.com/org"], admin["scope"], admin["sub"]) == (
-        "widgets",
-        "api/org-admin",
-        "local-org-admin-widgets",
-    )
+    # Then it carries the claim naming the organization, and no scope and no account: the claim
+    # alone makes the organization's administrator (issue 24)
+    assert (admin["https://example.com/org"], admin["sub"]) == ("widgets", "local-org-admin-widgets")
+    assert "scope" not in admin
     assert "account_id" not in admin
+    # (an extra scope is still the caller's to ask for)
+    assert token_cli(["--org", "widgets", "--scope", "api/org-admin", "--state", str(state)]) == 0
+    admin = jwt.decode(capsys.readouterr().out.strip(), options={"verify_signature": False})
+    assert (admin["https://example.com/org"], admin["scope"]) == ("widgets", "api/org-admin")
     # And --org is one identity among --account and --operator, not beside them
     with pytest.raises(SystemExit):
         token_cli(["--org", "widgets", "--operator", "--state", str(state)])

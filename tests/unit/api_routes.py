@@ -22,7 +22,6 @@ POLICY = AccessPolicy(
     account_claim="account_id",
     operator_scope="hc/operator",
     org_claim="org_id",
-    org_admin_scope="hc/org-admin",
 )
 # A caller every route lets through: the path's account's tenant, with the operator scope.
 CALLER = {"jwt": {"claims": {"account_id": "acct-demo", "sub": "tester"}, "scopes": ["hc/operator"]}}

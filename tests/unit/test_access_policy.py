@@ -227,11 +227,7 @@ def test_configuration_is_read_from_the_environment_on_first_use():
 
 # ---- organizations ------------------------------------------------------------------------------
 ORG_POLICY = AccessPolicy(
-    mode="jwt",
-    account_claim="account_id",
-    operator_scope="hc/operator",
-    org_claim="org_id",
-    org_admin_scope="hc/org-admin",
+    mode="jwt", account_claim="account_id", operator_scope="hc/operator", org_claim="org_id"
 )
 ORG_READS = ["GET /orgs/{org_id}", "GET /orgs/{org_id}/usage", "GET /orgs/{org_id}/limits/history"]
 ORG_WRITES = [
@@ -259,14 +255,17 @@ def org_call(route_key: str, authorizer: dict | None, policy: AccessPolicy = ORG
     return response["statusCode"], body, service.calls
 
 
-def org_admin(org: Any, scopes: list[str] | None = None) -> dict:
-    """An org admin's authorizer context as API Gateway builds it on a route with scopes."""
-    return {
-        "jwt": {
-            "claims": {"iss": "x", "org_id": org},
-            "scopes": ["hc/org-admin"] if scopes is None else scopes,
-        }
-    }
+def org_admin(org: Any, scopes: list[str] | None = None, **claims: Any) -> dict:
+    """A token's authorizer context as API Gateway builds it on the organization reads, routes
+    without scopes (`scopes` null), with the org claim naming ``org`` (left out when None)."""
+    every = {"iss": "x", **claims} if org is None else {"iss": "x", "org_id": org, **claims}
+    return {"jwt": {"claims": every, "scopes": scopes}}
+
+
+def with_scope(scope: Any) -> dict:
+    """A token with no org claim whose `scope` claim API Gateway passed as ``scope``, on a route
+    without scopes (`jwt.scopes` null)."""
+    return org_admin(None, scope=scope)
 
 
 def test_the_organization_routes_are_those_of_the_issue():
@@ -286,10 +285,33 @@ def test_an_operator_may_call_every_organization_route(route_key):
 
 
 @pytest.mark.parametrize("route_key", ORG_READS)
-def test_the_organizations_administrator_reads_it(route_key):
-    # Given a token whose org claim names the path's organization, with the org-admin scope
-    status, _, calls = org_call(route_key, org_admin("org-demo"))
+@pytest.mark.parametrize(
+    "authorizer",
+    [
+        pytest.param(org_admin("org-demo"), id="the claim alone"),
+        # a token with the org-admin scope of earlier deployments as well: still its administrator
+        pytest.param(org_admin("org-demo", scope="hybrid-counter/org-admin"), id="the claim and a scope"),
+        pytest.param(org_admin("org-demo", scopes=["hybrid-counter/org-admin"]), id="a route with scopes"),
+    ],
+)
+def test_the_organizations_administrator_reads_it_with_the_claim_alone(route_key, authorizer):
+    # Given a token whose org claim names the path's organization (issue 24: no scope needed)
+    status, _, calls = org_call(route_key, authorizer)
     # Then it reads it
+    assert status == 200
+    assert calls[0][1][0] == "org-demo"
+
+
+@pytest.mark.parametrize("route_key", ORG_READS)
+@pytest.mark.parametrize(
+    "scope",
+    ["hc/operator", "openid hc/operator", "hc/operator openid", "a hc/operator b", "hc/operator hc/operator"],
+)
+def test_an_operator_is_told_apart_by_the_scope_claim_on_the_organization_reads(route_key, scope):
+    # Given a token with no org claim whose `scope` claim is a space-delimited string holding the
+    # operator scope, on a route without scopes (API Gateway passes `jwt.scopes` as null there)
+    status, _, calls = org_call(route_key, with_scope(scope))
+    # Then it reads any organization
     assert status == 200
     assert calls[0][1][0] == "org-demo"
 
@@ -303,19 +325,17 @@ def test_the_organizations_administrator_reads_it(route_key):
         (org_admin("ORG-DEMO"), "may not read that organization"),
         (org_admin("org-demO"), "may not read that organization"),
         (org_admin(" org-demo"), "is not an organization id"),
+        (org_admin("org-demo "), "is not an organization id"),
         (org_admin("[org-demo]"), "is not an organization id"),
         (org_admin(["org-demo"]), "is not a string"),
+        (org_admin(123), "is not a string"),
         (org_admin(None), "has no org_id claim"),
         # a tenant (of any account), even one whose account is named like the organization
-        ({"jwt": {"claims": {"account_id": "org-demo"}, "scopes": ["hc/org-admin"]}}, "has no org_id claim"),
-        # the claim without the org-admin scope API Gateway verified: a route without scopes,
-        # a scope only claimed in the token, a scope that only resembles it
-        ({"jwt": {"claims": {"org_id": "org-demo"}, "scopes": None}}, "scope"),
-        ({"jwt": {"claims": {"org_id": "org-demo", "scope": "hc/org-admin"}, "scopes": None}}, "scope"),
-        ({"jwt": {"claims": {"org_id": "org-demo", "scope": "hc/operator"}, "scopes": None}}, "scope"),
-        (org_admin("org-demo", scopes=["hc/org-admin/x"]), "scope"),
-        (org_admin("org-demo", scopes=["HC/ORG-ADMIN"]), "scope"),
-        (org_admin("org-demo", scopes=[]), "scope"),
+        (jwt_context("acct-demo"), "has no org_id claim"),
+        ({"jwt": {"claims": {"account_id": "org-demo"}, "scopes": None}}, "has no org_id claim"),
+        # the org-admin scope of earlier deployments, without the claim
+        (with_scope("hybrid-counter/org-admin"), "has no org_id claim"),
+        (org_admin(None, scopes=["hybrid-counter/org-admin"]), "has no org_id claim"),
     ],
 )
 def test_no_other_token_reads_an_organization(route_key, authorizer, why):
@@ -326,17 +346,95 @@ def test_no_other_token_reads_an_organization(route_key, authorizer, why):
     assert why in body["error"]["message"]
 
 
+@pytest.mark.parametrize("route_key", ORG_READS)
+@pytest.mark.parametrize(
+    "authorizer",
+    [
+        # a list claim as API Gateway stringifies it (a list and a crafted string look alike)
+        pytest.param(with_scope("[hc/operator]"), id="stringified list"),
+        pytest.param(with_scope("[openid hc/operator]"), id="stringified list, last"),
+        pytest.param(with_scope("[openid hc/operator profile]"), id="stringified list, in the middle"),
+        pytest.param(with_scope("[hc/operator"), id="opening bracket"),
+        pytest.param(with_scope("hc/operator]"), id="closing bracket"),
+        pytest.param(with_scope(["hc/operator"]), id="a list, not a string"),
+        # scp is never read, in any form
+        pytest.param(org_admin(None, scp="hc/operator"), id="scp string"),
+        pytest.param(org_admin(None, scp="[hc/operator]"), id="scp stringified list"),
+        pytest.param(org_admin(None, scp=["hc/operator"]), id="scp list"),
+        # scopes that only resemble it, or not split on spaces
+        pytest.param(with_scope("hc/operatorx"), id="longer"),
+        pytest.param(with_scope("xhc/operator"), id="prefixed"),
+        pytest.param(with_scope("hc/operator/x"), id="a sub-scope"),
+        pytest.param(with_scope("HC/OPERATOR"), id="case"),
+        pytest.param(with_scope("openid,hc/operator"), id="comma"),
+        pytest.param(with_scope("openid\thc/operator"), id="tab"),
+        pytest.param(with_scope(""), id="empty"),
+        # where API Gateway filled `jwt.scopes` (a route with scopes), that list alone decides
+        pytest.param(org_admin(None, scopes=["openid"], scope="hc/operator"), id="scopes without it"),
+        pytest.param(org_admin(None, scopes=[], scope="hc/operator"), id="empty scopes"),
+        pytest.param(org_admin(None, scopes="hc/operator"), id="scopes not a list"),  # type: ignore[arg-type]
+    ],
+)
+def test_no_other_scope_makes_an_operator_of_the_organization_reads(route_key, authorizer):
+    # When a token with no org claim and no operator scope in the one form read asks
+    status, body, calls = org_call(route_key, authorizer)
+    # Then it is refused as any other caller without the claim, and nothing is read
+    assert (status, body["error"]["code"], calls) == (403, "Forbidden", [])
+    assert "has no org_id claim" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("in_token", "status"),
+    [
+        ("hc/operator", 200),
+        ("openid hc/operator", 403),  # another value than the authorizer's
+        (["hc/operator"], 403),  # a list API Gateway would have stringified
+        (None, 403),
+        ("[hc/operator]", 403),
+    ],
+)
+def test_the_scope_claim_must_be_that_json_string_in_the_token_itself(in_token, status):
+    # Given API Gateway's claims with the operator scope as a plain string
+    token = {"iss": "x"} if in_token is None else {"iss": "x", "scope": in_token}
+    # When the request's own token (API Gateway verified that very header) holds another value
+    result = org_call("GET /orgs/{org_id}/usage", with_scope("hc/operator"), authorization=_bearer(token))
+    # Then only the same JSON string makes an operator
+    assert result[0] == status
+
+
 @pytest.mark.parametrize("route_key", ORG_WRITES)
 def test_an_organizations_administrator_changes_nothing(route_key):
-    # Given the organization's own administrator, or a tenant of a member account
+    # Given the organization's own administrator, with or without the old org-admin scope, a
+    # tenant of a member account, and a token whose operator scope is only in its `scope` claim
+    # (API Gateway refuses all of them on these routes; the function does too: only `jwt.scopes`)
     for authorizer in (
         org_admin("org-demo"),
+        org_admin("org-demo", scope="hybrid-counter/org-admin"),
+        org_admin("org-demo", scopes=["hybrid-counter/org-admin"]),
         jwt_context("acct-demo"),
-        jwt_context("acct-demo", scopes=["hc/org-admin"]),
+        with_scope("hc/operator"),
     ):
-        status, _, calls = org_call(route_key, authorizer)
+        status, body, calls = org_call(route_key, authorizer)
         # Then every write is refused: writes are the operators'
-        assert (status, calls) == (403, []), (route_key, authorizer)
+        assert (status, body["error"]["code"], calls) == (403, "Forbidden", []), (route_key, authorizer)
+
+
+@pytest.mark.parametrize(
+    ("route_key", "event_name"),
+    [
+        ("GET /accounts/{account_id}/limits", "api_get_limits.json"),
+        ("PUT /accounts/{account_id}/limit", "api_put_limit.json"),
+        ("GET /accounts/{account_id}/usage", "api_get_usage.json"),
+    ],
+)
+def test_the_scope_claim_is_read_on_the_organization_reads_only(route_key, event_name):
+    # Given a token whose `scope` claim holds the operator scope as a plain string, where
+    # API Gateway passed no verified scopes
+    authorizer = jwt_context("someone-else", scope="hc/operator")
+    # When it calls an operator route or another account's tenant route
+    status, _, calls = call(event_name, authorizer, ORG_POLICY)
+    # Then it is no operator there
+    assert (status, calls) == (403, []), route_key
 
 
 @pytest.mark.parametrize(("in_token", "status"), [("org-demo", 200), (123, 403), (None, 403), ("other", 403)])
@@ -357,12 +455,15 @@ def test_iam_mode_admits_a_signed_caller_on_every_organization_route():
     assert org_call("GET /orgs/{org_id}", org_admin("org-demo"), policy)[0] == 401  # not an IAM caller
 
 
-def test_no_identity_on_an_organization_read_is_401():
-    status, body, calls = org_call("GET /orgs/{org_id}", None)
+@pytest.mark.parametrize("route_key", ORG_READS)
+@pytest.mark.parametrize("authorizer", [None, {}, {"jwt": None}, {"jwt": {"scopes": None}}])
+def test_no_identity_on_an_organization_read_is_401(route_key, authorizer):
+    status, body, calls = org_call(route_key, authorizer)
     assert (status, body["error"]["code"], calls) == (401, "Unauthorized", [])
 
 
-def test_the_org_claim_and_scope_are_read_from_the_environment():
-    policy = AccessPolicy.from_env({"ORG_CLAIM": "https://x/org", "ORG_ADMIN_SCOPE": "api/org"})
-    assert (policy.org_claim, policy.org_admin_scope) == ("https://x/org", "api/org")
+def test_the_org_claim_is_read_from_the_environment():
+    assert AccessPolicy.from_env({"ORG_CLAIM": "https://x/org"}).org_claim == "https://x/org"
     assert AccessPolicy.from_env({}).org_claim == "org_id"
+    # the org-admin scope of earlier deployments is no setting of the function's
+    assert AccessPolicy.from_env({"ORG_ADMIN_SCOPE": "api/org"}) == AccessPolicy()

@@ -8,12 +8,13 @@ from the event alone and before any validation or store access, so a request abo
 account is refused the same way whether or not its resources exist and whatever its body.
 
 JWT mode:
-- Operator powers are API Gateway's to grant, never the function's to parse: every operator route
-  has `AuthorizationScopes: [OperatorScope]` in template.yaml, so API Gateway lets through only
-  tokens that hold that scope exactly, and fills `jwt.scopes` with the token's scopes. The
-  function grants an operator route only when `jwt.scopes` holds the scope, exactly, and grants
-  operator powers nowhere else. It never reads `scope`/`scp` out of the claims: API Gateway hands
-  list claims over stringified (`[a b]`), so a crafted string claim and a list look alike.
+- Operator powers are API Gateway's to grant: every operator route has `AuthorizationScopes:
+  [OperatorScope]` in template.yaml, so API Gateway lets through only tokens that hold that scope
+  exactly, and fills `jwt.scopes` with the token's scopes. The function grants an operator route
+  only when `jwt.scopes` holds the scope, exactly, and grants operator powers nowhere but on the
+  operator routes and the three organization reads below. On the operator routes it never reads
+  `scope`/`scp` out of the claims: API Gateway hands list claims over stringified (`[a b]`), so a
+  crafted string claim and a list look alike, and API Gateway has already checked the scope there.
 - A tenant token (the `AccountClaim` claim names its account) may act on that account only. The
   claim must be a string that is an account id (the id pattern, compared exactly, case and all);
   when the request carries the token itself, the claim must also be a JSON string in it (API
@@ -22,20 +23,29 @@ JWT mode:
   read, create or delete a tenant's resources (tenant data stays the tenant's; operators repair
   accounts with `hybrid-counter-ops`, which uses IAM on the table). Every organization route is
   theirs: creating, moving and deleting organizations, their overrides and members.
-- An organization's administrator (the `OrgClaim` claim names the organization, compared as the
-  account claim is: a JSON string, the id pattern, exactly) reads its own organization, its usage
-  and its history (`GET /orgs/{org_id}`, `.../usage`, `.../limits/history`), and nothing else.
-  Those three routes admit operators too, and that is why they carry `AuthorizationScopes:
-  [OperatorScope, OrgAdminScope]`: on a route without scopes API Gateway checks no scope and
-  hands `jwt.scopes` over as null even when the token has a `scope` claim (observed events:
-  awsdocs/amazon-api-gateway-developer-guide#113, aws/aws-lambda-go#317, floci-io/floci#2011;
-  the AWS guide documents only that a route with scopes needs one of them), so there the function
-  could tell an operator only by parsing the claims, which it never does. With both scopes on the
-  route, API Gateway admits a token holding either and hands over the scopes it verified: the
-  operator scope among them grants any organization; otherwise the org-admin scope must be among
-  them (a route deployed without scopes refuses every org admin) and the claim must name the
-  path's organization. An org admin's token therefore needs the `OrgAdminScope` scope as well as
-  the claim (docs/operator-guide.md, "Organizations").
+- An organization's administrator is a token whose `OrgClaim` claim names the organization, and
+  nothing more: no scope (issue 24). The claim is compared as the account claim is (a string of
+  the id pattern, exactly, case and all; a JSON string in the request's own token). It reads its
+  own organization, its usage and its history (`GET /orgs/{org_id}`, `.../usage`,
+  `.../limits/history`), and nothing else: every other organization route is an operator route,
+  which API Gateway refuses without the operator scope.
+- Those three reads (`Access.ORG_READER`) admit operators too, so they carry no
+  `AuthorizationScopes` (API Gateway would refuse a claim-only token otherwise) and the function
+  decides: the org claim naming the path's organization, or an operator; else 403. On a route
+  without scopes API Gateway checks no scope and hands `jwt.scopes` over as null even when the
+  token has a `scope` claim (observed events: awsdocs/amazon-api-gateway-developer-guide#113,
+  aws/aws-lambda-go#317, floci-io/floci#2011; the AWS guide documents only that a route with
+  scopes needs one of them), so there, and only there, the function reads the operator scope out
+  of the token's `scope` claim, strictly. It may: the claims are those of a token API Gateway has
+  verified (signature with the issuer's keys, issuer, audience, expiry), so the issuer put them
+  there. It reads only the form a stringified list cannot take: a `scope` claim that is a plain
+  string of space-delimited scopes (RFC 8693 section 4.2, which RFC 9068 section 2.2.3 uses for
+  JWT access tokens), split on single spaces and compared exactly; a value that looks like a
+  stringified list (starts with `[` or ends with `]`: API Gateway's `[a b]` for a JSON list) counts
+  for nothing, and when the request carries the token (always on AWS: it is the identity source)
+  the claim must be that same JSON string in it. `scp` is never read: no standard defines it, and
+  IdPs send it as a list (Okta) that reaches the function as `[a b]`. Where `jwt.scopes` is a list
+  (a route deployed with scopes), it alone says who is an operator, as on the operator routes.
 
 IAM mode: the caller is a trusted service acting for tenants; the account comes from the path and
 which routes a principal may call is its IAM policy on `execute-api:Invoke`.
@@ -75,8 +85,8 @@ class Access(Enum):
     PUBLIC = "public"  # no identity needed
     OWN_ACCOUNT = "own account"  # the account in the path must be the caller's
     OPERATOR = "operator"  # the operator scope (granted by API Gateway on the route), any account
-    # the operator scope (any organization), or the org-admin scope with the OrgClaim claim naming
-    # the path's organization (both scopes on the route in template.yaml)
+    # the OrgClaim claim naming the path's organization, or the operator scope (any organization):
+    # a route without scopes in template.yaml, where the function reads the `scope` claim strictly
     ORG_READER = "operator or the organization's administrator"
 
 
@@ -100,7 +110,7 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("DELETE", "/orgs/{org_id}/limits/{kind}"): Access.OPERATOR,
     ("PUT", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
     ("DELETE", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
-    # Operators, and the organization's administrator (AuthorizationScopes [OperatorScope, OrgAdminScope])
+    # Operators, and the organization's administrator (no AuthorizationScopes: the function decides)
     ("GET", "/orgs/{org_id}"): Access.ORG_READER,
     ("GET", "/orgs/{org_id}/usage"): Access.ORG_READER,
     ("GET", "/orgs/{org_id}/limits/history"): Access.ORG_READER,
@@ -131,7 +141,6 @@ class AccessPolicy:
     account_claim: str = "account_id"
     operator_scope: str = "hybrid-counter/operator"
     org_claim: str = "org_id"
-    org_admin_scope: str = "hybrid-counter/org-admin"
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> AccessPolicy:
@@ -144,7 +153,6 @@ class AccessPolicy:
             account_claim=env.get("ACCOUNT_CLAIM") or "account_id",
             operator_scope=env.get("OPERATOR_SCOPE") or "hybrid-counter/operator",
             org_claim=env.get("ORG_CLAIM") or "org_id",
-            org_admin_scope=env.get("ORG_ADMIN_SCOPE") or "hybrid-counter/org-admin",
         )
 
     def check(self, event: Mapping[str, Any], method: str, route_path: str) -> None:
@@ -195,20 +203,23 @@ class AccessPolicy:
         return own
 
     def check_org_reader(self, event: Mapping[str, Any], jwt: Any) -> None:
-        """An operator (the operator scope, verified by API Gateway), or the administrator of the
-        path's organization: the org-admin scope (verified by API Gateway) and the org claim."""
+        """An operator (`is_org_reading_operator`), or the administrator of the path's
+        organization: the org claim naming it, checked as the account claim is; else Forbidden."""
         if not isinstance(jwt, Mapping) or not isinstance(jwt.get("claims"), Mapping):
             raise Unauthorized("no token claims in the request")
-        scopes = token_scopes(jwt)
-        if self.operator_scope in scopes:
+        if self.is_org_reading_operator(event, jwt):
             return
-        if self.org_admin_scope not in scopes:
-            raise Forbidden(
-                f"this request needs the {self.operator_scope} or the {self.org_admin_scope} scope"
-            )
         org = (event.get("pathParameters") or {}).get("org_id")
         if self.claimed_id(event, jwt["claims"], self.org_claim, "an organization id") != org:
             raise Forbidden(NOT_YOUR_ORG)
+
+    def is_org_reading_operator(self, event: Mapping[str, Any], jwt: Mapping[str, Any]) -> bool:
+        """Whether the caller of an organization read holds the operator scope: in `jwt.scopes`
+        when API Gateway filled it (a route with scopes), else in the token's own `scope` claim,
+        read strictly (`scope_claim`). For the three organization reads only."""
+        if jwt.get("scopes") is not None:
+            return self.operator_scope in token_scopes(jwt)
+        return self.operator_scope in scope_claim(event, jwt["claims"])
 
     def document(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The OpenAPI description with this policy's security scheme and per-route requirements."""
@@ -222,9 +233,11 @@ class AccessPolicy:
                     f"names the caller's account (a string matching the account id pattern); the "
                     f"{self.operator_scope!r} scope, checked by API Gateway on the operator routes, is "
                     "needed to set limits, to read any account's limits and usage, and for every "
-                    f"organization route. An organization's administrator (the {self.org_admin_scope!r} "
-                    f"scope, and the {self.org_claim!r} claim naming the organization) reads that "
-                    "organization, its usage and its history."
+                    f"organization route. An organization's administrator (a token whose "
+                    f"{self.org_claim!r} claim names the organization; no scope needed) reads that "
+                    "organization, its usage and its history; there, where API Gateway checks no "
+                    "scope, an operator's token must carry the scope in its 'scope' claim as a "
+                    "space-delimited string."
                 ),
             }
         else:
@@ -244,10 +257,8 @@ class AccessPolicy:
                 elif access is Access.OPERATOR and self.mode == "jwt":
                     operation["security"] = [{SECURITY_SCHEME: [self.operator_scope]}]
                 elif access is Access.ORG_READER and self.mode == "jwt":
-                    operation["security"] = [
-                        {SECURITY_SCHEME: [self.operator_scope]},
-                        {SECURITY_SCHEME: [self.org_admin_scope]},
-                    ]
+                    # an operator, or any token (its org claim must name the organization)
+                    operation["security"] = [{SECURITY_SCHEME: [self.operator_scope]}, {SECURITY_SCHEME: []}]
                 else:
                     operation["security"] = [{SECURITY_SCHEME: []}]
         return schema
@@ -271,6 +282,21 @@ def token_scopes(jwt: Mapping[str, Any]) -> set[str]:
     if not isinstance(scopes, list):
         return set()
     return {scope for scope in scopes if isinstance(scope, str)}
+
+
+def scope_claim(event: Mapping[str, Any], claims: Mapping[str, Any]) -> set[str]:
+    """The scopes of a verified token's `scope` claim, for the organization reads only (routes
+    without scopes, where `jwt.scopes` is null): a plain string of space-delimited scopes (RFC 8693
+    section 4.2, RFC 9068 section 2.2.3), split on single spaces; nothing for a value that looks
+    like a stringified list (API Gateway's `[a b]`) or that is not that same JSON string in the
+    request's own token. `scp` is never read (module docstring)."""
+    value = claims.get("scope")
+    if not isinstance(value, str) or value.startswith("[") or value.endswith("]"):
+        return set()
+    raw = raw_claims(event)
+    if raw is not None and raw.get("scope") != value:
+        return set()
+    return set(value.split(" "))
 
 
 def raw_claims(event: Mapping[str, Any]) -> dict[str, Any] | None:
