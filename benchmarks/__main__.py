@@ -1,6 +1,6 @@
 """`make bench`: cost, growth, ceilings and latency, written to bench-results/.
 
-    python -m benchmarks                 # everything (about 13 minutes here)
+    python -m benchmarks                 # everything (about 14 minutes here, 17 on a busy machine)
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
     python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
