@@ -13,6 +13,8 @@ from benchmarks.ceiling import Capacity
 from benchmarks.ceiling_model import ours_stream_units
 from benchmarks.org_ceiling import NOT_BUILT, model, org_stream_units, put_org
 from benchmarks.orgs import PHASES, difference
+from benchmarks.throttle import CapacitySimulator
+from hybrid_counter.keys import org_counter_key
 
 SIMULATOR = Capacity(10.0, 16, 20.0)
 
@@ -38,6 +40,16 @@ def test_split_over_s_items_the_model_is_s_times_one_item_while_one_transaction_
     sixteen = model(SIMULATOR, 16)
     assert sixteen["per_item_per_second"] < one["per_item_per_second"]
     assert sixteen["model_per_second"] == pytest.approx(16 * sixteen["per_item_per_second"], abs=0.1)
+
+
+def test_each_of_an_organizations_counter_items_is_a_bucket_of_its_own() -> None:
+    simulator = CapacitySimulator(10.0, partitions=16)
+
+    buckets = [simulator.bucket_of(org_counter_key("o1", kind="seats", shard=s)) for s in range(16)]
+
+    assert buckets[0] == "item:ORG#o1:COUNTER#seats#0"
+    assert buckets[15] == "item:ORG#o1:COUNTER#seats#f"
+    assert len(set(buckets)) == 16
 
 
 class _Unsplit:
