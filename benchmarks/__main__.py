@@ -1,10 +1,11 @@
 """`make bench`: cost, growth, ceilings and latency, written to bench-results/.
 
-    python -m benchmarks                 # everything (about 13 minutes here)
+    python -m benchmarks                 # everything (about 14 minutes here, 17 on a busy machine)
     python -m benchmarks --quick         # smaller sizes, to try it out
     python -m benchmarks --parts cost,growth
     python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
     python -m benchmarks --parts governance     # what threshold events and limit history cost
+    python -m benchmarks --parts orgs   # organizations: membership's cost, org usage, the org's ceiling
     python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
 Figures are counts (requests, read and write units, item sizes) and ratios measured in one run;
@@ -30,6 +31,8 @@ from benchmarks import (
     growth,
     kinds,
     latency,
+    org_ceiling,
+    orgs,
     plans,
     report,
     two_kinds,
@@ -37,7 +40,7 @@ from benchmarks import (
 )
 from benchmarks.world import bench_world
 
-PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "latency")
+PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "orgs", "latency")
 BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
@@ -54,6 +57,13 @@ class Sizes:
     plan_creates: int = 40
     unit_operations: int = 25
     kinds: int = 100
+    # The orgs part: the steady creates of each account compared (member or not); the sizes of the
+    # organizations whose usage is read; the accounts loading one organization in its ladder, and
+    # the numbers of counter items its counter is split over (S > 1 where the split is built).
+    org_creates: int = 40
+    org_usage_members: tuple[int, ...] = orgs.USAGE_SIZES
+    org_accounts: int = 50
+    org_shards: tuple[int, ...] = org_ceiling.SHARDS
 
 
 FULL = Sizes(
@@ -73,6 +83,7 @@ QUICK = Sizes(
     busy_account=1_000,
     plan_creates=20,
     unit_operations=10,
+    org_creates=20,
 )
 
 
@@ -155,6 +166,15 @@ def _in_world(
     if "two_kinds" in parts:
         results["two_kinds"] = two_kinds.run(world, quick=quick)
         clock.done("two_kinds")
+    if "orgs" in parts:
+        results["orgs"] = {
+            "cost": orgs.cost(world, sizes.org_creates),
+            "usage": orgs.usage(world, sizes.org_usage_members),
+            "ceiling": org_ceiling.run(
+                world, quick=quick, shards=sizes.org_shards, accounts=sizes.org_accounts
+            ),
+        }
+        clock.done("orgs")
     if "bursts" in parts:
         results["ceiling_bursts"] = ceiling.burst_check(world, quick=quick, bursts=BURSTS)
         clock.done("bursts")

@@ -29,6 +29,7 @@ is the one the starting brief described, run on the same workload in the same ru
 | governance | what threshold events and limit history cost: events off against on, per create and per counted record |
 | growth | admission cost with deletes in flight, sweep, heal and recount cost against size |
 | ceiling, two_kinds | sustained admissions per account (and per kind, two kinds at once) in the throttling simulator, against the model |
+| orgs | organizations: what membership costs a create and a delete (API and stream path), the org usage read at 10, 100 and 1,000 member accounts, an organization's ceiling in the simulator by the number of counter items it is split over |
 | latency | create latency and convergence over HTTP at a few loads (times on this machine) |
 
 {plots}

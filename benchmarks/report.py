@@ -7,7 +7,7 @@ from typing import Any
 
 import matplotlib
 
-from benchmarks import report_governance, report_kinds
+from benchmarks import report_governance, report_kinds, report_orgs
 from benchmarks.ceiling_model import aws_ours, aws_reference
 
 matplotlib.use("Agg")
@@ -98,7 +98,12 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
             f"C = {counting['units_per_second']:g}, P = {counting['partitions']}; the machine alone "
             f"counted {counting['counts_per_second']['batched_no_simulated_capacity']}/s batched",
         )
-    return rows + report_kinds.targets(results) + report_governance.targets(results)
+    return (
+        rows
+        + report_kinds.targets(results)
+        + report_governance.targets(results)
+        + report_orgs.targets(results)
+    )
 
 
 def markdown(results: dict[str, Any]) -> str:
@@ -231,6 +236,7 @@ def markdown(results: dict[str, Any]) -> str:
         ]
     lines += report_kinds.markdown(results)
     lines += report_governance.markdown(results)
+    lines += report_orgs.markdown(results)
     latency = results.get("latency")
     if latency:
         lines += [
@@ -241,10 +247,15 @@ def markdown(results: dict[str, Any]) -> str:
         ]
     lines += ["## Targets", "", "| target | measured | goal | met | note |", "|---|---|---|---|---|"]
     lines += [
-        f"| {t['target']} | {t['value']} | {t['goal']} | {'yes' if t['met'] else '**no**'} | {t['note']} |"
+        f"| {t['target']} | {t['value']} | {t['goal']} | {_met(t['met'])} | {t['note']} |"
         for t in results.get("targets", [])
     ]
     return "\n".join(lines) + "\n"
+
+
+def _met(met: bool | None) -> str:
+    """A target met, missed, or not run (None: the run could not measure it)."""
+    return "not run" if met is None else "yes" if met else "**no**"
 
 
 def plots(results: dict[str, Any], out: Path) -> None:

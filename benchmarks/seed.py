@@ -13,16 +13,23 @@ from hybrid_counter.counters.state import (
     COUNTER_SHARD,
     EVENTUAL,
     LIMIT,
+    ORG,
+    ORG_KIND,
     best_effort_share,
     eventual_share,
     range_version,
 )
 from hybrid_counter.keys import (
+    DEFAULT_KIND,
     account_pk,
     counter_shard,
     counter_sk,
     iso_utc,
+    member_key,
+    org_counter_key,
+    org_key,
     pending_shard,
+    profile_key,
     range_of,
 )
 from hybrid_counter.resources import items
@@ -42,27 +49,36 @@ def counter_item(
     account_id: str,
     ids: list[str],
     *,
-    limit: int,
+    limit: int | None,
     best_effort: int | None = None,
     eventual: int | None = None,
 ) -> dict[str, Any]:
-    """A counter item whose totals and shares agree with ``ids`` (all live and counted)."""
+    """A counter item whose totals and shares agree with ``ids`` (all live and counted); with
+    ``limit`` None, no override (the plan's limit)."""
     per_range = Counter(range_of(rid) for rid in ids)
     item: dict[str, Any] = {
         "pk": {"S": account_pk(account_id)},
         "sk": {"S": counter_sk()},
         BEST_EFFORT: {"N": str(len(ids) if best_effort is None else best_effort)},
         EVENTUAL: {"N": str(len(ids) if eventual is None else eventual)},
-        LIMIT: {"N": str(limit)},
         COUNTER_SHARD: {"S": counter_shard(account_id)},
     }
+    if limit is not None:
+        item[LIMIT] = {"N": str(limit)}
+    item.update(shares(per_range))
+    if best_effort is not None and best_effort != len(ids):
+        first = next(iter(per_range), "0")
+        item[best_effort_share(first)] = {"N": str(per_range[first] + best_effort - len(ids))}
+    return item
+
+
+def shares(per_range: Counter[str]) -> dict[str, Any]:
+    """Each range's shares of both counters (all counted) and its version."""
+    item: dict[str, Any] = {}
     for range_id, n in per_range.items():
         item[best_effort_share(range_id)] = {"N": str(n)}
         item[eventual_share(range_id)] = {"N": str(n)}
         item[range_version(range_id)] = {"N": "1"}
-    if best_effort is not None and best_effort != len(ids):
-        first = next(iter(per_range), "0")
-        item[best_effort_share(first)] = {"N": str(per_range[first] + best_effort - len(ids))}
     return item
 
 
@@ -122,5 +138,54 @@ def accounts_with_drift(
             counter_item(account, ["r0"], limit=10, best_effort=0 if n % drifted_every == 0 else None)
             for n, account in enumerate(accounts)
         ],
+    )
+    return accounts
+
+
+def organization_members(db: Any, table: str, org_id: str, prefix: str, held: list[int]) -> dict[str, int]:
+    """Member accounts of an existing organization (put_org) as the API and the stream path leave
+    them, account n holding ``held[n]`` live resources of the default kind, counted at both
+    levels: each account's profile (its organization, its kind registered), its member item, its
+    resources, its counter item (in the organization, so on the OrgUsageIndex by its eventual);
+    then the organization's counter item holding them all and its profile's member count.
+    The accounts and what each holds."""
+    now = time.time()
+    accounts = {f"{prefix}{n:05d}": count for n, count in enumerate(held)}
+    entries: list[dict[str, Any]] = []
+    org_ranges: Counter[str] = Counter()
+    for account_id, count in accounts.items():
+        ids = [f"r{n:07d}" for n in range(count)]
+        org_ranges.update(range_of(rid) for rid in ids)
+        for rid in ids:
+            item = live_item(account_id, rid, now)
+            item.update({ORG: {"S": org_id}, "org_counted": {"BOOL": True}})
+            entries.append(item)
+        counter = counter_item(account_id, ids, limit=None)
+        counter.update({ORG: {"S": org_id}, ORG_KIND: {"S": f"{org_id}#{DEFAULT_KIND}"}})
+        entries += [
+            counter,
+            {
+                **profile_key(account_id),
+                "org_id": {"S": org_id},
+                "org_since": {"S": iso_utc(now)},
+                "kinds": {"SS": [DEFAULT_KIND]},
+            },
+            {**member_key(org_id, account_id), "since": {"S": iso_utc(now)}},
+        ]
+    total = sum(accounts.values())
+    entries.append(
+        {
+            **org_counter_key(org_id),
+            BEST_EFFORT: {"N": str(total)},
+            EVENTUAL: {"N": str(total)},
+            **shares(org_ranges),
+        }
+    )
+    write(db, table, entries)
+    db.update_item(
+        TableName=table,
+        Key=org_key(org_id),
+        UpdateExpression="ADD members :n",
+        ExpressionAttributeValues={":n": {"N": str(len(accounts))}},
     )
     return accounts

@@ -16,6 +16,7 @@ from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
 from hybrid_counter.governance.thresholds import ThresholdWatcher
+from hybrid_counter.keys import account_pk, org_pk
 from hybrid_counter.observability import Observability
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import CountingMode, Settings
@@ -72,8 +73,18 @@ class BenchWorld:
     ) -> ApplyReport:
         """Everything the stream holds for the account, in batches of BatchSize as the mapping
         sends them when records are waiting (with ``watcher``, judging threshold crossings too)."""
+        return self.deliver_partition(account_pk(account_id), counter, watcher)
+
+    def deliver_org(self, org_id: str, counter: EventualCounter) -> ApplyReport:
+        """Everything the stream holds for an organization's partition (its counter items, whose
+        admissions the stream path counts at the organization's level)."""
+        return self.deliver_partition(org_pk(org_id), counter)
+
+    def deliver_partition(
+        self, pk: str, counter: EventualCounter, watcher: ThresholdWatcher | None = None
+    ) -> ApplyReport:
         report, size = ApplyReport(), self.batch_size
-        while records := self.stream.records_for(account_id):
+        while records := self.stream.records_of(pk):
             for start in range(0, len(records), size):
                 outcome = process_stream_batch(records[start : start + size], counter, watcher)
                 if outcome.failed_sequence_numbers:
@@ -93,10 +104,15 @@ def bench_world() -> Iterator[BenchWorld]:
         LocalEndpoints(jvm_options=FULL_JIT) as endpoints,
         LocalRuntime(RuntimeOptions.driven("hybrid-counter-bench", endpoints=endpoints)) as runtime,
     ):
-        clients = _clients(runtime.dynamodb_url)
-        meter = CapacityMeter()
-        meter.attach(clients.dynamodb, clients.dynamodb_single_attempt)
-        yield BenchWorld(runtime, clients, meter, StreamReader(clients.streams, runtime.stream_arn))
+        yield world_on(runtime)
+
+
+def world_on(runtime: LocalRuntime, stream: StreamReader | None = None) -> BenchWorld:
+    """A bench world on a running stack (the bench's own, or the integration tests')."""
+    clients = _clients(runtime.dynamodb_url)
+    meter = CapacityMeter()
+    meter.attach(clients.dynamodb, clients.dynamodb_single_attempt)
+    return BenchWorld(runtime, clients, meter, stream or StreamReader(clients.streams, runtime.stream_arn))
 
 
 def _clients(url: str) -> Clients:
