@@ -196,8 +196,10 @@ def test_an_admission_lost_at_the_limit_is_the_one_documented_overshoot(world):
     # Given one slot left, a POST that has put its item and a PUT of y that takes the slot
     scenario = Scenario("lost admission at the limit", 1, (OpSpec("post"), OpSpec("put", "y")))
     post, put = 0, 1
-    choices: list[Choice] = [("op", post, None), ("op", post, None)]
-    choices += [("op", put, None)] * 5
+    # (each: its counter item, its profile (membership), the kind registered there, its item;
+    # the PUT first reads its id, and then admits)
+    choices: list[Choice] = [("op", post, None)] * 4
+    choices += [("op", put, None)] * 6
     # When the POST's admission is refused and its response lost, then it runs to its end
     choices += [("op", post, "lost")]
     result = replay(world, scenario, choices)
