@@ -31,8 +31,7 @@ equal the units live in its accounts (each account's too). Then a limit check un
 an organization limit far below what its members are offered, every create retried until
 admitted or refused: exactly the limit is admitted, and live.
 
-The split is not built on every branch: where ``put_org`` takes no ``shards``, S > 1 is reported
-as not run, with no figure. At the simulator's C = 10 the top rung for S = 16 asks about 190
+At the simulator's C = 10 the top rung for S = 16 asks about 190
 member creates/s of the machine (this two-core machine made about 75/s with no simulated
 capacity and no stream path): the machine check (the top rung with no simulated capacity) says
 whether the machine, not the model, bound a ladder.
@@ -40,7 +39,6 @@ whether the machine, not the model, bound a ladder.
 
 from __future__ import annotations
 
-import inspect
 import itertools
 import math
 from dataclasses import asdict, dataclass
@@ -71,7 +69,6 @@ from hybrid_counter.resources import ResourceService
 SHARDS = (1, 4, 16)
 FRACTIONS = (0.8, 0.9, 1.0, 1.1, 1.2)  # of the model; one account alone fell behind at 1.1
 ORG_RECORDS_PER_CREATE = 1  # on the organization's partition: its admission's record
-NOT_BUILT = "not run: split counter not built on this branch"
 
 
 def org_stream_units(shards: int) -> Units:
@@ -92,21 +89,9 @@ def org_stream_units(shards: int) -> Units:
     return units
 
 
-def accepts_shards(service: ResourceService) -> bool:
-    return "shards" in inspect.signature(service.put_org).parameters
-
-
-def put_org(service: ResourceService, org: str, plan_id: str, shards: int) -> bool:
-    """The organization on its plan, split over ``shards`` counter items; False where the split
-    is not built (put_org takes no ``shards``: only S = 1 can run)."""
-    if accepts_shards(service):
-        options: dict[str, Any] = {"shards": shards}
-        service.put_org(org, plan_id, **options)
-        return True
-    if shards != 1:
-        return False
-    service.put_org(org, plan_id)
-    return True
+def put_org(service: ResourceService, org: str, plan_id: str, shards: int) -> None:
+    """The organization on its plan, split over ``shards`` counter items."""
+    service.put_org(org, plan_id, shards=shards)
 
 
 class PartitionsConsumer(StreamConsumer):
@@ -242,15 +227,13 @@ class Org:
         }
 
 
-def new_org(world: BenchWorld, shards: int, accounts: int, *, limit: int = 1_000_000) -> Org | None:
+def new_org(world: BenchWorld, shards: int, accounts: int, *, limit: int = 1_000_000) -> Org:
     """An organization on a plan of ``limit`` with ``accounts`` members (each with an override
-    far above what it gets, so the organization's limit is the one that binds). None: S is not
-    built."""
+    far above what it gets, so the organization's limit is the one that binds)."""
     service = world.service(without_waits())
     plan_id, org_id = new_ids()
     service.put_plan(plan_id, {world.settings.default_kind: limit})
-    if not put_org(service, org_id, plan_id, shards):
-        return None
+    put_org(service, org_id, plan_id, shards)
     members = [world.account(f"org-ceiling-{shards}") for _ in range(accounts)]
     for account in members:
         service.add_member(org_id, account)
@@ -286,8 +269,6 @@ def _ladder(
     world: BenchWorld, shards: int, accounts: int, capacity: Capacity, run_seconds: float
 ) -> dict[str, Any]:
     org = new_org(world, shards, accounts)
-    if org is None:
-        return {"shards": shards, "not_run": NOT_BUILT}
     org.steady()
     figures = model(capacity, shards)
     rate = figures["model_per_second"]
@@ -371,8 +352,6 @@ def exact_limit(
     """Creates of many members, three times the organization's limit, each retried until admitted
     or refused, under throttling: exactly the limit is admitted, and live."""
     org = new_org(world, shards, accounts, limit=limit)
-    if org is None:
-        return {"not_run": NOT_BUILT}
 
     def decided(n: int) -> int:
         account = org.members[n % len(org.members)]

@@ -25,7 +25,7 @@ def test_a_member_pays_one_more_conditional_write_and_one_more_read_a_create(wor
     found = orgs.cost(world, 3)
 
     # Then, steady state: the organization's pre-check read and its admission, no transaction
-    assert found["extra"]["create"]["requests_by_operation"] == {"GetItem": 1.0, "UpdateItem": 1.0}
+    assert found["extra"]["create"]["requests_by_operation"] == {"Query": 1.0, "UpdateItem": 1.0}
     assert "TransactWriteItems" not in found["member"]["create"]["requests_by_operation"]
     assert "TransactWriteItems" not in found["member"]["delete"]["requests_by_operation"]
     # And a delete: the organization's release
@@ -48,15 +48,8 @@ def test_the_org_usage_read_is_the_same_for_3_and_30_members(world: BenchWorld) 
     assert found[0]["warm"]["requests"] == 3
 
 
-def test_an_organizations_limit_is_exact_under_throttling(world: BenchWorld) -> None:
-    found = org_ceiling.exact_limit(world, 1, Capacity(10.0, 16, 1.0), limit=6, accounts=3)
+@pytest.mark.parametrize("shards", [1, 4])
+def test_an_organizations_limit_is_exact_under_throttling(world: BenchWorld, shards: int) -> None:
+    found = org_ceiling.exact_limit(world, shards, Capacity(10.0, 16, 1.0), limit=6, accounts=3)
 
     assert (found["admitted"], found["units_live"], found["exact"]) == (6, 6, True)
-
-
-def test_a_split_organization_is_not_run_where_the_split_is_not_built(world: BenchWorld) -> None:
-    if org_ceiling.accepts_shards(world.service()):
-        pytest.skip("put_org takes shards on this branch: the split is built")
-    found = org_ceiling.run(world, quick=True, shards=(4,), accounts=2)
-
-    assert found["by_shards"] == {"4": {"shards": 4, "not_run": org_ceiling.NOT_BUILT}}

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import pytest
@@ -168,8 +169,8 @@ def test_concurrent_creates_of_many_accounts_admit_exactly_the_limit_at_every_sh
     org = split_org(12, shards)
     # When 40 creates race (10 per account), each on a process of its own
     services = [org.new_service() for _ in range(40)]
-    calls = [
-        (lambda s=s, a=org.accounts[n % 4]: s.create(a, "x", {}, kind=SEATS)) for n, s in enumerate(services)
+    calls: list[Callable[[], Any]] = [
+        partial(s.create, org.accounts[n % 4], "x", {}, kind=SEATS) for n, s in enumerate(services)
     ]
     admitted, refused, retryable = race(calls)
     # Then exactly the limit is admitted, whatever was refused or left to a retry
@@ -399,11 +400,9 @@ def test_deletes_and_creates_racing_on_a_split_counter_never_pass_its_limit(spli
     # When 4 deletes and 12 creates race
     services = [org.new_service() for _ in range(16)]
     calls: list[Callable[[], Any]] = [
-        (lambda s=services[n], r=made[n]: s.delete(r.account_id, r.resource_id, kind=SEATS)) for n in range(4)
+        partial(services[n].delete, made[n].account_id, made[n].resource_id, kind=SEATS) for n in range(4)
     ]
-    calls += [
-        (lambda s=services[4 + n], a=org.accounts[n % 4]: s.create(a, "x", {}, kind=SEATS)) for n in range(12)
-    ]
+    calls += [partial(services[4 + n].create, org.accounts[n % 4], "x", {}, kind=SEATS) for n in range(12)]
     race(calls)
     # Then never more than 8 are held, and the counters count what is held
     assert sum(org.live().values()) <= 8

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from benchmarks import report, report_orgs
+from benchmarks import report_orgs
 from benchmarks.ceiling import Capacity
 from benchmarks.ceiling_model import ours_stream_units
-from benchmarks.org_ceiling import NOT_BUILT, model, org_stream_units, put_org
+from benchmarks.org_ceiling import model, org_stream_units
 from benchmarks.orgs import PHASES, difference
 from benchmarks.throttle import CapacitySimulator
 from hybrid_counter.keys import org_counter_key
@@ -50,37 +50,6 @@ def test_each_of_an_organizations_counter_items_is_a_bucket_of_its_own() -> None
     assert buckets[0] == "item:ORG#o1:COUNTER#seats#0"
     assert buckets[15] == "item:ORG#o1:COUNTER#seats#f"
     assert len(set(buckets)) == 16
-
-
-class _Unsplit:
-    """A service whose put_org takes no ``shards`` (the split not built)."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str]] = []
-
-    def put_org(self, org_id: str, plan_id: str) -> None:
-        self.calls.append((org_id, plan_id))
-
-
-class _Split:
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, str, int]] = []
-
-    def put_org(self, org_id: str, plan_id: str, *, shards: int = 1) -> None:
-        self.calls.append((org_id, plan_id, shards))
-
-
-def test_s_above_one_is_not_run_where_put_org_takes_no_shards() -> None:
-    unsplit = _Unsplit()
-
-    # Then S = 4 makes nothing and says so; S = 1 makes the organization as it is built
-    assert put_org(unsplit, "o1", "p1", 4) is False  # type: ignore[arg-type]
-    assert put_org(unsplit, "o1", "p1", 1) is True  # type: ignore[arg-type]
-    assert unsplit.calls == [("o1", "p1")]
-    # And where the split is built, every S is asked for
-    split = _Split()
-    assert put_org(split, "o2", "p2", 16) is True  # type: ignore[arg-type]
-    assert split.calls == [("o2", "p2", 16)]
 
 
 def _phase(requests: float, read_units: float, writes: float, **by_operation: float) -> dict[str, Any]:
@@ -174,25 +143,6 @@ def test_the_create_target_wants_one_more_write_and_no_transaction() -> None:
     assert met(one_write)
     assert not met(two_writes)
     assert not met(transaction)
-
-
-def test_a_split_not_built_is_a_target_not_run_and_a_row_that_says_why() -> None:
-    results = _results(
-        _phase(6.0, 2.0, 4.0, GetItem=2.0, PutItem=1.0, UpdateItem=3.0),
-        {"1": _ladder(0.95), "4": {"shards": 4, "not_run": NOT_BUILT}},
-    )
-
-    rows = {row["target"]: row for row in report_orgs.targets(results)}
-
-    ladder = "an organization's sustained admissions / model, S = {} (simulator)"
-    assert rows[ladder.format(1)]["met"] is True
-    assert rows[ladder.format(4)]["met"] is None
-    lines = report_orgs.markdown(results)
-    assert f"| 4 | {NOT_BUILT} | | | | | | | | |" in lines
-    # And the report's target table says "not run", never "no", for it
-    results["targets"] = report_orgs.targets(results)
-    table = report.markdown(results | {"started": "2026-11-25T00:00:00Z", "seconds": 1, "quick": True})
-    assert f"| not run | {NOT_BUILT} |" in table
 
 
 def test_the_usage_target_wants_the_same_requests_at_every_size() -> None:
