@@ -1163,3 +1163,31 @@ def test_a_stale_process_after_an_override_is_removed_lays_out_its_cached_plan_u
     org.create_on(3, service=org.new_service(), n=3)
     assert org.picture().basis.limit == 6
     org.assert_exact(6)
+
+
+def test_a_late_finisher_without_the_plan_freezes_nothing_once_the_rebase_is_done(split_org):
+    # Given 10 seats over 4 shards, 2 held, and a reshard to 8 whose process died after its record
+    org = split_org(10, 4)
+    for n in range(2):
+        org.create_on(n, n=n)
+    with (
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=freeze_body),
+        pytest.raises(ProcessDied),
+    ):
+        org.new_service().set_org_shards(org.org_id, 8)
+    assert org.record() is not None
+    late, quick = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When a finisher has read the record (no plan yet) and is about to freeze shard 0 ...
+        zombie = race.start("late", lambda: org.create_on(1, service=late, n=1))
+        stop_before(race, zombie, is_freeze)
+        # ... another finishes the rebase (shards 4..7 created, applied, the record deleted)
+        race.run("quick", lambda: org.create_on(2, service=quick, n=2))
+        race.finish(zombie)
+    # Then its freezes were all refused: nothing is left frozen, no item without allowance
+    picture = org.picture()
+    assert set(picture.shards) == set(range(8))
+    assert not picture.frozen, summary(picture)
+    assert all(s.split for s in picture.shards.values()), summary(picture)
+    assert picture.epoch == 2
+    org.assert_exact(10)
