@@ -244,7 +244,10 @@ def admitted_then_died(service, clients, settings, account: str, rid: str) -> No
     api = ResourceService(settings, clients)
     with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
         put = race.start(f"PUT {rid}", lambda: api.create(account, rid, {}, resource_id=rid))
-        race.until(put, "UpdateItem")  # the admission
+        # its admission: the first UpdateItem after its put (a kind's first create registers the
+        # kind on the account's profile, an UpdateItem too, before it puts anything)
+        race.until(put, "PutItem")
+        race.until(put, "UpdateItem")
         race.step(put, fault="crash")
 
 
