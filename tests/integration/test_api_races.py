@@ -305,10 +305,15 @@ def test_10_delete_then_create_at_the_limit_succeeds_at_once(service, account, d
 def test_a_create_that_dies_between_its_writes_never_leaves_a_slot_without_a_resource(
     api, service, account, race, settle, live_count, calls_before_dying
 ):
-    # Given a POST that gets through its first one or two writes and dies at the next call
+    # Given an account that has created resources before (its counter item says it belongs to no
+    # organization, so a create reads no profile and registers nothing: its writes are its
+    # resource's item and its counter item's)
     service.set_limit(account, 5)
+    service.create(account, "earlier", {})
+    # And a POST that gets through its first one or two writes and dies at the next call
     post = race.start("POST", lambda: api.create(account, "dies", {}))
     race.until(post, "GetItem")  # the limit check
+    assert race.next_call(post) in ("PutItem", "UpdateItem")  # its first write, nothing else first
     race.step(post, calls_before_dying)
     race.step(post, fault="crash")
     # Then at no point does best_effort count a slot no resource holds, now or once settled

@@ -417,6 +417,9 @@ def test_counting_an_in_flight_create_early_with_force_counts_it_once(
     service.set_limit(account, 1)
     with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
         put = race.start("PUT x", lambda: service.create(account, "x", {}, resource_id="x"))
+        # after its put, its admission and the write that makes it live (a kind's first create
+        # registers the kind on the account's profile before it puts anything)
+        race.until(put, "PutItem")
         race.until(put, "UpdateItem", count=2)
         # When an operator forces a recount that counts pending work of any age, and heals
         make_recounter(settings, clients, counter, healer, service).recount(

@@ -26,6 +26,7 @@ from hybrid_counter.orgs.counters import org_counters
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
+from tests.explorer.scheduler import Operation, Race
 from tests.faults import ProcessDied, injected
 
 pytestmark = pytest.mark.integration
@@ -226,6 +227,32 @@ def test_a_release_on_one_shard_makes_room_for_a_create_on_another(split_org):
     org.assert_exact()
 
 
+def test_a_delete_releases_on_the_shard_that_admitted_its_resource(split_org):
+    # Given 8 seats over 4 shards and one resource admitted on each (ids that go to each shard),
+    # counted by the stream path
+    org = split_org(8, 4)
+    ids = [f"r{n}" for n in range(200)]
+    made = {}
+    for shard in range(4):
+        rid = next(i for i in ids if shard_of_resource(i, 4) == shard)
+        made[shard], _ = org.service.create(org.accounts[shard], rid, {}, rid, kind=SEATS)
+    org.drain()
+    assert [org.picture().get(n).state.best_effort for n in range(4)] == [1, 1, 1, 1]
+    # When the resource admitted on shard 3 is deleted
+    gone = made[3]
+    org.service.delete(gone.account_id, gone.resource_id, kind=SEATS)
+    # Then shard 3 holds one fewer and every other shard what it held, at both counters
+    org.drain()
+    after = org.picture()
+    assert [(after.get(n).state.best_effort, after.get(n).state.eventual) for n in range(4)] == [
+        (1, 1),
+        (1, 1),
+        (1, 1),
+        (0, 0),
+    ]
+    org.assert_exact()
+
+
 def test_allowance_lost_by_a_move_that_died_is_returned_by_a_reconcile_never_created(split_org):
     # Given 6 seats over 4 shards, 5 held
     org = split_org(6, 4)
@@ -254,6 +281,51 @@ def test_allowance_lost_by_a_move_that_died_is_returned_by_a_reconcile_never_cre
     org.sweep_after_the_grace_period()
     assert sum(org.live().values()) == 6
     org.assert_exact()
+
+
+def crediting(op: Operation) -> bool:
+    """``op`` is waiting at the second write of a move: the receiver's allowance credited."""
+    return op.pending is not None and "ADD #allowance" in op.pending.body.get("UpdateExpression", "")
+
+
+def test_a_moves_credit_held_back_past_a_rebase_never_lands_on_the_allowances_it_laid_out(split_org):
+    # Given 10 seats over 4 shards, 4 held on one shard (ids that go to it: its first create laid
+    # all 10 out there, the other shards have none)
+    org = split_org(10, 4)
+    ids = [f"r{n}" for n in range(200)]
+    full = shard_of_resource(ids[0], 4)
+    for n, held in enumerate([i for i in ids if shard_of_resource(i, 4) == full][:4]):
+        org.service.create(org.accounts[n % 4], held, {}, held, kind=SEATS)
+    assert org.picture().get(full).allowance == 10
+    # And a create on another shard: it has no room, so it moves allowance there first
+    rid = next(i for i in ids if shard_of_resource(i, 4) != full)
+    mover = org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        create = race.start("create", lambda: mover.create(org.accounts[0], "moves", {}, rid, kind=SEATS))
+        # When its move's debit has applied (the donor's allowance taken) and its credit waits
+        while not crediting(create):
+            assert not create.done, "the create never moved allowance"
+            race.step(create)
+        # And meanwhile an operator lowers the limit to 9: a rebase freezes every shard, lays the
+        # allowances out from what they hold (the debited k is in none of them) and applies them
+        org.new_service().set_org_limit(org.org_id, SEATS, 9)
+        laid_out = org.picture()
+        assert not laid_out.frozen
+        assert laid_out.claims == 9
+        # When the credit goes, then the create goes on
+        race.finish(create)
+    # Then the credit was refused (the shards are at a later epoch): the claims are still the
+    # new limit, not k more, and the create was admitted within them
+    assert org.picture().claims <= 9
+    assert create.error is None
+    # And exactly 9 are ever held
+    for n in range(8):
+        try:
+            org.service.create(org.accounts[n % 4], f"more{n}", {}, kind=SEATS)
+        except LimitExceeded:
+            break
+    assert sum(org.live().values()) == 9
+    org.assert_exact(9)
 
 
 def test_a_rebase_whose_process_died_is_finished_by_the_next_create(split_org):

@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import (
     LimitBelowUsage,
     LimitExceeded,
@@ -17,6 +18,7 @@ from hybrid_counter.errors import (
     NotFound,
     ValidationError,
 )
+from hybrid_counter.keys import org_pk
 from hybrid_counter.resources import ResourceService
 
 pytestmark = pytest.mark.integration
@@ -131,6 +133,31 @@ def test_a_delete_frees_the_unit_at_both_levels_at_once(service, new_account, or
     state = service.org_counters(org_id)[SEATS]
     assert (state.best_effort, state.eventual) == (2, 2)
     assert used(service, first) == (0, 0)
+
+
+def test_the_organizations_records_delivered_twice_count_each_resource_once_there(
+    service, new_account, org, stream, counter, drain
+):
+    # Given an organization of 10 seats whose two members hold 3 and 2, counted on their accounts
+    first, second = new_account(), new_account()
+    org_id = org({SEATS: 10}, first, second)
+    service.set_limit(first, 5, kind=SEATS)
+    service.set_limit(second, 5, kind=SEATS)
+    service.create(first, "a", {}, kind=SEATS, units=3)
+    service.create(second, "b", {}, kind=SEATS, units=2)
+    drain(first)
+    drain(second)
+    # When the records of the organization's partition are delivered, then delivered again
+    records = []
+    while batch := stream.records_of(org_pk(org_id)):
+        records += batch
+    assert process_stream_batch(records, counter).failed_sequence_numbers == []
+    again = process_stream_batch(records, counter)
+    # Then the second delivery counts nothing: the organization's eventual holds each resource once
+    assert again.failed_sequence_numbers == []
+    assert (again.report.counted, again.report.already_done) == (0, 2)
+    state = service.org_counters(org_id)[SEATS]
+    assert (state.best_effort, state.eventual) == (5, 5)
 
 
 def test_an_account_without_an_organization_is_judged_by_its_own_limit_alone(service, account):

@@ -105,7 +105,15 @@ def test_dry_runs_judge_by_the_counter_that_counted_it(service, api, account, un
     service.set_limit(account, 1, kind="seats")
     team = unadmitted("seats")
     base = f"/accounts/{account}/kinds/seats/resources"
-    refused = {"would_admit": False, "kind": "seats", "units": 1, "limit": 1, "used": 1, "remaining": 0}
+    refused = {
+        "would_admit": False,
+        "kind": "seats",
+        "units": 1,
+        "limit": 1,
+        "used": 1,
+        "remaining": 0,
+        "scope": "account",
+    }
     # When a create (POST, PUT) of 1 seat and a growth of the team by 1 are tried as dry runs
     post = api("POST", f"{base}?dry_run=true", {"name": "one", "units": 1})
     put = api("PUT", f"{base}/new-one?dry_run=true", {"name": "one", "units": 1})
@@ -154,6 +162,7 @@ def test_dry_runs_judge_by_eventual_when_it_is_ahead(service, api, account, unit
         "limit": 5,
         "used": 3,
         "remaining": 2,
+        **({} if would_admit else {"scope": "account"}),  # a refusal says which level refuses
     }
     # When creates of `units` are tried as dry runs, by POST and by PUT
     post = api("POST", f"{base}?dry_run=true", {"name": "more", "units": units})
