@@ -67,7 +67,9 @@ def test_walkthrough_plan_kinds_override_limit_resize_dry_run_history(target):
         assert (web.kind, web.units, web.fields, web.created) == ("projects", 1, {"team": "blue"}, True)
         safe = api.create(account, "api", kind="projects", retry_safe=True)
         assert (safe.created, len(safe.resource_id)) == (True, 32)
-        assert api.would_create(account, "db", kind="projects") == WouldAdmit(False, "projects", 1, 2, 2, 0)
+        assert api.would_create(account, "db", kind="projects") == WouldAdmit(
+            False, "projects", 1, 2, 2, 0, scope="account"
+        )
         with pytest.raises(LimitExceeded) as at_limit:
             api.create(account, "db", kind="projects")
         assert (at_limit.value.kind, at_limit.value.limit, at_limit.value.used) == ("projects", 2, 2)

@@ -154,7 +154,15 @@ def test_plans_overrides_units_and_resizes(stack):
     dry = stack.call("POST", kind_path(first, "seats") + "?dry_run=true", {"name": "team-c", "units": 2})
     assert (dry.status_code, dry.json()) == (
         200,
-        {"would_admit": False, "kind": "seats", "units": 2, "limit": 10, "used": 9, "remaining": 1},
+        {
+            "would_admit": False,
+            "kind": "seats",
+            "units": 2,
+            "limit": 10,
+            "used": 9,
+            "remaining": 1,
+            "scope": "account",
+        },
     )
     assert stack.account_items(first) == before
     # When an override gives the first account 5 projects, two more fit, and no more

@@ -26,10 +26,11 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
-from hybrid_counter.errors import InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.errors import LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk, org_rebase_key
 from hybrid_counter.orgs.counters import org_counters
 from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources.org_level import LOWERING_SECONDS
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 from tests.explorer.scheduler import Call, Operation, Race
@@ -207,7 +208,9 @@ def is_apply(call: Call) -> bool:
 
 
 def is_plan_write(call: Call) -> bool:
-    return call.operation == "UpdateItem" and call.body.get("UpdateExpression", "") == "SET #plan = :plan"
+    return call.operation == "UpdateItem" and call.body.get("UpdateExpression", "").startswith(
+        "SET #plan = :plan"
+    )
 
 
 def on_shard(n: int) -> Callable[[Call], bool]:
@@ -303,17 +306,6 @@ def rebase_records_put(body: dict[str, Any], operation: str) -> bool:
 
 
 # ---- 1. two rebases of one epoch: the record outlives them ------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "split.py rebase(): the epoch is read (picture.epoch + 1) before the record is put; a whole "
-        "rebase of that same epoch by another process fits between the read and the put, so the put "
-        "succeeds after that rebase deleted its record; finish() then finds every shard at the epoch "
-        "(_freeze returns None) and returns without deleting the record: it stays forever, every "
-        "later rebase only 'finishes' it (a no-op), so limit changes answer InProgress and creates "
-        "needing a rebase 429 for ever (liveness, lost record)"
-    ),
-)
 def test_a_rebase_record_put_after_another_rebase_of_the_same_epoch_finished_is_never_left_behind(split_org):
     # Given 10 seats over 4 shards, laid out, and an override of 12 written (not laid out yet)
     org = split_org(10, 4)
@@ -337,16 +329,6 @@ def test_a_rebase_record_put_after_another_rebase_of_the_same_epoch_finished_is_
     org.assert_exact(8)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the same left-behind record from one lost response: the record's PutItem applies, its "
-        "response is lost, and botocore's retry (after read_timeout, 5 s) reaches DynamoDB after "
-        "another create has finished that rebase and deleted its record: attribute_not_exists(pk) "
-        "holds again, the retry puts the record back, finish() finds the epoch applied and "
-        "returns without deleting it (liveness, lost record)"
-    ),
-)
 def test_a_rebase_record_put_whose_response_is_lost_is_not_put_back_after_its_rebase_finished(split_org):
     # Given 10 seats over 4 shards, laid out, and an override of 12 written (not laid out yet)
     org = split_org(10, 4)
@@ -370,43 +352,7 @@ def test_a_rebase_record_put_whose_response_is_lost_is_not_put_back_after_its_re
     org.assert_exact(8)
 
 
-def test_the_left_behind_record_wedges_every_later_limit_change_and_the_creates_that_need_it(split_org):
-    """Evidence of the consequence of the defect above (passes while the defect is there): after
-    the duplicate record, set_org_limit answers InProgress, creates answer 429, and the sweeper
-    'finishes' the record each run without removing it."""
-    org = split_org(10, 4)
-    org.create_on(0)
-    org.service.changes.set_org_override(org.org_id, SEATS, 12, force=False, by="review")
-    c, d = org.new_service(), org.new_service()
-    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
-        first = race.start("c", lambda: org.create_on(1, service=c))
-        stop_before(race, first, is_rebase_put)
-        race.run("d", lambda: org.create_on(2, service=d, n=1))
-        race.finish(first)
-    if org.record() is None:
-        pytest.skip("the duplicate record is no longer left behind (fixed)")
-    with pytest.raises(InProgress):
-        org.new_service().set_org_limit(org.org_id, SEATS, 8)
-    with pytest.raises(Throttled):
-        org.create_on(3, service=org.new_service(), n=2)
-    for _ in range(2):
-        assert org.sweep_after_the_grace_period().rebases_finished >= 1
-    assert org.record() is not None
-    assert org.picture().basis.limit == 12  # the override of 8 is never laid out
-    assert org.held() == 3
-
-
 # ---- 2. ... and with another number of shards: zombie freeze marks, every create 429 ----------------
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the same duplicate record (see above) from set_org_shards(8) racing a create whose process "
-        "still sees 4 shards: the record's shards 4..7 did not exist, so its finisher's freeze "
-        "creates them frozen (rebasing = the epoch, no allowance) and returns None: those zombie "
-        "marks are never applied nor removed, the counter is frozen for good, and every create of "
-        "the kind answers 429 (liveness: stuck frozen forever)"
-    ),
-)
 def test_a_reshard_racing_a_create_that_sees_the_old_shard_count_never_leaves_the_counter_frozen(split_org):
     # Given 10 seats over 4 shards, laid out; a process D that has cached the 4 shards; an
     # override of 12 written and not laid out yet
@@ -432,16 +378,6 @@ def test_a_reshard_racing_a_create_that_sees_the_old_shard_count_never_leaves_th
 
 
 # ---- 3. a reconcile hands the room to an over-full shard one unit at a time ------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "lay_out(): when claims <= basis the favoured shard gets current + (basis - claims), but "
-        "an over-full shard's claim is its used, not its allowance: the surplus is absorbed below "
-        "its used, claims do not move, and each reconcile adds only the surplus again (here 1): "
-        "the create needs used+1 rebases (each freezing every shard), gives up after ATTEMPTS=8 and "
-        "answers 429 while the organization has room (refusal with room, no contention)"
-    ),
-)
 def test_after_a_forced_lowering_a_create_on_an_over_full_shard_is_admitted_when_the_org_has_room(split_org):
     # Given 12 seats over 2 shards, all 12 held by resources of shard 1
     org = split_org(12, 2)
@@ -459,18 +395,6 @@ def test_after_a_forced_lowering_a_create_on_an_over_full_shard_is_admitted_when
 
 
 # ---- 4. a non-forced lowering whose check covers the picture, not the shards' admissions after it ---
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "set_org_limit(6) without force checks the shards' used (6 <= 6) when it writes the "
-        "override on shard 0, but admissions on the shards stay conditional on their allowances "
-        "only, until the rebase freezes them: a create that read its shard before the override "
-        "lands between the override write and the freeze, so the organization ends holding 7 "
-        "under a limit of 6 that was not forced, and lay_out zeroes every allowance (claims > "
-        "basis): the single item would have refused the override or the create (LimitBelowUsage "
-        "contract, claims invariant)"
-    ),
-)
 def test_a_non_forced_lowering_never_ends_with_the_organization_over_its_new_limit(split_org):
     # Given 10 seats over 4 shards, 6 held, and a create that has read its shard, about to admit
     org = split_org(10, 4)
@@ -488,9 +412,65 @@ def test_a_non_forced_lowering_never_ends_with_the_organization_over_its_new_lim
         # ... and the create's admission lands first
         race.finish(create)
         race.finish(lower)
-    # Then the organization does not hold more than the limit it was not forced below
-    assert lower.error is not None or org.held() <= 6, (create.error, org.held(), summary(org.picture()))
-    org.assert_exact(6)
+    # Then the organization never holds more than a limit it was not forced below: either the
+    # lowering found 7 held once the shards were frozen and was refused (the limit stays 10), or
+    # it was laid out first and the create was refused
+    if lower.error is not None:
+        assert isinstance(lower.error, LimitBelowUsage), lower.error
+        assert create.error is None
+        assert org.held() == 7
+        org.assert_exact(10)
+    else:
+        assert org.held() <= 6, (create.error, org.held(), summary(org.picture()))
+        org.assert_exact(6)
+
+
+def test_a_lowering_refused_on_its_frozen_shards_changes_nothing(split_org):
+    # Given 10 seats over 4 shards, 7 held
+    org = split_org(10, 4)
+    for n in range(7):
+        org.create_on(n % 4, n=n)
+    before = org.service.org_history(org.org_id)
+    # When the limit is lowered to 6 without force
+    with pytest.raises(LimitBelowUsage):
+        org.new_service().set_org_limit(org.org_id, SEATS, 6)
+    # Then nothing is recorded, the limit stays 10 laid out as before, and creates go on to 10
+    assert org.service.org_history(org.org_id) == before
+    assert org.picture().get(0).state.limit is None
+    _refill_exactly(org, 10)
+    org.assert_exact(10)
+
+
+@pytest.mark.parametrize("dies_at", ["freeze", "plan", "apply"])
+def test_a_lowering_whose_process_dies_before_its_write_changes_nothing_once_its_deadline_passes(
+    split_org, dies_at
+):
+    # Given 10 seats over 4 shards, 4 held
+    org = split_org(10, 4)
+    for n in range(4):
+        org.create_on(n, n=n)
+    before = org.service.org_history(org.org_id)
+    where = {
+        "freeze": freeze_body,
+        "plan": lambda b: str(b.get("UpdateExpression", "")).startswith("SET #plan"),
+        "apply": apply_body,
+    }[dies_at]
+    # When a lowering to 6 (not forced) dies while laying 6 out, before writing the override
+    with (
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=where),
+        pytest.raises(ProcessDied),
+    ):
+        org.new_service().set_org_limit(org.org_id, SEATS, 6)
+    # Then nothing is recorded; creates meanwhile are held to at most 6 (never more than 10)
+    assert org.service.org_history(org.org_id) == before
+    org.sweep_after_the_grace_period()
+    # And past the lowering's deadline the organization's limit is 10 again, exactly
+    _refill_exactly(org, 10)
+    org.assert_exact(10)
+    # And the retried lowering is refused (10 held), with nothing recorded
+    with pytest.raises(LimitBelowUsage):
+        org.new_service().set_org_limit(org.org_id, SEATS, 6)
+    assert org.service.org_history(org.org_id) == before
 
 
 # ---- 5. a move's credit around a rebase ------------------------------------------------------------
@@ -547,7 +527,9 @@ def _dead_rebase(org: SplitOrg, *, dies_at: Callable[[dict[str, Any]], bool], li
         injected(org.clients.dynamodb, "UpdateItem", when="crash", where=dies_at),
         pytest.raises(ProcessDied),
     ):
-        org.new_service().set_org_limit(org.org_id, SEATS, limit)
+        # forced: the override is written first, and the rebase that lays it out dies (a lowering
+        # that is not forced lays its limit out before writing it: see the lowering tests)
+        org.new_service().set_org_limit(org.org_id, SEATS, limit, force=True)
 
 
 def freeze_body(body: dict[str, Any]) -> bool:
@@ -681,7 +663,7 @@ WRITES: dict[str, tuple[str, str, Callable[[dict[str, Any]], bool]]] = {
     "release": _single(lambda b: "#last_release" in _expr(b) and _sk(b).startswith("COUNTER#seats#")),
     "record put": _retrying("PutItem", lambda b: _sk(b).startswith("REBASE#")),
     "freeze": _retrying("UpdateItem", freeze_body),
-    "plan write": _retrying("UpdateItem", lambda b: _expr(b) == "SET #plan = :plan"),
+    "plan write": _retrying("UpdateItem", lambda b: _expr(b).startswith("SET #plan = :plan")),
     "apply": _retrying("UpdateItem", apply_body),
     "record delete": _retrying("DeleteItem", lambda b: _sk(b).startswith("REBASE#")),
 }
@@ -989,15 +971,6 @@ def test_an_emptied_split_organization_can_be_deleted(split_org):
     assert org_counters(org.clients, org.settings.table_name, org.org_id) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "orgs/store.py delete(): MAX_KINDS (97) is compared with the number of counter ITEMS, and "
-        "one transaction deletes them all: at 16 shards an organization of 7 kinds has 112 items "
-        "and can never be deleted ('too many kinds to delete at once'), nor at any shard count "
-        "once kinds x shards > 97 (liveness)"
-    ),
-)
 def test_an_emptied_organization_of_seven_kinds_over_16_shards_can_be_deleted(split_org):
     org = split_org(6, 16, members=1)
     kinds = [f"k{n}" for n in range(7)]
@@ -1012,17 +985,6 @@ def test_an_emptied_organization_of_seven_kinds_over_16_shards_can_be_deleted(sp
     assert org_counters(org.clients, org.settings.table_name, org.org_id) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "delete_org removes the shard items but not the REBASE# record of a rebase that was under "
-        "way (here its process died after the record; the same for the record left by defect 1): "
-        "an organization created again under that id finishes the old record at its first create "
-        "and lays its shards out for the old organization's plan (20); its plan tag (moves 1, "
-        "version 2) sorts after the new organization's view (moves 1, version 1), so _wanted keeps "
-        "it: the new organization, on a plan of 3, admits 20 (overshoot)"
-    ),
-)
 def test_an_organization_created_again_under_a_deleted_ones_id_is_held_to_its_own_plan(split_org):
     # Given an organization split over 4 shards whose plan went from 10 to 20, emptied, whose
     # rebase to 20 died after putting its record
@@ -1093,7 +1055,7 @@ def test_the_sweeper_finishes_a_rebase_that_died_after_applying_some_shards(spli
         injected(org.clients.dynamodb, "UpdateItem", when="crash", where=apply_body, skip=applied),
         pytest.raises(ProcessDied),
     ):
-        org.new_service().set_org_limit(org.org_id, SEATS, 7)
+        org.new_service().set_org_limit(org.org_id, SEATS, 7, force=True)
     assert org.picture().frozen
     assert org.sweep_after_the_grace_period().rebases_finished >= 1
     assert not org.picture().frozen
@@ -1103,22 +1065,16 @@ def test_the_sweeper_finishes_a_rebase_that_died_after_applying_some_shards(spli
 
 
 # ---- 13. a rebase asked for on a picture that another process has since laid out -----------------------
+def _dies(*_: Any, **__: Any) -> None:
+    raise ProcessDied("died after the override's write, before its rebalance")
+
+
 def is_record_read(call: Call) -> bool:
     return call.operation == "GetItem" and call.body.get("Key", {}).get("sk", {}).get("S", "").startswith(
         "REBASE#"
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "split.py rebase() says it starts its rebase 'only if still needed', but when it finds no "
-        "record it rebases whatever the fresh picture shows: a create that read the picture "
-        "before another process laid the same basis out runs a second, empty rebase (a new "
-        "epoch: every shard frozen again, every in-flight move cancelled); in a stampede of first "
-        "creates each such reader adds one (seen: epoch 2 after 24 first creates at 4 shards)"
-    ),
-)
 def test_a_rebase_already_done_by_another_process_is_not_done_again(split_org):
     # Given a split organization whose kind has no counter items yet
     org = split_org(10, 4)
@@ -1152,13 +1108,16 @@ def test_a_stale_process_after_an_override_is_removed_lays_out_its_cached_plan_u
     org.create_on(1, service=org.new_service(), n=1)
     assert org.picture().basis.limit == 6
     org.service.set_org_limit(org.org_id, SEATS, 12)
-    with (
-        injected(org.clients.dynamodb, "Query", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.new_service().set_org_limit(org.org_id, SEATS, None)
+    remover = org.new_service()
+    remover.orgs.rebalance = _dies
+    with pytest.raises(ProcessDied):
+        remover.set_org_limit(org.org_id, SEATS, None)
     assert org.picture().get(0).state.limit is None
+    # the removal laid 6 out first (a lowering): it stands until its deadline, for every process
     org.create_on(2, service=stale, n=2)
+    assert org.picture().basis.limit == 6
+    org.clock.now += LOWERING_SECONDS + 1
+    org.create_on(0, service=stale, n=4)
     assert org.picture().basis.limit == 10  # the stale view, older than the 6 laid out before
     org.create_on(3, service=org.new_service(), n=3)
     assert org.picture().basis.limit == 6

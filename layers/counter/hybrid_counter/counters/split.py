@@ -102,6 +102,8 @@ ListKey = Callable[[str, str], tuple[str, str]]  # (owner, kind) -> (pk, sort ke
 ShardOf = Callable[[str], int]  # a shard item's sort key -> its number
 
 OVERRIDE = "override"
+KEPT, KEPT_SOURCE = "kept_basis", "kept_source"  # a strict rebase's record: the basis it keeps if refused
+PLAN_LIMIT, PLAN_SOURCE = "plan_basis", "plan_source"  # the basis the recorded plan lays out
 ATTEMPTS = 8
 SHARD_CHOICES = (1, 2, 4, 8, 16)  # each a whole number of the 16 ranges a shard
 
@@ -119,6 +121,18 @@ class Basis:
     @staticmethod
     def of_plan(limit: int, moves: int, version: int) -> Basis:
         return Basis(limit, f"plan:{moves}:{version}")
+
+    @staticmethod
+    def lowering(limit: int, until: float) -> Basis:
+        """A limit laid out before its change is written (a lowering that is not forced): it
+        stands until ``until`` (epoch seconds) unless the change is written first."""
+        return Basis(limit, f"lowering:{until:.3f}")
+
+    @property
+    def lowering_until(self) -> float | None:
+        if not self.source.startswith("lowering:"):
+            return None
+        return float(self.source.split(":", 1)[1])
 
     @property
     def plan_tag(self) -> tuple[int, int] | None:
@@ -226,7 +240,9 @@ def shard_of_resource(resource_id: str, shards: int) -> int:
 
 @dataclass(frozen=True)
 class Plan:
-    epoch: int
+    """What a rebase lays out: each shard's allowance and the basis they are laid out for (the
+    record's, or, for a strict rebase whose frozen shards hold more than it, the one kept)."""
+
     basis: Basis
     allowances: dict[int, int]
 
@@ -243,7 +259,9 @@ def lay_out(picture: ShardSet, numbers: list[int], basis: Basis, favour: int) ->
     used = {n: picture.get(n).used for n in numbers}
     claims = sum(max(used[n], current[n]) for n in numbers)
     if claims <= basis.limit:
-        new = dict(current)
+        # each shard keeps its claim (an over-full one's allowance rises to its used, which
+        # does not move the claims), and what the basis holds beyond them is the favoured one's room
+        new = {n: max(used[n], current[n]) for n in numbers}
         new[favour] = new.get(favour, 0) + basis.limit - claims
         return new
     if sum(used.values()) > basis.limit:
@@ -365,17 +383,33 @@ class SplitCounter:
         return False
 
     # ---- rebases -----------------------------------------------------------------------------------
-    def rebase(self, owner: str, kind: str, basis: Basis, *, shards: int, favour: int = 0) -> None:
-        """Lay allowances out for ``basis`` over at least ``shards`` shards (finishing a rebase
-        already under way first, and then starting this one only if still needed)."""
+    def rebase(
+        self,
+        owner: str,
+        kind: str,
+        basis: Basis,
+        *,
+        shards: int,
+        favour: int = 0,
+        needed: Callable[[ShardSet], bool] | None = None,
+        strict: Basis | None = None,
+    ) -> None:
+        """Lay allowances out for ``basis`` over at least ``shards`` shards: a rebase already
+        under way is finished first (the caller reads again); this one is started only if
+        ``needed`` still says so of a picture read after finding no record (another process may
+        have laid the same out meanwhile). ``strict``: the basis to keep if the frozen shards
+        hold more than ``basis`` (a lowering that is not forced; ``basis`` is then laid out as
+        asked, without an override on shard 0 replacing it)."""
         for _ in range(ATTEMPTS):
             record = self.record(owner, kind)
             if record is not None:
                 self.finish(owner, kind, record)
                 return  # the caller reads again: what it asked for may be done, or not needed
             picture = self.read(owner, kind)
+            if needed is not None and not needed(picture):
+                return
             numbers = sorted(set(range(shards)) | set(picture.shards))
-            target = self._target(picture, basis)
+            target = basis if strict is not None else self._target(picture, basis)
             epoch = picture.epoch + 1
             now = self._fx.clock()
             item = {
@@ -388,6 +422,9 @@ class SplitCounter:
                 "pending_shard": {"S": self._pending_key(owner, kind)},
                 "pending_since": {"S": iso_utc(now)},
             }
+            if strict is not None:
+                item[KEPT] = {"N": str(strict.limit)}
+                item[KEPT_SOURCE] = {"S": strict.source}
             try:
                 retry_conflicts(
                     partial(
@@ -415,31 +452,47 @@ class SplitCounter:
         return asked
 
     def finish(self, owner: str, kind: str, record: dict[str, Any]) -> None:
-        """Complete a rebase from its record (steps 2 to 4; each step conditional and idempotent)."""
+        """Complete a rebase from its record (steps 2 to 4; each step conditional and idempotent).
+
+        A record can outlive its rebase's epoch: its put was read at epoch e - 1 and another
+        process's whole rebase of epoch e fitted between that read and the put (or the put's
+        response was lost and botocore's resend came after that rebase). Such a record has no
+        plan and finds its epoch applied: it is removed, with any freeze mark its finishers left
+        on shards the applied plan did not cover."""
         epoch = int(record[EPOCH]["N"])
-        basis = Basis(int(record[BASIS]["N"]), str(record[BASIS_SOURCE]["S"]))
         numbers = sorted(int(n) for n in record["shards"]["NS"])
-        favour = int(record.get("favour", {}).get("N", "0"))
         plan = _plan_of(record)
         if plan is None:
             picture = self._freeze(owner, kind, numbers, epoch)
-            if picture is None:
-                # a shard is laid out already, so a plan was written: apply what is left of it
-                plan = self._recorded_plan(owner, kind, epoch)
+            if picture.epoch >= epoch:
+                # laid out already: by this record's plan (apply what is left of it), or by
+                # another rebase of the epoch (this record is left over: remove it)
+                current = self.record(owner, kind)
+                plan = None if current is None or int(current[EPOCH]["N"]) != epoch else _plan_of(current)
+                if plan is None:
+                    if current is not None and int(current[EPOCH]["N"]) == epoch:
+                        self._drop_record(owner, kind, epoch, unplanned=True)
+                    self._thaw(owner, kind, picture, epoch)
+                    return
             else:
                 numbers = sorted(set(numbers) | set(picture.shards))
-                plan = self._record_plan(owner, kind, epoch, lay_out(picture, numbers, basis, favour))
-            if plan is None:
-                return  # finished by another process meanwhile
-        for n, allowance in sorted(plan.items()):
-            self._apply(owner, kind, n, epoch=epoch, basis=basis, allowance=allowance)
+                plan = self._record_plan(owner, kind, epoch, _plan_for(record, picture, numbers))
+                if plan is None:
+                    return  # finished by another process meanwhile
+        for n, allowance in sorted(plan.allowances.items()):
+            self._apply(owner, kind, n, epoch=epoch, basis=plan.basis, allowance=allowance)
+        self._drop_record(owner, kind, epoch, unplanned=False)
+
+    def _drop_record(self, owner: str, kind: str, epoch: int, *, unplanned: bool) -> None:
+        condition = "#e = :e" + (" AND attribute_not_exists(#plan)" if unplanned else "")
+        names = {"#e": EPOCH, **({"#plan": "plan"} if unplanned else {})}
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.delete_item(
                     TableName=self._table,
                     Key=self._record_key(owner, kind),
-                    ConditionExpression="#e = :e",
-                    ExpressionAttributeNames={"#e": EPOCH},
+                    ConditionExpression=condition,
+                    ExpressionAttributeNames=names,
                     ExpressionAttributeValues={":e": {"N": str(epoch)}},
                 ),
                 self._fx.retry,
@@ -448,9 +501,34 @@ class SplitCounter:
             if error_code(error) != CONDITION_FAILED:
                 raise
 
-    def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet | None:
-        """Mark every shard (creating the new ones); then the picture, once all are marked. None
-        if the rebase is already applied."""
+    def _thaw(self, owner: str, kind: str, picture: ShardSet, epoch: int) -> None:
+        """Remove the freeze marks of an epoch that is laid out from the shards it did not lay
+        out (marks a late finisher made, on shards it created): nothing will ever apply them.
+        Conditional on the mark and on the shard not being laid out at the epoch, so a later
+        rebase's marks are never touched."""
+        for shard in picture.shards.values():
+            if shard.state.rebasing != epoch or shard.state.epoch >= epoch:
+                continue
+            expr = UpdateExpr().remove(REBASING)
+            e, r, at = expr.name(EPOCH), expr.name(REBASING), expr.number(epoch)
+            expr.when(f"{r} = {at}")
+            expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
+            try:
+                retry_conflicts(
+                    partial(
+                        self._clients.dynamodb.update_item,
+                        **expr.update_key(self._table, self._shard_key(owner, kind, shard.number)),
+                    ),
+                    self._fx.retry,
+                )
+            except ClientError as error:
+                if error_code(error) != CONDITION_FAILED:
+                    raise
+
+    def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet:
+        """Mark every shard (creating the new ones); then the picture, once all are marked, or
+        as soon as one is laid out at the epoch or later (the rebase is applied, or under way
+        from its plan)."""
         for _ in range(ATTEMPTS):
             for n in numbers:
                 expr = UpdateExpr()
@@ -473,8 +551,8 @@ class SplitCounter:
                     if error_code(error) != CONDITION_FAILED:
                         raise
             picture = self.read(owner, kind)
-            if any(s.state.epoch >= epoch for s in picture.shards.values()):
-                return None
+            if picture.epoch >= epoch:
+                return picture
             if all(s.state.rebasing == epoch for s in picture.shards.values()) and set(numbers) <= set(
                 picture.shards
             ):
@@ -482,20 +560,27 @@ class SplitCounter:
             numbers = sorted(set(numbers) | set(picture.shards))
         raise _busy()
 
-    def _record_plan(self, owner: str, kind: str, epoch: int, plan: dict[int, int]) -> dict[int, int] | None:
+    def _record_plan(self, owner: str, kind: str, epoch: int, plan: Plan) -> Plan | None:
         """Write the plan on the record unless one is there; the one there is the plan."""
         values: dict[str, Any] = {
             ":e": {"N": str(epoch)},
-            ":plan": {"M": {str(n): {"N": str(a)} for n, a in plan.items()}},
+            ":plan": {"M": {str(n): {"N": str(a)} for n, a in plan.allowances.items()}},
+            ":limit": {"N": str(plan.basis.limit)},
+            ":source": {"S": plan.basis.source},
         }
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
                     TableName=self._table,
                     Key=self._record_key(owner, kind),
-                    UpdateExpression="SET #plan = :plan",
+                    UpdateExpression="SET #plan = :plan, #limit = :limit, #source = :source",
                     ConditionExpression="#e = :e AND attribute_not_exists(#plan)",
-                    ExpressionAttributeNames={"#plan": "plan", "#e": EPOCH},
+                    ExpressionAttributeNames={
+                        "#plan": "plan",
+                        "#e": EPOCH,
+                        "#limit": PLAN_LIMIT,
+                        "#source": PLAN_SOURCE,
+                    },
                     ExpressionAttributeValues=values,
                 ),
                 self._fx.retry,
@@ -504,13 +589,9 @@ class SplitCounter:
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
-        return self._recorded_plan(owner, kind, epoch)
-
-    def _recorded_plan(self, owner: str, kind: str, epoch: int) -> dict[int, int] | None:
-        """The plan on the record of this rebase (None: the record is gone, the rebase finished)."""
         record = self.record(owner, kind)
         if record is None or int(record[EPOCH]["N"]) != epoch:
-            return None
+            return None  # the record is gone: the rebase finished
         return _plan_of(record)
 
     def _apply(self, owner: str, kind: str, n: int, *, epoch: int, basis: Basis, allowance: int) -> None:
@@ -551,9 +632,23 @@ def _at_epoch(expr: UpdateExpr, epoch: int) -> None:
     expr.when(f"{e} = {expr.number(epoch)}" if epoch else f"attribute_not_exists({e})")
 
 
-def _plan_of(record: dict[str, Any]) -> dict[int, int] | None:
+def _plan_for(record: dict[str, Any], picture: ShardSet, numbers: list[int]) -> Plan:
+    """Step 3: the plan from the frozen picture. A strict record (a lowering that is not forced)
+    lays its basis out only if the frozen shards hold no more than it; else the basis it keeps."""
+    basis = Basis(int(record[BASIS]["N"]), str(record[BASIS_SOURCE]["S"]))
+    favour = int(record.get("favour", {}).get("N", "0"))
+    if KEPT in record and picture.used > basis.limit:
+        basis = Basis(int(record[KEPT]["N"]), str(record[KEPT_SOURCE]["S"]))
+    return Plan(basis, lay_out(picture, numbers, basis, favour))
+
+
+def _plan_of(record: dict[str, Any]) -> Plan | None:
     plan = record.get("plan", {}).get("M")
-    return None if plan is None else {int(n): int(a["N"]) for n, a in plan.items()}
+    if plan is None:
+        return None
+    limit = record.get(PLAN_LIMIT, record[BASIS])
+    source = record.get(PLAN_SOURCE, record[BASIS_SOURCE])
+    return Plan(Basis(int(limit["N"]), str(source["S"])), {int(n): int(a["N"]) for n, a in plan.items()})
 
 
 def _busy() -> Exception:

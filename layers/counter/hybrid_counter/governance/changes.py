@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from hybrid_counter.plans import Limits, PlanStore
 
 Key = dict[str, dict[str, str]]
+Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
 ATTEMPTS = 4
 
 
@@ -106,9 +107,21 @@ class LimitChanges:
             counter_index=account_id,
         )
 
-    def set_org_override(self, org_id: str, kind: str, limit: int | None, *, force: bool, by: str) -> None:
+    def set_org_override(
+        self,
+        org_id: str,
+        kind: str,
+        limit: int | None,
+        *,
+        force: bool,
+        by: str,
+        guard: Callable[[int], Guard] | None = None,
+    ) -> None:
         """Set (or, with None, remove) the organization's override for the kind (on its counter
-        item: its admissions are conditional on it, as an account's are on its own)."""
+        item, shard 0: its admissions are conditional on it, as an account's are on its own).
+        ``guard``: for a change that is not forced, called with the limit it makes effective
+        before each attempt; the condition it returns is added to the write (a split counter's
+        allowances laid out for that limit first: resources/org_level.py lower_first)."""
         self._override(
             org_counter_key(org_id, kind=kind),
             kind,
@@ -118,9 +131,10 @@ class LimitChanges:
             plan_limit=lambda: self._limits.stored_org_plan_limit(org_id, kind),
             ids={"org_id": org_id},
             counter_index=None,
-            # a split counter's use is its shards' (the check in the write covers shard 0 only:
-            # a create admitted on another shard meanwhile is judged as a plan move's is)
+            # a split counter's use is its shards' (the check in the write covers shard 0 only;
+            # the guard keeps the other shards within the limit until it is laid out)
             used_of=lambda state: self._org_used(org_id, kind, state),
+            guard=guard,
         )
 
     def _org_used(self, org_id: str, kind: str, state: CounterState) -> int:
@@ -141,6 +155,7 @@ class LimitChanges:
         ids: dict[str, str],
         counter_index: str | None,
         used_of: Callable[[CounterState], int] | None = None,
+        guard: Callable[[int], Guard] | None = None,
     ) -> None:
         change = self._new_change()
         for _ in range(ATTEMPTS):
@@ -152,6 +167,7 @@ class LimitChanges:
             used = state.used if used_of is None else used_of(state)
             if not force and effective < used:
                 raise LimitBelowUsage([(kind, effective, used)])
+            guarded = guard(effective) if guard is not None and not force else None
             what: What = "override" if limit is not None else "override_removed"
             record = self._record(change, what, state.limit, limit, force=force, by=by, kind=kind, **ids)
             write = partial(
@@ -164,6 +180,7 @@ class LimitChanges:
                 new=limit,
                 effective=effective,
                 force=force,
+                guard=guarded,
             )
             if self._made(key, record, write):
                 return
@@ -180,6 +197,7 @@ class LimitChanges:
         new: int | None,
         effective: int,
         force: bool,
+        guard: Guard | None = None,
     ) -> bool:
         values: dict[str, Any] = {":change": {"S": record.name}}
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
@@ -203,6 +221,11 @@ class LimitChanges:
             values[":room"] = {"N": str(effective)}
             conditions.append("(attribute_not_exists(#be) OR #be <= :room)")
             conditions.append("(attribute_not_exists(#ev) OR #ev <= :room)")
+        if guard is not None:
+            condition, guard_names, guard_values = guard
+            conditions.append(f"({condition})")
+            names.update(guard_names)
+            values.update(guard_values)
         return self._conditional(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,

@@ -39,6 +39,7 @@ from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, Vali
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     MEMBER_PREFIX,
+    REBASE_PREFIX,
     RESOURCE_PREFIX,
     account_pk,
     counter_key,
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
 # Actions of one membership transaction: the account's profile, the organization's profile and
 # member item, and one per counter item.
 MAX_KINDS = 100 - 3
+TRANSACTION_ITEMS = 100
 ATTEMPTS = 4
 
 
@@ -266,7 +268,9 @@ class OrgStore:
                 "TableName": self._table,
                 "Key": org_key(org_id),
                 "UpdateExpression": "ADD members :one",
-                "ConditionExpression": "attribute_exists(pk)",
+                # a join is refused once a deletion has begun (orgs are deleted only without members)
+                "ConditionExpression": "attribute_exists(pk)"
+                + (" AND attribute_not_exists(deleting)" if joining else ""),
                 "ExpressionAttributeValues": one,
             }
         }
@@ -313,30 +317,40 @@ class OrgStore:
 
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str) -> None:
-        """Delete the organization and its counter items: only without members."""
-        org = self._get(org_key(org_id))
-        if org is None:
-            raise NotFound(f"organization {org_id} not found")
-        counters = self._clients.dynamodb.query(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": COUNTER_PREFIX}},
-            ConsistentRead=True,
-        ).get("Items", [])
-        if len(counters) > MAX_KINDS:
-            raise ValidationError(f"organization {org_id} has too many kinds to delete at once")
+        """Delete the organization, its counter items and any rebase record: only without
+        members. Marked ``deleting`` first (conditional on no members; joins are refused from
+        then on), so its counters can only go down while they are checked and removed in
+        transactions of at most 100 items (16 shards of many kinds are more than one holds);
+        the organization's item goes last, so a deletion that dies half way is finished by
+        the next DELETE."""
+        try:
+            retry_conflicts(
+                lambda: self._clients.dynamodb.update_item(
+                    TableName=self._table,
+                    Key=org_key(org_id),
+                    UpdateExpression="SET deleting = :yes",
+                    ConditionExpression="attribute_exists(pk) AND (attribute_not_exists(members) OR members = :zero)",
+                    ExpressionAttributeValues={":yes": {"BOOL": True}, ":zero": {"N": "0"}},
+                ),
+                self._retry,
+            )
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
+            if self._get(org_key(org_id)) is None:
+                raise NotFound(f"organization {org_id} not found") from error
+            raise _not_empty(org_id) from error
+        items = self._org_items(org_id, COUNTER_PREFIX) + self._org_items(org_id, REBASE_PREFIX)
+        if any(_holds(item) for item in items):
+            self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=org_key(org_id),
+                UpdateExpression="REMOVE deleting",
+                ConditionExpression="attribute_exists(pk)",
+            )
+            raise _not_empty(org_id)
         zero = {":zero": {"N": "0"}}
         actions: list[dict[str, Any]] = [
-            {
-                "Delete": {
-                    "TableName": self._table,
-                    "Key": org_key(org_id),
-                    "ConditionExpression": "attribute_not_exists(members) OR members = :zero",
-                    "ExpressionAttributeValues": zero,
-                }
-            }
-        ]
-        actions += [
             {
                 "Delete": {
                     "TableName": self._table,
@@ -348,16 +362,34 @@ class OrgStore:
                     "ExpressionAttributeValues": zero,
                 }
             }
-            for item in counters
+            for item in items
         ]
-        try:
-            self._transact(actions)
-        except ClientError as error:
-            if error_code(error) != "TransactionCanceledException":
-                raise
-            raise MembershipConflict(
-                "OrganizationNotEmpty", f"organization {org_id} has members or holds units; remove them first"
-            ) from error
+        for at in range(0, len(actions), TRANSACTION_ITEMS):
+            self._transact(actions[at : at + TRANSACTION_ITEMS])
+        self._transact(
+            [
+                {
+                    "Delete": {
+                        "TableName": self._table,
+                        "Key": org_key(org_id),
+                        "ConditionExpression": "attribute_not_exists(members) OR members = :zero",
+                        "ExpressionAttributeValues": zero,
+                    }
+                }
+            ]
+        )
+
+    def _org_items(self, org_id: str, prefix: str) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        paginator = self._clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self._table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": prefix}},
+            ConsistentRead=True,
+        ):
+            found += [dict(item) for item in page.get("Items", [])]
+        return found
 
     def _transact(self, actions: list[dict[str, Any]]) -> None:
         retry_conflicts(
@@ -370,3 +402,13 @@ class OrgStore:
             "Item"
         )
         return None if item is None else dict(item)
+
+
+def _holds(item: dict[str, Any]) -> bool:
+    return bool(int(item.get("best_effort", {}).get("N", "0")) or int(item.get("eventual", {}).get("N", "0")))
+
+
+def _not_empty(org_id: str) -> MembershipConflict:
+    return MembershipConflict(
+        "OrganizationNotEmpty", f"organization {org_id} has members or holds units; remove them first"
+    )

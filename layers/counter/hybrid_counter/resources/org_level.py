@@ -27,7 +27,8 @@ its lag (the same assumption the takeover of a dead delete makes, design.md §4)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from functools import partial
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -35,7 +36,8 @@ from hybrid_counter.aws import Attempted, Effect
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
 from hybrid_counter.counters.split import OVERRIDE, Basis, ShardSet, shard_of_resource
-from hybrid_counter.errors import InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.counters.state import ALLOWANCE, BASIS, REBASING
+from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import member_token, org_counter_key, profile_key
 from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.resources import items
@@ -47,6 +49,22 @@ if TYPE_CHECKING:
     from hybrid_counter.observability import Observability
 
 ATTEMPTS = 8  # of a split counter's admission: reads, moves, rebases, writes
+LOWERING_SECONDS = 30.0  # how long a lowering's basis stands before its change is written
+
+Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition on shard 0, its names and values
+SINGLE_GUARD: Guard = (
+    "attribute_not_exists(#g_allowance) AND attribute_not_exists(#g_rebasing)",
+    {"#g_allowance": ALLOWANCE, "#g_rebasing": REBASING},
+    {},
+)
+
+
+def split_guard(limit: int) -> Guard:
+    return (
+        "#g_basis <= :g_limit AND attribute_not_exists(#g_rebasing)",
+        {"#g_basis": BASIS, "#g_rebasing": REBASING},
+        {":g_limit": {"N": str(limit)}},
+    )
 
 
 class OrgView(Protocol):
@@ -244,11 +262,19 @@ class OrgLevel:
             picture = picture or self.splits.read(org, kind)
             wanted = self._wanted(org, kind, picture)
             basis = picture.basis
-            if wanted is not None or basis is None or picture.frozen or not picture.get(shard).split:
+            if self._unlaid(org, kind, picture, shard):
                 target = wanted or basis or self._view.org_plan_basis(org, kind)
-                self.splits.rebase(org, kind, target, shards=self._shards(org, shard), favour=shard)
+                self.splits.rebase(
+                    org,
+                    kind,
+                    target,
+                    shards=self._shards(org, shard),
+                    favour=shard,
+                    needed=partial(self._unlaid, org, kind, shard=shard),
+                )
                 picture = None
                 continue
+            assert basis is not None
             judged = Judged(basis.limit, "override" if basis.source == OVERRIDE else "plan")
             mine = picture.get(shard)
             if mine.room >= units:
@@ -265,7 +291,14 @@ class OrgLevel:
                 self.splits.gather(org, kind, picture, shard, units)
             elif free > 0 and spare + free >= units:
                 # lost allowance, or room released on shards that were over theirs: hand it out
-                self.splits.rebase(org, kind, basis, shards=self._shards(org, shard), favour=shard)
+                self.splits.rebase(
+                    org,
+                    kind,
+                    basis,
+                    shards=self._shards(org, shard),
+                    favour=shard,
+                    needed=partial(self._short, org, kind, shard=shard, units=units),
+                )
             else:
                 return Admission(AdmissionOutcome.REJECTED, picture.total(), judged=judged)
             picture = None
@@ -273,6 +306,24 @@ class OrgLevel:
         return Admission(
             AdmissionOutcome.NOT_APPLIED, picture.total() if picture else CounterState(), throttled=True
         )
+
+    def _unlaid(self, org: str, kind: str, picture: ShardSet, shard: int) -> bool:
+        """The shard cannot admit before a rebase: not laid out for the limit wanted, not split,
+        or frozen."""
+        return (
+            self._wanted(org, kind, picture) is not None
+            or picture.basis is None
+            or picture.frozen
+            or not picture.get(shard).split
+        )
+
+    def _short(self, org: str, kind: str, picture: ShardSet, shard: int, units: int) -> bool:
+        """A reconcile is still what the shard needs: no room, and the basis holds more than the
+        claims (or the picture is not laid out at all)."""
+        basis = picture.basis
+        if basis is None or self._unlaid(org, kind, picture, shard):
+            return True
+        return picture.get(shard).room < units and basis.limit > picture.claims
 
     # ---- laying allowances out (operators' changes) -------------------------------------------------
     def reshard(self, org: str, kind: str, shards: int) -> None:
@@ -282,15 +333,20 @@ class OrgLevel:
             picture = self.splits.read(org, kind)
             if shards <= 1 and not picture.split and not picture.frozen:
                 return
-            laid_out = picture.split and all(picture.get(n).split for n in range(shards))
-            wanted = self._wanted(org, kind, picture)
-            if laid_out and wanted is None and not picture.frozen:
+            if not self._unsplit(org, kind, shards, picture):
                 return
+            wanted = self._wanted(org, kind, picture)
             target = wanted or picture.basis or self._view.org_plan_basis(org, kind)
-            self.splits.rebase(org, kind, target, shards=shards)
+            self.splits.rebase(
+                org, kind, target, shards=shards, needed=partial(self._unsplit, org, kind, shards)
+            )
         raise InProgress(
             "the organization's counter kept changing while it was being split; retry the request"
         )
+
+    def _unsplit(self, org: str, kind: str, shards: int, picture: ShardSet) -> bool:
+        laid_out = picture.split and all(picture.get(n).split for n in range(shards))
+        return not laid_out or picture.frozen or self._wanted(org, kind, picture) is not None
 
     def rebalance(self, org: str, kind: str) -> None:
         """After a change of its limit: a split counter's allowances laid out for the new one."""
@@ -298,23 +354,79 @@ class OrgLevel:
             picture = self.splits.read(org, kind)
             if not picture.split and not picture.frozen:
                 return  # a single item: its admissions judge by the limit itself
-            wanted = self._wanted(org, kind, picture)
+            wanted = self._wanted(org, kind, picture, settled=True)
             if wanted is None and not picture.frozen:
                 return
             self.splits.rebase(
-                org, kind, wanted or picture.basis or self._view.org_plan_basis(org, kind), shards=1
+                org,
+                kind,
+                wanted or picture.basis or self._view.org_plan_basis(org, kind),
+                shards=1,
+                needed=lambda p: p.frozen or self._wanted(org, kind, p, settled=True) is not None,
             )
         raise InProgress("the organization's counter kept changing; retry the request")
+
+    def lower_first(self, org: str, kind: str, limit: int) -> Guard:
+        """Before a limit that is not forced is written on shard 0 (governance): the condition
+        that write adds, so that no admission can take the organization over ``limit`` between
+        the write's check of its use and its allowances being laid out for it.
+
+        A single item: the write's own check is exact, as long as it is still single (no
+        allowance, not frozen). A split counter: its allowances are laid out for ``limit`` first
+        by a strict rebase (refused, LimitBelowUsage, when its frozen shards hold more), with a
+        lowering basis that admissions keep for LOWERING_SECONDS rather than lay the standing
+        override out again; the write is then conditional on shard 0 being laid out for at most
+        ``limit`` and not frozen, which holds only while no later plan has been laid out anywhere
+        (every rebase freezes shard 0 first and lays it out first)."""
+        for _ in range(ATTEMPTS):
+            picture = self.splits.read(org, kind)
+            if not picture.split and not picture.frozen:
+                return SINGLE_GUARD
+            basis = picture.basis
+            if basis is not None and basis.limit <= limit and not picture.frozen:
+                return split_guard(limit)
+            if basis is None or picture.frozen:
+                # finish what is under way first
+                self.splits.rebase(
+                    org,
+                    kind,
+                    basis or self._view.org_plan_basis(org, kind),
+                    shards=1,
+                    needed=lambda p: p.frozen or p.basis is None,
+                )
+                continue
+            until = self._fx.clock() + LOWERING_SECONDS
+            self.splits.rebase(
+                org,
+                kind,
+                Basis.lowering(limit, until),
+                shards=1,
+                strict=basis,
+                needed=lambda p: p.basis is None or p.basis.limit > limit or p.frozen,
+            )
+            after = self.splits.read(org, kind)
+            if (
+                after.basis is not None
+                and after.basis.limit > limit
+                and not after.frozen
+                and after.used > limit
+            ):
+                raise LimitBelowUsage([(kind, limit, after.used)])
+        raise InProgress("the organization's counter kept changing while its limit was lowered; retry")
 
     def _shards(self, org: str, shard: int) -> int:
         return max(self._view.org_shards(org), shard + 1)
 
-    def _wanted(self, org: str, kind: str, picture: ShardSet) -> Basis | None:
+    def _wanted(self, org: str, kind: str, picture: ShardSet, *, settled: bool = False) -> Basis | None:
         """The basis the allowances should be laid out for, if not the one they are: the
         override (on shard 0, where governance keeps it), else the plan as this process sees it,
-        when that view is later than the one the allowances were laid out for."""
+        when that view is later than the one the allowances were laid out for. A lowering's
+        basis (lower_first) stands until its deadline unless ``settled`` (its change is written)."""
         override = picture.get(0).state.limit
         have = picture.basis
+        lowering = None if have is None else have.lowering_until
+        if not settled and lowering is not None and self._fx.clock() < lowering:
+            return None
         if override is not None:
             want = Basis(override, OVERRIDE)
             return None if have == want else want

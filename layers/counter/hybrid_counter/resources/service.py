@@ -255,7 +255,15 @@ class ResourceService:
         next create of the kind: the override is on shard 0, which every admission reads)."""
         self.get_org(org_id)
         guarded(
-            lambda: self.changes.set_org_override(org_id, kind, limit, force=force, by=by), "the limit change"
+            lambda: self.changes.set_org_override(
+                org_id,
+                kind,
+                limit,
+                force=force,
+                by=by,
+                guard=lambda effective: self.orgs.lower_first(org_id, kind, effective),
+            ),
+            "the limit change",
         )
         self.limits.forget(org_id=org_id)
         guarded(lambda: self.orgs.rebalance(org_id, kind), "the limit change")
