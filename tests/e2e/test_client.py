@@ -93,7 +93,7 @@ def test_walkthrough_plan_kinds_override_limit_resize_dry_run_history(target):
         # Units: a 60 GB volume, resized by target.
         disk = api.create(account, "disk", kind="volume_gb", units=60)
         assert api.would_resize(account, disk.resource_id, 120, kind="volume_gb") == WouldAdmit(
-            False, "volume_gb", 60, 100, 60, 40
+            False, "volume_gb", 60, 100, 60, 40, scope="account"
         )
         with pytest.raises(LimitExceeded) as too_big:
             api.resize(account, disk.resource_id, 120, kind="volume_gb")
