@@ -300,6 +300,19 @@ class Profile:
     # random schedules of each with every background step (when background_samples are taken).
     kind_pair_schedules: int = 100_000
     kind_background_samples: int = 0
+    # Organizations (org_catalogue.py): schedules explored per scenario, once with each of these
+    # background sets, and random schedules with faults.
+    org_schedules: int = 100_000
+    org_background_sets: tuple[tuple[str, ...], ...] = ((),)
+    org_random_runs: int = 0
+    org_random_backgrounds: tuple[str, ...] = (
+        "stream-A",
+        "stream-B",
+        "stream-org",
+        "sweep",
+        "heal",
+        "recount",
+    )
 
 
 PROFILES = {
@@ -314,6 +327,11 @@ PROFILES = {
         repair_schedules=60,
         kind_pair_schedules=8,
         kind_background_samples=1,
+        # 28 scenarios at 12 schedules each (spread over each tree): about 1.5 minutes here
+        org_schedules=12,
+        org_random_runs=40,
+        # (a recount of both accounts is about a second here: the long profile places it)
+        org_random_backgrounds=("stream-A", "stream-B", "stream-org", "sweep", "heal"),
     ),
     # The long run (docs/reliability.md): each background step at every point of every
     # interleaving of every pair, and thousands of random schedules with faults.
@@ -324,6 +342,12 @@ PROFILES = {
         random_runs=3000,
         fault_rate=0.25,
         seed=1,
+        org_background_sets=((), ("stream-A", "stream-B", "stream-org"), ("sweep",), ("heal",), ("recount",)),
+        # Without background steps a scenario's tree is a few hundred schedules (the last slot
+        # raced for by A and B: 327, all of it); with a background step at every point, several
+        # times that: sampled (spread). 28 x 5 x 400 at about 0.25 s a schedule: up to 4 hours
+        org_schedules=400,
+        org_random_runs=1000,
     ),
 }
 
@@ -337,7 +361,7 @@ def profile() -> Profile:
     return dataclasses.replace(chosen, seed=seed, random_runs=runs)
 
 
-def selected(scenarios: list[Scenario]) -> list[Scenario]:
+def selected[S: Scenario](scenarios: list[S]) -> list[S]:
     """HC_EXPLORER_ONLY=<text>: only the scenarios whose name contains it (to re-run one)."""
     only = os.environ.get("HC_EXPLORER_ONLY")
     return [s for s in scenarios if only in s.name] if only else scenarios

@@ -155,6 +155,14 @@ class Scenario:
     plan: Limits = ()  # the limits of the account's plan ("a"); a kind it does not list: 0
     other_plan: Limits = ()  # the limits of plan "b" (which an "assign" operation moves it to)
 
+    def make_run(self, world: World, choose: Callable[[Run, list[Choice]], Choice | None]) -> Run:
+        """The run that executes a schedule of this scenario (an organization's: orgs.py)."""
+        return Run(world, self, choose)
+
+    def described(self) -> str:
+        """What a report says of the setup beyond the account's (none here)."""
+        return ""
+
     def kinds(self) -> tuple[str, ...]:
         found = {DEFAULT_KIND, *(op.of for op in self.ops), *(k for k, _ in self.overrides)}
         found |= {parse_res(r)[0] for r in (*self.counted, *self.uncounted)}
@@ -383,7 +391,7 @@ class Run:
         complete = False
         try:
             self._setup()
-            self.snapshot = self.read()
+            self.refresh()
             for index, spec in enumerate(self.scenario.ops):
                 self.ops.append(
                     self.scheduler.spawn(f"{chr(65 + index)}:{spec}", self._operation(index, spec))
@@ -633,8 +641,7 @@ class Run:
         call = self.scheduler.step(op, fault)
         if call is None:
             return
-        self.truth.observe(call)
-        self.violations.extend(f"step {self.step_no}: {problem}" for problem in self._resize_ended(call))
+        self.observe(call)
         self.trace.append(f"{self.step_no:3d}. {call.describe()}")
         if op.waiting:
             self._waiting_since[what] = self.step_no
@@ -643,9 +650,35 @@ class Run:
             self._check_kind_of(self.scenario.ops[what], op, call)
             self.last_write = self.step_no
             self.writes_since_delivery.append(self.redact(json.dumps(call.body, sort_keys=True)))
-            before, self.snapshot = self.snapshot, self.read()
-            self._note_released_pending(call)
-            self.check(after=call, before=before)
+            self.after_write(call)
+
+    def observe(self, call: Call) -> None:
+        """What a call of this run's took effect on (the truth), as soon as it returns."""
+        self.truth.observe(call)
+        self.violations.extend(f"step {self.step_no}: {problem}" for problem in self._resize_ended(call))
+
+    def after_write(self, call: Call) -> None:
+        """A write took effect (or may have): read the state back and check it."""
+        before = self.refresh()
+        self._note_released_pending(call)
+        self.check(after=call, before=before)
+
+    def refresh(self) -> Any:
+        """Read the state back; returns the state before (a Snapshot here)."""
+        before, self.snapshot = self.snapshot, self.read()
+        return before
+
+    def state_view(self) -> list[Any]:
+        """The table's state as the search tells points apart (search.state_key)."""
+        snapshot = {
+            f"{kind}/{rid}": {k: v for k, v in item.items() if not k.endswith("_shard")}
+            for (kind, rid), item in self.snapshot.resources.items()
+        }
+        counters = {
+            kind: {k: v for k, v in item.items() if not k.endswith("_shard")}
+            for kind, item in self.snapshot.counters.items()
+        }
+        return [snapshot, counters, [self.snapshot.plan, self.snapshot.plans]]
 
     def _check_kind_of(self, spec: OpSpec, op: Operation, call: Call) -> None:
         """One kind's operations write that kind's items only (its counter item, its resources)."""
@@ -665,31 +698,60 @@ class Run:
         op = self.ops[index]
         if op.done and index not in self.done:
             spec = self.scenario.ops[index]
-            repair = spec.kind in REPAIRS
             # An operation that comes after another started once that one had answered (its
             # first call is held until then; nothing it does before that call is observable).
             started = 0 if spec.after is None else self.done[spec.after].ended + 1
-            self.done[index] = Done(
-                REPAIR if repair else spec.kind,
-                spec.arg,
-                answer_of(op, spec.kind),
-                started=started,
-                ended=self.step_no,
-                created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
-                past_limit_allowed=made_live_without_a_known_refusal(op.calls),
-                of=spec.of,
-                units=spec.units,
-            )
+            self.done[index] = self._done_of(index, spec, op, started)
             self.trace.append(f"     {op.name} answered {self.done[index].answer}")
             if self.done[index].answer == 500:
                 self.violations.append(f"{op.name} failed unexpectedly: {op.error!r}")
-            if any(made_live_unadmitted(c) for c in op.calls) and not self.done[index].past_limit_allowed:
+            unadmitted = any(made_live_unadmitted(c) for c in op.calls)
+            if unadmitted and not self._past_limit_allowed(self.done[index]):
                 self.violations.append(
                     f"{op.name} made its resource live unadmitted though DynamoDB refused every admission"
                 )
 
+    def _done_of(self, index: int, spec: OpSpec, op: Operation, started: int) -> Done:
+        """How an operation ended, as the sequential model takes it (spec.py)."""
+        return Done(
+            REPAIR if spec.kind in REPAIRS else spec.kind,
+            spec.arg,
+            answer_of(op, spec.kind),
+            started=started,
+            ended=self.step_no,
+            created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
+            past_limit_allowed=made_live_without_a_known_refusal(op.calls),
+            of=spec.of,
+            units=spec.units,
+        )
+
+    def _past_limit_allowed(self, done: Done) -> bool:
+        return done.past_limit_allowed
+
     # ---- background work, as one step each ------------------------------------------------------
     def background(self, name: str) -> None:
+        op = self.scheduler.spawn(f"bg:{name}", self._background_work(name))
+        while not op.done:
+            call = self.scheduler.step(op)
+            if call is not None and self._mine(call):
+                self.observe(call)
+                if call.operation == "TransactWriteItems" and call.applied:
+                    self._after_count()
+        if op.error is not None:
+            self.violations.append(f"background {name} failed: {op.error!r}")
+        self.trace.append(f"{self.step_no:3d}. background {name}")
+        self.last_write = self.step_no
+        before = self.refresh()
+        self.check(after=None, before=before)
+
+    def _after_count(self) -> None:
+        """A count, looked at on its own: a delivery may also finish the resize that held the
+        resource, right after (design.md §5.1: counts first)."""
+        before = self.refresh()
+        found = self._counted_while_resizing(before)
+        self.violations.extend(f"step {self.step_no}: {problem}" for problem in found)
+
+    def _background_work(self, name: str) -> Callable[[], Any]:
         account, world = self.account, self.world
         table = world.settings.table_name
         if name == "stream":
@@ -714,26 +776,7 @@ class Run:
             work = self._repair(OpSpec("audit"), self.service("u"))
         else:
             raise ValueError(name)
-        op = self.scheduler.spawn(f"bg:{name}", work)
-        while not op.done:
-            call = self.scheduler.step(op)
-            if call is not None and self._mine(call):
-                self.truth.observe(call)
-                self.violations.extend(
-                    f"step {self.step_no}: {problem}" for problem in self._resize_ended(call)
-                )
-                if call.operation == "TransactWriteItems" and call.applied:
-                    # A count, looked at on its own: a delivery may also finish the resize that
-                    # held the resource, right after (design.md §5.1: counts first).
-                    before, self.snapshot = self.snapshot, self.read()
-                    found = self._counted_while_resizing(before)
-                    self.violations.extend(f"step {self.step_no}: {problem}" for problem in found)
-        if op.error is not None:
-            self.violations.append(f"background {name} failed: {op.error!r}")
-        self.trace.append(f"{self.step_no:3d}. background {name}")
-        self.last_write = self.step_no
-        before, self.snapshot = self.snapshot, self.read()
-        self.check(after=None, before=before)
+        return work
 
     def _deliver(self) -> None:
         records = self.backlog + [self._as_ttl(r) for r in self.world.stream.records_for(self.account)]
@@ -769,7 +812,7 @@ class Run:
                     snapshot.counters[sk[len(COUNTER_PREFIX) :]] = dict(item)
                 elif sk.startswith(RESOURCE_PREFIX):
                     snapshot.resources[parse_kind_resource_sk(sk)] = dict(item)
-                elif sk == PROFILE_SK:
+                elif sk == PROFILE_SK and "plan_id" in item:  # (a member's profile may name none)
                     snapshot.plan = str(item["plan_id"]["S"]).removesuffix(f"-{self.account}")
                 elif is_request(item):
                     snapshot.census_requests += 1
@@ -1125,6 +1168,7 @@ def made_live_unadmitted(call: Call) -> bool:
     expression = str(call.body.get("UpdateExpression", ""))
     return (
         call.operation == "UpdateItem"
+        and "#state = :live" in expression
         and "pending_shard = :pending_shard" in expression
         and ":pending" in call.values()
         and call.applied is not False

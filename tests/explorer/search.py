@@ -13,11 +13,12 @@ import dataclasses
 import hashlib
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from tests.explorer.runs import Choice, Run, RunResult, Scenario, World
+from tests.explorer.scheduler import Call
 
 # Faults a step can be given, by what the call is.
 WRITE_FAULTS = (
@@ -73,15 +74,6 @@ class Stats:
 
 
 def state_key(run: Run, enabled: list[Choice]) -> str:
-    snapshot = {
-        f"{kind}/{rid}": {k: v for k, v in item.items() if not k.endswith("_shard")}
-        for (kind, rid), item in run.snapshot.resources.items()
-    }
-    counters = {
-        kind: {k: v for k, v in item.items() if not k.endswith("_shard")}
-        for kind, item in run.snapshot.counters.items()
-    }
-    plans = [run.snapshot.plan, run.snapshot.plans]
     ops = [
         (
             op.done,
@@ -92,9 +84,7 @@ def state_key(run: Run, enabled: list[Choice]) -> str:
     ]
     text = json.dumps(
         [
-            snapshot,
-            counters,
-            plans,
+            *run.state_view(),
             ops,
             run.writes_since_delivery,
             len(run.backlog),
@@ -138,11 +128,18 @@ def explore(
                 pending.append([*run.choices, alternative])
             return enabled[0]
 
-        stats.add(Run(world, scenario, choose).execute())
+        stats.add(scenario.make_run(world, choose).execute())
     stats.states += len(seen)
 
 
-def random_run(world: World, scenario: Scenario, rng: random.Random, fault_rate: float) -> RunResult:
+def random_run(
+    world: World,
+    scenario: Scenario,
+    rng: random.Random,
+    fault_rate: float,
+    spare: Callable[[Call, str], bool] | None = None,
+) -> RunResult:
+    """One random schedule; ``spare(call, fault)`` true: that call is not given that fault."""
     # A throttled call sticks half the time: every later attempt of that operation on that item is
     # throttled too (a hot item stays hot), which one-off faults at 0.25 a call almost never give.
     sticky: set[tuple[int, str, str]] = set()
@@ -167,11 +164,13 @@ def random_run(world: World, scenario: Scenario, rng: random.Random, fault_rate:
             else READ_FAULTS
         )
         fault = rng.choice(faults)
+        if spare is not None and spare(call, fault):
+            return choice
         if fault == THROTTLED and rng.random() < 0.5:
             sticky.add(where)
         return (kind, what, fault)
 
-    return Run(world, scenario, choose).execute()
+    return scenario.make_run(world, choose).execute()
 
 
 def replay(world: World, scenario: Scenario, choices: list[Choice]) -> RunResult:
@@ -186,7 +185,7 @@ def replay(world: World, scenario: Scenario, choices: list[Choice]) -> RunResult
                 return choice
         return enabled[0]
 
-    return Run(world, scenario, choose).execute()
+    return scenario.make_run(world, choose).execute()
 
 
 def shrink(
@@ -257,6 +256,7 @@ def report(scenario: Scenario, result: RunResult) -> str:
         setup += f", plan a {dict(scenario.plan)}, plan b {dict(scenario.other_plan)}"
     if scenario.counted or scenario.uncounted:
         setup += f", counted {list(scenario.counted)}, uncounted {list(scenario.uncounted)}"
+    setup += scenario.described()
     if scenario.stuck:
         setup += f", left by dead requests {list(scenario.stuck)}"
         setup += ", stream records lost" if scenario.records_lost else ""

@@ -1,0 +1,871 @@
+"""Organizations in the explorer (issue 24): two accounts, A and B, members of one organization.
+
+An ``OrgRun`` is a ``Run`` whose operations each act for an account (``who``): creates of n
+units (POST, PUT), deletes, an account's override, the organization's override (forced), and
+membership changes (``join``, ``leave``: allowed only while the account is empty). Background
+steps deliver the stream of A, of B or of the organization's partition (``stream-A``,
+``stream-B``, ``stream-org``; ``stream`` all three), sweep, heal (both accounts, and the
+organization's counters by the stream path's own heal) and recount (both accounts: nothing
+recounts an organization). A scenario may fix faults at named calls of an operation (its
+organization's admission, its account's release, ...), so that every interleaving is explored
+with that fault in place.
+
+After every step each account is checked as a single-account run checks its one account (I1 to
+I6: ``Run.check`` pointed at that account's snapshot and truth), and the organization is checked
+the same way at its level, summing every counter item of a kind on ``ORG#<org>`` (its sort key
+begins with ``COUNTER#<kind>#``: the counter may be split over shard items):
+
+- each of its counter items stays under 1 KB and its range shares sum to its totals;
+- its ``best_effort`` never exceeds the units held at the organization's level: member
+  resources live, claimed by a delete whose release there has not applied, or pending with an
+  admission there that applied and was not released (what the run saw apply: ``OrgTruth``);
+  with no fault, it equals them;
+- its ``eventual`` counts each member resource exactly once: the resources it counted
+  (``org_counted``) that no release there has released;
+- after an admission there, the units held do not exceed the organization's limit as it stands
+  in the table (past it only by resources made live without a known admission there).
+
+At the end (every stream drained, the clock past the grace period, swept, healed): each account
+as today, and the organization's ``best_effort == eventual ==`` the units of its members' live
+resources (or claimed and not released there); nothing pending holds a slot there; every live
+member resource is counted there. The answers must be linearizable (spec.py, with the
+organization's level); a create whose process died between the two levels held the
+organization's slot until the sweeper gave it back, which the model takes as a dead create
+undone by a repair (spec.py's rule for dead creates).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from benchmarks.capacity import item_size
+from hybrid_counter.counters import AdmissionOutcome
+from hybrid_counter.counters.split import Shard, ShardSet
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, CounterState
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.effects import Effects
+from hybrid_counter.errors import LimitExceeded, MembershipConflict
+from hybrid_counter.healing import Healer
+from hybrid_counter.keys import (
+    ACCOUNT_PREFIX,
+    COUNTER_PREFIX,
+    DEFAULT_KIND,
+    HISTORY_PREFIX,
+    ORG_PREFIX,
+    account_pk,
+    all_ranges,
+    member_token,
+    org_pk,
+)
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources import items as resource_items
+from hybrid_counter.resources.table import ResourceTable
+from tests.explorer.runs import (
+    ITEM_LIMIT,
+    KIND_OPS,
+    START,
+    Choice,
+    OpSpec,
+    Run,
+    Scenario,
+    Snapshot,
+    Truth,
+    World,
+    _assignments,
+    _is_admission,
+    answer_of,
+    changed_by,
+    made_live_unadmitted,
+    of_kind,
+    parse_res,
+)
+from tests.explorer.scheduler import Call, Operation
+from tests.explorer.spec import (
+    CHANGED,
+    LIMIT_OPS,
+    MEMBERSHIP_OPS,
+    NEVER_ENDED,
+    NOT_EMPTY,
+    REPAIR,
+    UNCHANGED,
+    Done,
+    Held,
+    Key,
+    Limits,
+    Model,
+    explain,
+)
+
+WHO = ("A", "B")
+PARTS = ("A", "B", "org")  # the stream's partitions of a run: each account's, the organization's
+ORG_BACKGROUNDS = ("stream-A", "stream-B", "stream-org", "sweep", "heal", "recount")
+# (operation index, call site (site_of), fault, how many of its calls get it: 0 = every one)
+FaultAt = tuple[int, str, str, int]
+
+
+@dataclass(frozen=True)
+class OrgOp(OpSpec):
+    """An operation for account ``who``: post, put, delete, limit (its override), join, leave;
+    or the organization's: org_limit (``arg`` the limit, ``of`` the kind)."""
+
+    who: str = "A"
+
+    def __str__(self) -> str:
+        if self.kind in MEMBERSHIP_OPS:
+            text = f"{self.who}'s {self.kind}"
+            return text if self.after is None else f"{text} after {chr(65 + self.after)}"
+        return OpSpec.__str__(self) if self.kind == "org_limit" else f"{self.who}'s {OpSpec.__str__(self)}"
+
+
+def org_op(
+    kind: str,
+    arg: Any = None,
+    *,
+    who: str = "A",
+    units: int = 1,
+    of: str = DEFAULT_KIND,
+    after: int | None = None,
+) -> OrgOp:
+    return OrgOp(kind, arg, units=units, of=of, after=after, who=who)
+
+
+def parse_member_res(text: str) -> tuple[str, Held]:
+    """A resource of a scenario's setup: ``<who>.[kind/]id[:units]``."""
+    who, _, rest = text.partition(".")
+    return who, parse_res(rest)
+
+
+@dataclass(frozen=True)
+class OrgScenario(Scenario):
+    """Two accounts (their overrides per kind) and their organization (its plan's limits, its
+    overrides, which of them are members at the start); resources ``<who>.[kind/]id[:units]``."""
+
+    account_limits: tuple[tuple[str, str, int], ...] = ()  # (who, kind, override)
+    org_plan: Limits = ()
+    org_overrides: Limits = ()
+    members: tuple[str, ...] = WHO
+    faults: tuple[FaultAt, ...] = ()
+    # Creates that died between the two levels long ago (``<who>.[kind/]id[:units]``): admitted
+    # by the organization, pending; with ``records_lost``, the stream records of the setup are
+    # gone (trimmed), so the stream path never counts them and the audit runs at the end.
+    dead: tuple[str, ...] = ()
+    # The organization's counter split over this many shard items per kind (design.md §10.6),
+    # once the setup's resources exist (so the split lays their claims out).
+    shards: int = 1
+
+    def make_run(self, world: World, choose: Callable[[Run, list[Choice]], Choice | None]) -> Run:
+        return OrgRun(world, self, choose)
+
+    def described(self) -> str:
+        limits = ", ".join(f"{who} {kind}<={n}" for who, kind, n in self.account_limits)
+        text = f"; accounts {limits}; organization {dict(self.org_plan)} (plan)"
+        if self.org_overrides:
+            text += f", {dict(self.org_overrides)} (override)"
+        text += f", members {list(self.members)}"
+        if self.shards > 1:
+            text += f", split over {self.shards} shards"
+        if self.dead:
+            text += f", died between the levels long ago {list(self.dead)}"
+            text += ", stream records lost" if self.records_lost else ""
+        if self.faults:
+            text += ", faults " + ", ".join(
+                f"{chr(65 + i)}'s {site}: {fault}" + (f" x{n}" if n else " (every attempt)")
+                for i, site, fault, n in self.faults
+            )
+        return text
+
+    def kinds(self) -> tuple[str, ...]:
+        found = {DEFAULT_KIND, *(op.of for op in self.ops if op.kind not in MEMBERSHIP_OPS)}
+        found |= {kind for _, kind, _ in self.account_limits}
+        found |= {kind for kind, _ in (*self.org_plan, *self.org_overrides)}
+        found |= {parse_member_res(r)[1][0] for r in (*self.counted, *self.uncounted, *self.dead)}
+        return tuple(sorted(found))
+
+
+def site_of(call: Call) -> str:
+    """Which call of a flow this is, for a scenario's faults: ``org-admit``, ``admit``,
+    ``org-release``, ``release`` (a counter item's admission or release, at the organization's
+    level or the account's), ``mark-undo``, ``drop-undo`` (an undo's writes of the pending item),
+    else the DynamoDB operation."""
+    expression = str(call.body.get("UpdateExpression", ""))
+    at_org = (call.partition or "").startswith(ORG_PREFIX)
+    if call.operation == "UpdateItem" and call.key.startswith(COUNTER_PREFIX):
+        for attribute, site in (("last_admission", "admit"), ("last_release", "release")):
+            if attribute in expression:
+                return f"org-{site}" if at_org else site
+    if call.operation == "UpdateItem" and "undoing" in expression:
+        return "mark-undo"
+    if call.operation == "DeleteItem" and "undoing" in str(call.body.get("ConditionExpression", "")):
+        return "drop-undo"
+    return call.operation
+
+
+def org_kind_of(sk: str) -> str:
+    """The kind of an organization's counter item (``COUNTER#<kind>#<shard>``)."""
+    return sk[len(COUNTER_PREFIX) :].rpartition("#")[0]
+
+
+@dataclass
+class OrgTruth:
+    """What the scheduler saw take effect at the organization's level, by member token (of its
+    kind): admissions and releases, counted (an incarnation can be admitted again after an undo)."""
+
+    admitted: Counter[str] = field(default_factory=Counter)
+    released: Counter[str] = field(default_factory=Counter)
+    faults: int = 0
+
+    def observe(self, call: Call) -> None:
+        if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
+            return
+        kind = org_kind_of(call.key)
+        assigned = _assignments(call)
+        if "last_admission" in assigned:
+            self.admitted[of_kind(kind, assigned["last_admission"])] += 1
+        if "last_release" in assigned:
+            self.released[of_kind(kind, assigned["last_release"])] += 1
+
+    def holds(self, tok: str) -> bool:
+        return self.admitted[tok] > self.released[tok]
+
+    @property
+    def undercounts(self) -> bool:
+        """A release made twice (a takeover's, design.md §4): both counters short until a recount."""
+        return any(n > 1 for n in self.released.values())
+
+
+@dataclass
+class OrgView:
+    """The organization's counter items, by kind (every shard item of the kind)."""
+
+    counters: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def items(self, kind: str) -> list[dict[str, Any]]:
+        return self.counters.get(kind, [])
+
+    def total(self, kind: str, name: str) -> int:
+        return sum(int(item.get(name, {}).get("N", "0")) for item in self.items(kind))
+
+    def picture(self, kind: str) -> ShardSet:
+        """The kind's shard items as the split counter reads them (counters/split.py)."""
+        return ShardSet(
+            {
+                int(str(item["sk"]["S"]).rpartition("#")[2]): Shard(
+                    int(str(item["sk"]["S"]).rpartition("#")[2]), CounterState.from_item(item)
+                )
+                for item in self.items(kind)
+            }
+        )
+
+    def override(self, kind: str) -> int | None:
+        """The organization's override as its counter items carry it (the highest, should
+        shards ever carry it apart)."""
+        found = [int(item[LIMIT]["N"]) for item in self.items(kind) if LIMIT in item]
+        return max(found) if found else None
+
+
+@dataclass
+class OrgState:
+    views: dict[str, Snapshot]
+    org: OrgView
+
+
+class OrgRun(Run):
+    scenario: OrgScenario
+
+    def __init__(
+        self, world: World, scenario: OrgScenario, choose: Callable[[Run, list[Choice]], Choice | None]
+    ) -> None:
+        super().__init__(world, scenario, choose)
+        self.accounts = {"A": self.account, "B": world.fresh_account()}
+        self.org = f"org{world.fresh_account()}"
+        self.truths = {"A": self.truth, "B": Truth()}
+        self.views = {"A": self.snapshot, "B": Snapshot({}, {})}
+        self.plan_maxes = {"A": self.plan_limit_max, "B": {}}
+        self.org_truth = OrgTruth()
+        self.org_view = OrgView()
+        self.backlogs: dict[str, list[dict[str, Any]]] = {part: [] for part in PARTS}
+        self.undelivered: dict[str, list[str]] = {part: [] for part in PARTS}
+        self.busy: set[int] = set()  # membership operations that saw their account hold something
+
+    # ---- plumbing ----------------------------------------------------------------------------------
+    def redact(self, text: str) -> str:
+        text = text.replace(self.org, "ORG")
+        return text.replace(self.accounts["A"], "ACCT-A").replace(self.accounts["B"], "ACCT-B")
+
+    @contextmanager
+    def viewing(self, who: str) -> Iterator[None]:
+        """Point the single-account checks (Run's) at one account: its id, snapshot and truth."""
+        saved = (self.account, self.snapshot, self.truth, self.plan_limit_max)
+        self.account, self.snapshot = self.accounts[who], self.views[who]
+        self.truth, self.plan_limit_max = self.truths[who], self.plan_maxes[who]
+        try:
+            yield
+        finally:
+            self.account, self.snapshot, self.truth, self.plan_limit_max = saved
+
+    def part_of(self, partition: str | None) -> str | None:
+        if partition == org_pk(self.org):
+            return "org"
+        return next((who for who in WHO if partition == account_pk(self.accounts[who])), None)
+
+    def who_of(self, op_name: str) -> str | None:
+        """The account an operation acts for (None: the organization's, or background work)."""
+        index = next((i for i, op in enumerate(self.ops) if op.name == op_name), None)
+        if index is None:
+            return None
+        spec = self.scenario.ops[index]
+        return getattr(spec, "who", None) if spec.kind != "org_limit" else None
+
+    def _mine(self, call: Call) -> bool:
+        partition = call.partition
+        if partition is None or not partition.startswith((ACCOUNT_PREFIX, ORG_PREFIX)):
+            return True
+        return self.part_of(partition) is not None
+
+    def state_view(self) -> list[Any]:
+        found: list[Any] = []
+        for who in WHO:
+            with self.viewing(who):
+                found.append(super().state_view())
+        counters = {kind: self.org_view.items(kind) for kind in self.kinds}
+        backlogs = {part: len(records) for part, records in self.backlogs.items()}
+        return [found, counters, self.undelivered, backlogs]
+
+    # ---- setting up --------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        scenario = self.scenario
+        setup = self.service("s")
+        # The accounts are judged by their overrides (on the default plan otherwise).
+        setup.put_plan(self.plan_id("o"), dict(scenario.org_plan))
+        setup.put_org(self.org, self.plan_id("o"))
+        for who in WHO:
+            account = self.accounts[who]
+            for of, kind, limit in scenario.account_limits:
+                if of == who:
+                    setup.set_limit(account, limit, kind=kind, force=True)
+            if who in scenario.members:
+                setup.add_member(self.org, account)
+        for kind, limit in scenario.org_overrides:
+            setup.set_org_limit(self.org, kind, limit, force=True)
+        for text in scenario.counted:
+            self._create_member(setup, text)
+        if scenario.counted:
+            self._deliver(PARTS)
+        if scenario.shards > 1:
+            setup.set_org_shards(self.org, scenario.shards)
+        for text in scenario.uncounted:  # their admissions stay in the stream, undelivered
+            self._create_member(setup, text)
+        for text in scenario.dead:
+            self._leave_dead(text)
+        if scenario.records_lost:  # trimmed: the stream path never sees them
+            for pk in (*(account_pk(a) for a in self.accounts.values()), org_pk(self.org)):
+                self.world.stream.records_of(pk)
+
+    def _leave_dead(self, text: str) -> None:
+        """A create that died between the levels long ago: put pending, admitted by the
+        organization (its own calls, on a clock past the grace period), never by its account."""
+        who, (kind, rid, units) = parse_member_res(text)
+        account = self.accounts[who]
+        long_ago = START - self.world.settings.pending_grace_seconds - 60
+        table = ResourceTable(
+            self.world.settings.table_name, self.world.clients, Effects(clock=lambda: long_ago)
+        )
+        incarnation = f"{rid}dead{0:012x}"[:16]
+        orgs = self.service("d").orgs
+        seen = orgs.precheck(self.org, kind, units, rid)
+        item = resource_items.pending_item(
+            account,
+            rid,
+            f"name-{rid}",
+            {},
+            incarnation,
+            now=long_ago,
+            kind=kind,
+            units=units,
+            org=self.org,
+            org_shard=seen.shard,
+        )
+        assert table.put_pending(item).applied
+        admitted = orgs.admit(self.org, account, rid, incarnation, kind=kind, units=units, seen=seen)
+        assert admitted.outcome is AdmissionOutcome.ADMITTED
+        self.org_truth.admitted[of_kind(kind, member_token(account, rid, incarnation))] += 1
+        self.dead.append(
+            Done("create0", rid, "crash", started=0, ended=NEVER_ENDED, of=f"{who}/{kind}", units=units)
+        )
+
+    def _create_member(self, setup: ResourceService, text: str) -> None:
+        who, (kind, rid, units) = parse_member_res(text)
+        setup.create(self.accounts[who], f"name-{rid}", {}, resource_id=rid, kind=kind, units=units)
+
+    # ---- operations --------------------------------------------------------------------------------
+    def _operation(self, index: int, spec: OpSpec) -> Callable[[], Any]:
+        assert isinstance(spec, OrgOp)
+        service = self.service(chr(97 + index))
+        for kind in self.kinds:
+            # A warm process: the organization's plan (which no scenario changes) is cached, so
+            # its two reads are not scheduling points of every create.
+            service.limits.org_plan_limit(self.org, kind)
+        account, org, of, units, arg = self.accounts[spec.who], self.org, spec.of, spec.units, spec.arg
+        by = changed_by(index)
+        flows: dict[str, Callable[[], Any]] = {
+            "post": lambda: service.create(account, "posted", {}, kind=of, units=units),
+            "put": lambda: service.create(
+                account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units
+            ),
+            "delete": lambda: service.delete(account, str(arg), kind=of),
+            "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True, by=by),
+            "org_limit": lambda: service.set_org_limit(org, of, int(arg), force=True, by=by),
+            "join": lambda: service.add_member(org, account),
+            "leave": lambda: service.remove_member(org, account),
+        }
+        return flows[spec.kind]
+
+    def apply(self, choice: Choice) -> None:
+        kind, what, fault = choice
+        if kind == "op" and fault is None:
+            choice = (kind, what, self._planned_fault(int(what)))
+        super().apply(choice)
+
+    def _planned_fault(self, index: int) -> str | None:
+        op = self.ops[index]
+        call = op.pending
+        if call is None or call.operation == "wait":
+            return None
+        site = site_of(call)
+        for at, where, fault, times in self.scenario.faults:
+            if at != index or where != site:
+                continue
+            given = sum(1 for c in op.calls if site_of(c) == site and c.outcome == f"fault:{fault}")
+            if times == 0 or given < times:
+                return fault
+        return None
+
+    def _done_of(self, index: int, spec: OpSpec, op: Operation, started: int) -> Done:
+        assert isinstance(spec, OrgOp)
+        unadmitted = any(made_live_unadmitted(c) for c in op.calls)
+        at_org = [c for c in op.calls if _is_admission(c) and (c.partition or "").startswith(ORG_PREFIX)]
+        at_account = [c for c in op.calls if _is_admission(c) and c not in at_org]
+        membership = spec.kind in MEMBERSHIP_OPS
+        return Done(
+            spec.kind,
+            spec.who if membership else spec.arg,
+            org_answer_of(op, spec.kind),
+            started=started,
+            ended=self.step_no,
+            created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
+            past_limit_allowed=unadmitted
+            and (not at_account or any(c.outcome == "fault:lost" for c in at_account)),
+            past_org_limit_allowed=unadmitted
+            and (not at_org or any(c.outcome == "fault:lost" for c in at_org)),
+            of=spec.of if spec.kind == "org_limit" or membership else f"{spec.who}/{spec.of}",
+            units=spec.units,
+            busy=index in self.busy,
+        )
+
+    def _past_limit_allowed(self, done: Done) -> bool:
+        return done.past_limit_allowed or done.past_org_limit_allowed
+
+    def _check_kind_of(self, spec: OpSpec, op: Operation, call: Call) -> None:
+        """An account's operations write its own partition (and the organization's counter items
+        of their kind), never the other account's."""
+        part = self.part_of(call.partition)
+        who = getattr(spec, "who", None)
+        if part in WHO and part != who and spec.kind != "org_limit":
+            self.violations.append(f"step {self.step_no}: {op.name} wrote {part}'s {call.key}")
+        if part == "org" and call.key.startswith(COUNTER_PREFIX):
+            if spec.kind in KIND_OPS and org_kind_of(call.key) != spec.of:
+                self.violations.append(f"step {self.step_no}: {op.name} wrote {call.key}, of another kind")
+            return
+        super()._check_kind_of(spec, op, call)
+
+    # ---- what took effect ----------------------------------------------------------------------------
+    def observe(self, call: Call) -> None:
+        part = self.part_of(call.partition)
+        faulted = bool(call.outcome and call.outcome.startswith("fault:"))
+        by = self.who_of(call.op)
+        for who in WHO:
+            if part == who:
+                with self.viewing(who):
+                    super().observe(call)
+            elif faulted and by == who:
+                self.truths[who].faults += 1
+        if part == "org":
+            self.org_truth.observe(call)
+        if faulted:
+            self.org_truth.faults += 1
+
+    def after_write(self, call: Call) -> None:
+        part = self.part_of(call.partition)
+        written = self.redact(json.dumps(call.body, sort_keys=True))
+        for to in PARTS if part is None else (part,):
+            self.undelivered[to].append(written)
+        before = self.refresh(PARTS if part is None else (part,))  # a single-item write: its partition
+        if part in WHO:
+            assert part is not None
+            with self.viewing(part):
+                self._note_released_pending(call)
+        self.check(after=call, before=before)
+
+    def refresh(self, parts: tuple[str, ...] = PARTS) -> Any:
+        before = OrgState(dict(self.views), self.org_view)
+        for who in WHO:
+            if who in parts:
+                with self.viewing(who):
+                    view = self.read()
+                self.views[who] = view
+        self.snapshot = self.views["A"]
+        if "org" in parts:
+            self.org_view = self.read_org()
+        for index, spec in enumerate(self.scenario.ops):
+            running = index < len(self.ops) and not self.ops[index].done and not self._gated(index)
+            if spec.kind in MEMBERSHIP_OPS and running and self._holds_anything(getattr(spec, "who", "A")):
+                self.busy.add(index)
+        return before
+
+    def _holds_anything(self, who: str) -> bool:
+        """Items a caller cannot see (a create in flight, an undo left to the sweeper), or any
+        counter holding something: what makes a membership change refuse (orgs/store.py)."""
+        view = self.views[who]
+        pending = any(resource_items.state_of(i) == resource_items.PENDING for i in view.resources.values())
+        return pending or any(view.state(kind).used for kind in view.counters)
+
+    def read_org(self) -> OrgView:
+        view = OrgView()
+        paginator = self.world.clients.dynamodb.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self.world.settings.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": org_pk(self.org)}, ":prefix": {"S": COUNTER_PREFIX}},
+            ConsistentRead=True,
+        ):
+            for item in page.get("Items", []):
+                sk = str(item["sk"]["S"])
+                for kind in self.kinds:  # every item whose sort key begins with COUNTER#<kind>#
+                    if sk.startswith(f"{COUNTER_PREFIX}{kind}#"):
+                        view.counters.setdefault(kind, []).append(dict(item))
+        return view
+
+    # ---- background work ---------------------------------------------------------------------------
+    def _background_work(self, name: str) -> Callable[[], Any]:
+        if name.startswith("stream"):
+            parts = PARTS if name == "stream" else (name.removeprefix("stream-"),)
+            return lambda: self._deliver(parts)
+        if name == "heal":
+            healer = Healer(self.world.settings.table_name, self.world.clients)
+            org_counters = self.service("h").orgs.counters
+
+            def heal() -> None:
+                for kind in self.kinds:
+                    for who in WHO:
+                        healer.heal_account(self.accounts[who], kind=kind)
+                    org_counters.heal(self.org, kind=kind)  # the stream path's own heal there
+
+            return heal
+        if name.startswith("audit-"):  # an account's items, as the audit's pages would hold them
+            with self.viewing(name.removeprefix("audit-")):
+                return self._repair(OpSpec("audit"), self.service("u"))
+        if name == "recount":
+            recounter = self.recounter(self.service("r"))
+            return lambda: [
+                recounter.recount(self.accounts[who], fix=True, kind=kind)
+                for who in WHO
+                for kind in self.kinds
+            ]
+        return super()._background_work(name)
+
+    def _deliver(self, parts: tuple[str, ...] = PARTS) -> None:
+        counter = self.counter()
+        for part in parts:
+            pk = org_pk(self.org) if part == "org" else account_pk(self.accounts[part])
+            records = self.backlogs[part] + self.world.stream.records_of(pk)
+            self.backlogs[part] = []
+            for start in range(0, len(records), 100):
+                outcome = process_stream_batch(records[start : start + 100], counter)
+                if outcome.failed_sequence_numbers:
+                    failed = set(outcome.failed_sequence_numbers)
+                    self.backlogs[part].extend(
+                        r for r in records[start:] if r["dynamodb"]["SequenceNumber"] in failed
+                    )
+            self.undelivered[part] = []
+        self.writes_since_delivery = []
+
+    def _after_count(self) -> None:
+        before = self.refresh()
+        for who in WHO:
+            with self.viewing(who):
+                found = self._counted_while_resizing(before.views[who])
+            self.violations.extend(f"step {self.step_no}: {who}: {problem}" for problem in found)
+
+    # ---- checking ----------------------------------------------------------------------------------
+    def check(self, after: Call | None, before: Any = None) -> None:
+        for who in WHO:
+            mark = len(self.violations)
+            with self.viewing(who):
+                mine = after if after is not None and after.partition == account_pk(self.account) else None
+                super().check(mine, before.views[who] if before is not None else None)
+            self.violations[mark:] = [v.replace(": ", f": {who}: ", 1) for v in self.violations[mark:]]
+        self.violations.extend(f"step {self.step_no}: org: {problem}" for problem in self._check_org(after))
+
+    def member_resources(self, kind: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+        """(who, resource id, item, member token of its kind) of the organization's resources."""
+        for who in WHO:
+            for (of, rid), item in self.views[who].resources.items():
+                if of == kind and resource_items.org_of(item) == self.org:
+                    incarnation = resource_items.incarnation_of(item)
+                    yield who, rid, item, of_kind(kind, member_token(self.accounts[who], rid, incarnation))
+
+    def org_holders(self, kind: str) -> dict[Key, int]:
+        """Member resources holding units at the organization's level: live; claimed by a delete
+        whose release there has not applied; pending with an admission there not released."""
+        held = {}
+        truth = self.org_truth
+        for who, rid, item, tok in self.member_resources(kind):
+            state = resource_items.state_of(item)
+            if (
+                state == resource_items.LIVE
+                or (state == resource_items.DELETING and not truth.released[tok])
+                or (state == resource_items.PENDING and truth.holds(tok))
+            ):
+                held[(who, rid)] = resource_items.units_of(item)
+        return held
+
+    def org_counted(self, kind: str) -> dict[Key, int]:
+        """Member resources the stream path counted at the organization that no release there
+        has released."""
+        return {
+            (who, rid): resource_items.units_of(item)
+            for who, rid, item, tok in self.member_resources(kind)
+            if resource_items.org_counted(item) and not self.org_truth.released[tok]
+        }
+
+    def org_limit(self, kind: str) -> int:
+        override = self.org_view.override(kind)
+        return dict(self.scenario.org_plan).get(kind, 0) if override is None else override
+
+    def _check_org(self, after: Call | None) -> list[str]:
+        found: list[str] = []
+        truth, view = self.org_truth, self.org_view
+        adopted = any(t.adopted for t in self.truths.values())
+        for kind in self.kinds:
+            for item in view.items(kind):
+                found.extend(f"{item['sk']['S']}: {problem}" for problem in _item_problems(item))
+            found.extend(self._split_problems(kind))
+            best_effort, eventual = view.total(kind, BEST_EFFORT), view.total(kind, EVENTUAL)
+            held = self.org_holders(kind)
+            units = sum(held.values())
+            if best_effort > units:
+                found.append(
+                    f"{kind} best_effort {best_effort} overcounts the {units} units held there {held}"
+                )
+            exact = truth.faults == 0 and not truth.undercounts and self.now == START and not adopted
+            if exact and best_effort != units:
+                found.append(
+                    f"{kind} best_effort {best_effort} != {units} units held there {held} (no fault)"
+                )
+            counted = self.org_counted(kind)
+            total = sum(counted.values())
+            if eventual > total or (not truth.undercounts and eventual != total):
+                found.append(f"{kind} eventual {eventual} != {total} counted unreleased units {counted}")
+            if (
+                after is not None
+                and after.applied
+                and self.part_of(after.partition) == "org"
+                and after.key.startswith(f"{COUNTER_PREFIX}{kind}#")
+                and _is_admission(after)
+            ):
+                tokens = {(who, rid): tok for who, rid, _, tok in self.member_resources(kind)}
+                unadmitted = sum(n for key, n in held.items() if not truth.admitted[tokens[key]])
+                limit = self.org_limit(kind)
+                if units > limit + unadmitted:
+                    found.append(f"{kind}: {units} units held after an admission, limit {limit} {held}")
+        return found
+
+    def _split_problems(self, kind: str) -> list[str]:
+        """A split counter (design.md §10.6): the shards' claims (each ``max(used, allowance)``)
+        within the basis whenever no rebase holds them frozen. (Checked where no limit changes:
+        a limit lowered below use, forced, leaves claims = used over the basis by design.)"""
+        picture = self.org_view.picture(kind)
+        basis = picture.basis
+        if basis is None or picture.frozen or any(op.kind in LIMIT_OPS for op in self.scenario.ops):
+            return []
+        if picture.claims > basis.limit:
+            shown = {n: (s.used, s.allowance) for n, s in sorted(picture.shards.items())}
+            return [
+                f"{kind} claims {picture.claims} > basis {basis.limit} (used, allowance by shard: {shown})"
+            ]
+        return []
+
+    # ---- the end -----------------------------------------------------------------------------------
+    def _finish(self) -> None:
+        self.background("stream")
+        self.now = START + self.world.settings.pending_grace_seconds + 60
+        if self.scenario.records_lost:  # the retry path asks for an audit
+            for who in WHO:
+                self.background(f"audit-{who}")
+            self.background("stream")
+        changes = any(op.kind in LIMIT_OPS for op in self.scenario.ops)
+        for _ in range(2):  # an undo finished by the first sweep may leave a count to the second
+            if not (changes or self._left_to_sweeper()):
+                break
+            changes = False
+            self.background("sweep")
+            self.background("stream")
+        drifted = any(
+            view.state(kind).best_effort < view.state(kind).eventual
+            for view in self.views.values()
+            for kind in self.kinds
+        )
+        if drifted or any(
+            self.org_view.total(k, BEST_EFFORT) < self.org_view.total(k, EVENTUAL) for k in self.kinds
+        ):
+            self.background("heal")
+        for who in WHO:
+            mark = len(self.violations)
+            with self.viewing(who):
+                for kind in self.kinds:
+                    self._check_end(kind)
+            self.violations[mark:] = [v.replace("end: ", f"end: {who}: ", 1) for v in self.violations[mark:]]
+        for kind in self.kinds:
+            self._check_org_end(kind)
+        if any(op.kind in LIMIT_OPS for op in self.scenario.ops):
+            self._check_history()
+        self._check_answers(self._final())
+
+    def _left_to_sweeper(self) -> bool:
+        return any(
+            "pending_shard" in item or resource_items.state_of(item) == resource_items.PENDING
+            for view in self.views.values()
+            for item in view.resources.values()
+        ) or any(view.census_requests for view in self.views.values())
+
+    def _check_org_end(self, kind: str) -> None:
+        truth = self.org_truth
+        best_effort, eventual = self.org_view.total(kind, BEST_EFFORT), self.org_view.total(kind, EVENTUAL)
+        visible = {
+            (who, rid): resource_items.units_of(item)
+            for who, rid, item, tok in self.member_resources(kind)
+            if resource_items.state_of(item) == resource_items.LIVE
+            or (resource_items.state_of(item) == resource_items.DELETING and not truth.released[tok])
+        }
+        units = sum(visible.values())
+        if truth.undercounts:
+            if best_effort > units or eventual > units:
+                self.violations.append(
+                    f"end: org: {kind} best_effort {best_effort}, eventual {eventual} > {units}"
+                )
+        elif not best_effort == eventual == units:
+            self.violations.append(
+                f"end: org: {kind} best_effort {best_effort}, eventual {eventual}, "
+                f"units of its members' live resources {units} {visible}"
+            )
+        picture = self.org_view.picture(kind)
+        if picture.split and not truth.undercounts:
+            # each shard counts what was admitted on it (its releases and counts went to it too)
+            for number, shard in sorted(picture.shards.items()):
+                on_it = sum(
+                    resource_items.units_of(item)
+                    for who, rid, item, _ in self.member_resources(kind)
+                    if (who, rid) in visible and resource_items.org_shard(item) == number
+                )
+                if (shard.state.best_effort, shard.state.eventual) != (on_it, on_it):
+                    self.violations.append(
+                        f"end: org: {kind} shard {number}: best_effort {shard.state.best_effort}, "
+                        f"eventual {shard.state.eventual}, units of live resources admitted on it {on_it}"
+                    )
+        for who, rid, item, tok in self.member_resources(kind):
+            state = resource_items.state_of(item)
+            if state == resource_items.PENDING and truth.holds(tok):
+                self.violations.append(
+                    f"end: org: {who}'s {rid} is still pending, holding the organization's slot"
+                )
+            if state == resource_items.LIVE and not resource_items.org_counted(item):
+                self.violations.append(f"end: org: {who}'s {rid} is live but was never counted there")
+
+    def _history(self) -> list[dict[str, Any]]:
+        found = []
+        for pk in (
+            *(f"{HISTORY_PREFIX}ACCOUNT#{self.accounts[who]}" for who in WHO),
+            f"{HISTORY_PREFIX}ORG#{self.org}",
+        ):
+            found += self.world.clients.dynamodb.query(
+                TableName=self.world.settings.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": pk}},
+                ConsistentRead=True,
+            )["Items"]
+        return found
+
+    def _check_history(self) -> None:
+        """Run's check, over both accounts' counter items and the organization's."""
+        every = {f"{who}/{kind}": item for who in WHO for kind, item in self.views[who].counters.items()}
+        every |= {f"org/{item['sk']['S']}": item for kind in self.kinds for item in self.org_view.items(kind)}
+        saved, self.snapshot = self.snapshot, Snapshot(every, {})
+        try:
+            super()._check_history()
+        finally:
+            self.snapshot = saved
+
+    def _final(self) -> frozenset[Held]:
+        return frozenset(
+            (f"{who}/{kind}", rid, resource_items.units_of(self.views[who].resources[(kind, rid)]))
+            for who in WHO
+            for of in self.kinds
+            for kind, rid in self.views[who].of(of, resource_items.LIVE, resource_items.DELETING)
+        )
+
+    def _check_answers(self, final: frozenset[Held]) -> None:
+        scenario = self.scenario
+        live = frozenset(
+            (f"{who}/{kind}", rid, units)
+            for who, (kind, rid, units) in map(parse_member_res, (*scenario.counted, *scenario.uncounted))
+        )
+        initial = Model(
+            live,
+            overrides=tuple(sorted((f"{who}/{kind}", n) for who, kind, n in scenario.account_limits)),
+            org_limits=tuple(sorted({**dict(scenario.org_plan), **dict(scenario.org_overrides)}.items())),
+            members=frozenset(scenario.members),
+        )
+        done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
+        # A create whose process died may have held a slot nobody saw, which the sweeper (or the
+        # audit) gave back at the end: a repair undoing a dead create (spec.py).
+        last = max((d.ended for d in self.done.values()), default=0)
+        died = [d for d in done if d.answer == "crash" and d.kind in ("post", "put", "create0")]
+        done += [Done(REPAIR, None, REPAIR, started=last + 1, ended=last + 1) for _ in died]
+        if explain(initial, done, final) is None:
+            shown = ", ".join(f"{self.ops[i].name}={d.answer}" for i, d in sorted(self.done.items()))
+            self.violations.append(
+                f"end: no sequential order explains the answers ({shown}) and {sorted(final)}"
+            )
+
+
+def _item_problems(item: dict[str, Any]) -> list[str]:
+    found = []
+    size = item_size(item)
+    if size >= ITEM_LIMIT:
+        found.append(f"counter item is {size} bytes")
+    state = CounterState.from_item(item)
+    shares = [state.share(r) for r in all_ranges()]
+    if state.best_effort != sum(s.best_effort for s in shares):
+        found.append(f"{BEST_EFFORT} {state.best_effort} != sum of its range shares")
+    if state.eventual != sum(s.eventual for s in shares):
+        found.append(f"{EVENTUAL} {state.eventual} != sum of its range shares")
+    return found
+
+
+def org_answer_of(op: Operation, kind: str) -> int | str:
+    """A refusal names its level (409/account, 409/organization); a membership change answers
+    changed, unchanged or not-empty."""
+    error = op.error
+    if isinstance(error, LimitExceeded):
+        return f"409/{error.scope}"
+    if kind in MEMBERSHIP_OPS:
+        if error is None:
+            return CHANGED if op.result else UNCHANGED
+        if isinstance(error, MembershipConflict) and error.code == "AccountNotEmpty":
+            return NOT_EMPTY
+    return answer_of(op, kind)
