@@ -380,13 +380,6 @@ def test_d3_a_create_that_died_between_the_levels_with_its_records_lost_gives_th
     assert not result.violations, report(scenario, result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D4: a create whose admission at the organization is refused with its response lost, "
-    "and not resolved, goes on as if admitted (P1's exception there) and is made live indexed; the "
-    "stream path counts it at its account and it leaves the PendingIndex, so nothing ever counts it "
-    "at the organization: its counters stay short of its units for good",
-)
 def test_d4_a_create_whose_organizations_admission_is_unresolved_is_counted_there_in_the_end(world):
     # Given an organization of 1 slot, empty; A's create has put its item when B's create takes
     # the slot (found by the long profile's random schedule #579, seed 1)

@@ -230,6 +230,17 @@ def _resource_ops(
     old, new = stream.old_image or {}, stream.new_image or {}
     if event == "MODIFY" and "resize_request" in old and "resize_request" not in new:
         return [], ("resize", account_id, kind, resource_id, str(old["resize_request"]))
+    if event == "MODIFY" and _made_live_unsure_of_its_org(old, new):
+        # Its organization's admission may not have applied (outcome unknown, not resolved):
+        # then no record of that counter will ever count it there, and its account's count
+        # takes it out of the PendingIndex. Counted there from its own record instead, once
+        # (org_counted): if that admission did apply, whichever of the two counts comes first.
+        org_shard = int(new.get("org_shard", 0))
+        units = int(new.get("units", 1))
+        op = CountOp(
+            account_id, resource_id, str(new["incarnation"]), kind, units, str(new["org"]), shard=org_shard
+        )
+        return [op], None
     if event != "REMOVE" or not old:
         return [], None
     removal = ("delete", account_id, kind, resource_id, str(old["incarnation"]))
@@ -237,6 +248,18 @@ def _resource_ops(
         reason = f"TTL removed the pending {resource_id}"
         return [CensusOp(account_id, range_of(resource_id), reason, kind)], removal
     return [], removal
+
+
+def _made_live_unsure_of_its_org(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
+    """Made live by a create that indexed it (an admission's outcome unknown) at an
+    organization that has not counted it."""
+    return (
+        old.get("state") == items.PENDING
+        and new.get("state") == items.LIVE
+        and "pending_shard" in new
+        and "org" in new
+        and not new.get("org_counted")
+    )
 
 
 def _expired(record: DynamoDBRecord) -> bool:
