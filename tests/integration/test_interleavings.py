@@ -360,12 +360,6 @@ def test_d2_a_delete_stopped_between_the_levels_never_lets_the_organization_show
     assert not result.violations, report(scenario, result)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D3: the audit (and a recount) rolls back a create that died between the levels with its "
-    "records lost, without releasing what the organization's admission took: the organization's "
-    "best_effort keeps a slot nobody holds, and refuses creates below its limit for good",
-)
 def test_d3_a_create_that_died_between_the_levels_with_its_records_lost_gives_the_slot_back(world):
     # Given a create of A's x that died long ago between the levels (admitted by the
     # organization of 1 slot, pending), whose stream records were lost (trimmed)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hybrid_counter.keys import epoch_of
+from hybrid_counter.keys import epoch_of, member_token
 from hybrid_counter.observability import default_observability
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import DeleteFlow
@@ -94,7 +94,9 @@ class Repairs:
             return False
         if "undoing" in seen:
             return self.finish_stale_undo(account_id, rid, seen)
-        if items.org_of(seen) is not None and items.org_counted(seen):
+        if items.org_of(seen) is not None and (
+            items.org_counted(seen) or self._admitted_at_org(account_id, rid, seen)
+        ):
             # Marked first (as an undo is), so the stream path notes the release there and a
             # repair that dies after it never releases it twice.
             marked = self._table.mark_undoing(
@@ -104,6 +106,16 @@ class Repairs:
         return self._table.roll_back(
             account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
         ).applied
+
+    def _admitted_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
+        """Whether the organization's admission of a create nobody counted there applied, as far
+        as its counter item can still tell: its ``last_admission`` names this create (its stream
+        records lost). Where another admission came since, it cannot tell, and the slot stays
+        held (an overcount, never an overshoot) until an organization's recount (not built)."""
+        org = items.org_of(seen)
+        assert org is not None
+        state = self._deletes.orgs.read(org, items.kind_of(seen), items.org_shard(seen))
+        return state.last_admission == member_token(account_id, rid, items.incarnation_of(seen))
 
     def finish_stale_undo(self, account_id: str, rid: str, seen: Item) -> bool:
         """Finish undoing a create its account refused whose request could not (org_level.py):
