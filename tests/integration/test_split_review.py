@@ -1135,13 +1135,15 @@ def test_a_late_finisher_without_the_plan_freezes_nothing_once_the_rebase_is_don
     ):
         org.new_service().set_org_shards(org.org_id, 8)
     assert org.record() is not None
+    org.shards = 8  # the profile says 8: creates go to shards 4..7 too (none exists yet)
     late, quick = org.new_service(), org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
-        # When a finisher has read the record (no plan yet) and is about to freeze shard 0 ...
-        zombie = race.start("late", lambda: org.create_on(1, service=late, n=1))
+        # When a finisher (a create on shard 5, which needs the rebase) has read the record (no
+        # plan yet) and is about to freeze shard 0 ...
+        zombie = race.start("late", lambda: org.create_on(5, service=late, n=1))
         stop_before(race, zombie, is_freeze)
         # ... another finishes the rebase (shards 4..7 created, applied, the record deleted)
-        race.run("quick", lambda: org.create_on(2, service=quick, n=2))
+        race.run("quick", lambda: org.create_on(6, service=quick, n=2))
         race.finish(zombie)
     # Then its freezes were all refused: nothing is left frozen, no item without allowance
     picture = org.picture()
