@@ -137,11 +137,12 @@ def test_a_plan_that_cannot_be_read_refuses_the_create_as_retryable_and_writes_n
     # Given an account on a plan, whose plan this process has not read yet
     on_plan({"projects": 3}, account)
     before = snapshot(account)
-    # When every read of the account's plan is throttled (the counter's read, the first GetItem,
-    # goes through)
+    # When every read of the account's plan is throttled (the counter's read and the profile's
+    # read for the account's organization, a kind's first create's, go through: the judge's reads
+    # fail)
     with (
         injected(
-            clients.dynamodb, "GetItem", error="ProvisionedThroughputExceededException", skip=1, times=50
+            clients.dynamodb, "GetItem", error="ProvisionedThroughputExceededException", skip=2, times=50
         ) as fault,
         pytest.raises(Throttled),
     ):
