@@ -1152,3 +1152,31 @@ def test_a_late_finisher_without_the_plan_freezes_nothing_once_the_rebase_is_don
     assert all(s.split for s in picture.shards.values()), summary(picture)
     assert picture.epoch == 2
     org.assert_exact(10)
+
+
+def test_a_left_over_record_is_removed_by_its_finisher_with_the_marks_it_made(split_org):
+    # Given 10 seats laid out over 4 shards (epoch 1), and a record of that same epoch left
+    # over (put after its rebase finished: no plan), covering 8 shards
+    org = split_org(10, 4)
+    org.create_on(0)
+    before = org.picture()
+    assert before.epoch == 1
+    record = {
+        **org_rebase_key(org.org_id, SEATS),
+        "epoch": {"N": "1"},
+        "basis": {"N": "10"},
+        "basis_source": {"S": before.basis.source},
+        "shards": {"NS": [str(n) for n in range(8)]},
+        "favour": {"N": "0"},
+    }
+    org.clients.dynamodb.put_item(TableName=org.settings.table_name, Item=record)
+    # When a process finishes it (its freezes create shards 4..7, frozen, before it finds the
+    # epoch laid out)
+    org.service.orgs.splits.finish(org.org_id, SEATS, record)
+    # Then the record is gone and nothing is left frozen, by the finisher itself: no rebase since
+    after = org.picture()
+    assert org.record() is None
+    assert not after.frozen, summary(after)
+    assert after.epoch == 1
+    assert after.claims == before.claims
+    org.assert_exact(10)
