@@ -425,19 +425,12 @@ class SplitCounter:
             if strict is not None:
                 item[KEPT] = {"N": str(strict.limit)}
                 item[KEPT_SOURCE] = {"S": strict.source}
-            try:
-                retry_conflicts(
-                    partial(
-                        self._clients.dynamodb.put_item,
-                        TableName=self._table,
-                        Item=item,
-                        ConditionExpression="attribute_not_exists(pk)",
-                    ),
-                    self._fx.retry,
-                )
-            except ClientError as error:
-                if error_code(error) != CONDITION_FAILED:
-                    raise
+            if not self._conditional(
+                self._clients.dynamodb.put_item,
+                TableName=self._table,
+                Item=item,
+                ConditionExpression="attribute_not_exists(pk)",
+            ):
                 continue  # another rebase started: finish it
             self._obs.count("Rebased")
             self.finish(owner, kind, item)
@@ -467,10 +460,10 @@ class SplitCounter:
             if picture.epoch >= epoch:
                 # laid out already: by this record's plan (apply what is left of it), or by
                 # another rebase of the epoch (this record is left over: remove it)
-                current = self.record(owner, kind)
-                plan = None if current is None or int(current[EPOCH]["N"]) != epoch else _plan_of(current)
+                current = self._record_at(owner, kind, epoch)
+                plan = None if current is None else _plan_of(current)
                 if plan is None:
-                    if current is not None and int(current[EPOCH]["N"]) == epoch:
+                    if current is not None:
                         self._drop_record(owner, kind, epoch, unplanned=True)
                     self._thaw(owner, kind, picture, epoch)
                     return
@@ -486,20 +479,14 @@ class SplitCounter:
     def _drop_record(self, owner: str, kind: str, epoch: int, *, unplanned: bool) -> None:
         condition = "#e = :e" + (" AND attribute_not_exists(#plan)" if unplanned else "")
         names = {"#e": EPOCH, **({"#plan": "plan"} if unplanned else {})}
-        try:
-            retry_conflicts(
-                lambda: self._clients.dynamodb.delete_item(
-                    TableName=self._table,
-                    Key=self._record_key(owner, kind),
-                    ConditionExpression=condition,
-                    ExpressionAttributeNames=names,
-                    ExpressionAttributeValues={":e": {"N": str(epoch)}},
-                ),
-                self._fx.retry,
-            )
-        except ClientError as error:
-            if error_code(error) != CONDITION_FAILED:
-                raise
+        self._conditional(
+            self._clients.dynamodb.delete_item,
+            TableName=self._table,
+            Key=self._record_key(owner, kind),
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues={":e": {"N": str(epoch)}},
+        )
 
     def _thaw(self, owner: str, kind: str, picture: ShardSet, epoch: int) -> None:
         """Remove the freeze marks of an epoch that is laid out from the shards it did not lay
@@ -513,17 +500,10 @@ class SplitCounter:
             e, r, at = expr.name(EPOCH), expr.name(REBASING), expr.number(epoch)
             expr.when(f"{r} = {at}")
             expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
-            try:
-                retry_conflicts(
-                    partial(
-                        self._clients.dynamodb.update_item,
-                        **expr.update_key(self._table, self._shard_key(owner, kind, shard.number)),
-                    ),
-                    self._fx.retry,
-                )
-            except ClientError as error:
-                if error_code(error) != CONDITION_FAILED:
-                    raise
+            self._conditional(
+                self._clients.dynamodb.update_item,
+                **expr.update_key(self._table, self._shard_key(owner, kind, shard.number)),
+            )
 
     def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet:
         """Mark every shard (creating the new ones); then the picture, once all are marked, or
@@ -539,17 +519,10 @@ class SplitCounter:
                 # on an item a late finisher created is overwritten)
                 expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
                 expr.when(f"attribute_not_exists({r}) OR {r} <= {at}")
-                try:
-                    retry_conflicts(
-                        partial(
-                            self._clients.dynamodb.update_item,
-                            **expr.update_key(self._table, self._shard_key(owner, kind, n)),
-                        ),
-                        self._fx.retry,
-                    )
-                except ClientError as error:
-                    if error_code(error) != CONDITION_FAILED:
-                        raise
+                self._conditional(
+                    self._clients.dynamodb.update_item,
+                    **expr.update_key(self._table, self._shard_key(owner, kind, n)),
+                )
             picture = self.read(owner, kind)
             if picture.epoch >= epoch:
                 return picture
@@ -568,47 +541,50 @@ class SplitCounter:
             ":limit": {"N": str(plan.basis.limit)},
             ":source": {"S": plan.basis.source},
         }
-        try:
-            retry_conflicts(
-                lambda: self._clients.dynamodb.update_item(
-                    TableName=self._table,
-                    Key=self._record_key(owner, kind),
-                    UpdateExpression="SET #plan = :plan, #limit = :limit, #source = :source",
-                    ConditionExpression="#e = :e AND attribute_not_exists(#plan)",
-                    ExpressionAttributeNames={
-                        "#plan": "plan",
-                        "#e": EPOCH,
-                        "#limit": PLAN_LIMIT,
-                        "#source": PLAN_SOURCE,
-                    },
-                    ExpressionAttributeValues=values,
-                ),
-                self._fx.retry,
-            )
+        if self._conditional(
+            self._clients.dynamodb.update_item,
+            TableName=self._table,
+            Key=self._record_key(owner, kind),
+            UpdateExpression="SET #plan = :plan, #limit = :limit, #source = :source",
+            ConditionExpression="#e = :e AND attribute_not_exists(#plan)",
+            ExpressionAttributeNames={
+                "#plan": "plan",
+                "#e": EPOCH,
+                "#limit": PLAN_LIMIT,
+                "#source": PLAN_SOURCE,
+            },
+            ExpressionAttributeValues=values,
+        ):
             return plan
-        except ClientError as error:
-            if error_code(error) != CONDITION_FAILED:
-                raise
-        record = self.record(owner, kind)
-        if record is None or int(record[EPOCH]["N"]) != epoch:
-            return None  # the record is gone: the rebase finished
-        return _plan_of(record)
+        record = self._record_at(owner, kind, epoch)
+        return None if record is None else _plan_of(record)  # None: gone, the rebase finished
 
     def _apply(self, owner: str, kind: str, n: int, *, epoch: int, basis: Basis, allowance: int) -> None:
         expr = UpdateExpr()
         expr.set(ALLOWANCE, expr.number(allowance)).set(BASIS, expr.number(basis.limit))
         expr.set_string(BASIS_SOURCE, basis.source).set(EPOCH, expr.number(epoch)).remove(REBASING)
         expr.when(f"{expr.name(REBASING)} = {expr.number(epoch)}")
+        self._conditional(
+            self._clients.dynamodb.update_item,
+            **expr.update_key(self._table, self._shard_key(owner, kind, n)),
+        )
+
+    def _conditional(self, call: Callable[..., Any], **request: Any) -> bool:
+        """One write, retried on conflicts and throttling (every rebase step is idempotent):
+        False when its condition refused it (another process got there first), which is an
+        answer, not an error."""
         try:
-            retry_conflicts(
-                lambda: self._clients.dynamodb.update_item(
-                    **expr.update_key(self._table, self._shard_key(owner, kind, n))
-                ),
-                self._fx.retry,
-            )
+            retry_conflicts(partial(call, **request), self._fx.retry)
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
+            return False
+        return True
+
+    def _record_at(self, owner: str, kind: str, epoch: int) -> dict[str, Any] | None:
+        """The kind's rebase record if it is still the one of ``epoch``."""
+        record = self.record(owner, kind)
+        return None if record is None or int(record[EPOCH]["N"]) != epoch else record
 
     def _once(self, args: dict[str, Any]) -> Attempted:
         return attempt_write(

@@ -170,20 +170,10 @@ class OrgStore:
         )
 
     def _counter_kinds(self, account_id: str) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        paginator = self._clients.dynamodb.get_paginator("query")
-        for page in paginator.paginate(
-            TableName=self._table,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={
-                ":pk": {"S": account_pk(account_id)},
-                ":prefix": {"S": COUNTER_PREFIX},
-            },
-            ConsistentRead=True,
-        ):
-            for item in page.get("Items", []):
-                found[parse_counter_sk(str(item["sk"]["S"]))] = dict(item)
-        return found
+        return {
+            parse_counter_sk(str(item["sk"]["S"])): item
+            for item in self._items(account_pk(account_id), COUNTER_PREFIX)
+        }
 
     def _check_empty(self, account_id: str, counters: dict[str, dict[str, Any]]) -> None:
         """No resource item at all, and no counter holding anything (the transaction checks the
@@ -340,7 +330,7 @@ class OrgStore:
             if self._get(org_key(org_id)) is None:
                 raise NotFound(f"organization {org_id} not found") from error
             raise _not_empty(org_id) from error
-        items = self._org_items(org_id, COUNTER_PREFIX) + self._org_items(org_id, REBASE_PREFIX)
+        items = self._items(org_pk(org_id), COUNTER_PREFIX) + self._items(org_pk(org_id), REBASE_PREFIX)
         if any(_holds(item) for item in items):
             self._clients.dynamodb.update_item(
                 TableName=self._table,
@@ -379,13 +369,14 @@ class OrgStore:
             ]
         )
 
-    def _org_items(self, org_id: str, prefix: str) -> list[dict[str, Any]]:
+    def _items(self, pk: str, prefix: str) -> list[dict[str, Any]]:
+        """Every item of a partition whose sort key begins with ``prefix`` (consistent, paged)."""
         found: list[dict[str, Any]] = []
         paginator = self._clients.dynamodb.get_paginator("query")
         for page in paginator.paginate(
             TableName=self._table,
             KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": org_pk(org_id)}, ":prefix": {"S": prefix}},
+            ExpressionAttributeValues={":pk": {"S": pk}, ":prefix": {"S": prefix}},
             ConsistentRead=True,
         ):
             found += [dict(item) for item in page.get("Items", [])]

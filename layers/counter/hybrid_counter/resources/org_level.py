@@ -463,11 +463,18 @@ class OrgLevel:
             return None
 
         try:
-            if self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation):
+            if self.last_admitted(org, account_id, rid, incarnation, kind=kind, shard=shard):
                 return True
             return self._fx.waiter.until(counted) is not None
         except (ClientError, BotoCoreError):
             return False
+
+    def last_admitted(
+        self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, shard: int = 0
+    ) -> bool:
+        """The shard's last admission is this create's: its admission there applied (False says
+        nothing once another admission came since)."""
+        return self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation)
 
     def refused(self, admission: Admission, kind: str, units: int) -> LimitExceeded:
         limit = admission.judged.limit if admission.judged else 0

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hybrid_counter.keys import epoch_of, member_token
+from hybrid_counter.keys import epoch_of
 from hybrid_counter.observability import default_observability
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import DeleteFlow
@@ -109,13 +109,19 @@ class Repairs:
 
     def _admitted_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
         """Whether the organization's admission of a create nobody counted there applied, as far
-        as its counter item can still tell: its ``last_admission`` names this create (its stream
-        records lost). Where another admission came since, it cannot tell, and the slot stays
-        held (an overcount, never an overshoot) until an organization's recount (not built)."""
+        as its counter item can still tell (its stream records lost). Where another admission
+        came since, it cannot tell, and the slot stays held (an overcount, never an overshoot)
+        until an organization's recount (not built)."""
         org = items.org_of(seen)
         assert org is not None
-        state = self._deletes.orgs.read(org, items.kind_of(seen), items.org_shard(seen))
-        return state.last_admission == member_token(account_id, rid, items.incarnation_of(seen))
+        return self._deletes.orgs.last_admitted(
+            org,
+            account_id,
+            rid,
+            items.incarnation_of(seen),
+            kind=items.kind_of(seen),
+            shard=items.org_shard(seen),
+        )
 
     def finish_stale_undo(self, account_id: str, rid: str, seen: Item) -> bool:
         """Finish undoing a create its account refused whose request could not (org_level.py):
