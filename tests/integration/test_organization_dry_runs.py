@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import pytest
 
-from hybrid_counter.errors import LimitExceeded, ValidationError
+from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.resources import ResourceService
 
 pytestmark = pytest.mark.integration
@@ -51,20 +51,24 @@ def test_a_members_dry_run_says_what_its_organization_would_answer(service, new_
     assert (own.would_admit, own.scope) == (False, "account")
 
 
-def test_a_members_resize_dry_run_does_not_admit_what_the_resize_refuses(service, new_account):
-    # Given a member with a seat, in an organization with room, and a resize it would refuse
+def test_a_members_resize_dry_run_answers_as_the_resize_does_at_each_level(service, new_account):
+    # Given a member that may hold 5 seats, holding 1, in an organization of 3
     member = new_account()
     plan, org = f"plan-{uuid.uuid4().hex[:8]}", f"org-{uuid.uuid4().hex[:8]}"
-    service.put_plan(plan, {SEATS: 10})
+    service.put_plan(plan, {SEATS: 3})
     service.put_org(org, plan)
     service.add_member(org, member)
     service.set_limit(member, 5, kind=SEATS)
     resource, _ = service.create(member, "r", {}, kind=SEATS)
-    with pytest.raises(ValidationError):  # member resizes are not built yet
-        service.resize(member, resource.resource_id, 2, kind=SEATS)
-    # Then its dry run does not say it would be admitted (it is refused, or says it would not be)
-    try:
-        answer = service.would_resize(member, resource.resource_id, 2, kind=SEATS)
-    except ValidationError:
-        return
-    assert answer.would_admit is False
+    rid = resource.resource_id
+    # Then a grow to 3 would be admitted, and is
+    assert service.would_resize(member, rid, 3, kind=SEATS).would_admit is True
+    # And a grow to 4 would not, by the organization, and is refused by it
+    answer = service.would_resize(member, rid, 4, kind=SEATS)
+    assert (answer.would_admit, answer.scope) == (False, "organization")
+    with pytest.raises(LimitExceeded) as refused:
+        service.resize(member, rid, 4, kind=SEATS)
+    assert refused.value.scope == "organization"
+    # And a grow to 6 would not, by its account either
+    assert service.would_resize(member, rid, 6, kind=SEATS).would_admit is False
+    assert service.resize(member, rid, 3, kind=SEATS).units == 3

@@ -16,7 +16,6 @@ from hybrid_counter.errors import (
     LimitExceeded,
     MembershipConflict,
     NotFound,
-    ValidationError,
 )
 from hybrid_counter.keys import org_pk
 from hybrid_counter.resources import ResourceService
@@ -230,12 +229,3 @@ def test_an_organizations_override_and_plan_follow_the_accounts_rules(service, n
         service.put_org(org_id, small)
     service.put_org(org_id, small, force=True)
     assert service.get_org(org_id).plan_id == small
-
-
-def test_a_resize_of_a_members_resource_is_refused_for_now(service, new_account, org):
-    member = new_account()
-    org({SEATS: 10}, member)
-    service.set_limit(member, 20, kind=SEATS)
-    resource, _ = service.create(member, "a", {}, kind=SEATS, units=2)
-    with pytest.raises(ValidationError):
-        service.resize(member, resource.resource_id, 3, kind=SEATS)

@@ -256,6 +256,26 @@ def resize_token(resource_id: str, incarnation: str, request_id: str) -> str:
     return f"{resource_id}#{incarnation}#{request_id}"
 
 
+UNDO_SUFFIX = ".undo"  # on an organization's resize token: the undoing of that resize's grow there
+
+
+def org_resize_token(
+    account_id: str, resource_id: str, incarnation: str, request_id: str, *, undo: bool = False
+) -> str:
+    """Names one member resize (or its undoing) on its organization's counter item."""
+    return f"{account_id}/{resize_token(resource_id, incarnation, request_id)}{UNDO_SUFFIX if undo else ''}"
+
+
+def parse_org_resize_token(value: str) -> tuple[str, str, str, str, bool]:
+    """(account id, resource id, incarnation, request id, whether it undoes) of a member resize."""
+    account_id, sep, rest = value.partition("/")
+    if not sep or not is_valid_id(account_id):
+        raise ValueError(f"not a member resize token: {value!r}")
+    undo = rest.endswith(UNDO_SUFFIX)
+    resource_id, incarnation, request_id = parse_resize_token(rest.removesuffix(UNDO_SUFFIX))
+    return account_id, resource_id, incarnation, request_id, undo
+
+
 def parse_resize_token(value: str) -> tuple[str, str, str]:
     head, sep, request_id = value.rpartition("#")
     if not sep or not request_id:

@@ -228,17 +228,22 @@ def resize(
     cap: int = 0,
     limit_seen: int | None = None,
     best_effort_seen: int | None = None,
+    single: bool = False,
 ) -> UpdateExpr:
     """A resize moves both counters by ``delta`` units (eventual only if the stream had counted
     the resource, which it cannot do while the resize is claimed). Growing is admitted like a
-    create of ``delta`` units (room under the limit judged by); shrinking is released like a
-    delete of ``-delta`` units (best_effort floored at 0, as ``release``)."""
+    create of ``delta`` units (room under the limit judged by; ``single``: an organization's
+    single counter item, so not being split nor split, as its admissions); shrinking is released
+    like a delete of ``-delta`` units (best_effort floored at 0, as ``release``)."""
     expr = UpdateExpr()
     if delta > 0:
         expr.add(BEST_EFFORT, delta).add(EVENTUAL, delta if counted else 0)
         _range_delta(expr, range_of(resource_id), delta, delta if counted else 0)
         _room_for(expr, delta, cap)
         _limit_judged(expr, cap, override=limit_seen is not None)
+        if single:
+            expr.when(f"attribute_not_exists({expr.name(ALLOWANCE)})")
+            expr.when(f"attribute_not_exists({expr.name(REBASING)})")
     else:
         units = -delta
         taken = units if best_effort_seen is None else min(units, best_effort_seen)

@@ -86,6 +86,7 @@ from hybrid_counter.counters.state import (
     EVENTUAL,
     LAST_ADMISSION,
     LAST_ADMISSION_UNITS,
+    LAST_RESIZE,
     REBASING,
     CounterState,
 )
@@ -334,6 +335,19 @@ class SplitCounter:
         expr = UpdateExpr().add(BEST_EFFORT, units)
         range_delta(expr, range_of(resource_id), units, 0)
         expr.set_string(LAST_ADMISSION, token).set(LAST_ADMISSION_UNITS, expr.number(units))
+        _within(expr, shard.allowance, units)
+        args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))
+        args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        return self._once(args)
+
+    def grow_once(
+        self, owner: str, kind: str, shard: Shard, *, resource_id: str, token: str, units: int, counted: bool
+    ) -> Attempted:
+        """One conditional write: a resize's ``units`` more for a resource the shard admitted
+        (``eventual`` too if it counted it), within its allowance as read; ``last_resize`` names it."""
+        expr = UpdateExpr().add(BEST_EFFORT, units).add(EVENTUAL, units if counted else 0)
+        range_delta(expr, range_of(resource_id), units, units if counted else 0)
+        expr.set_string(LAST_RESIZE, token)
         _within(expr, shard.allowance, units)
         args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))
         args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"

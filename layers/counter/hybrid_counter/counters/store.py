@@ -280,6 +280,7 @@ class CounterStore:
                 cap=judged.limit,
                 limit_seen=judged.limit if judged.override else None,
                 best_effort_seen=floor,
+                single=not self._listed,
             )
             args: dict[str, Any] = expr.update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
@@ -288,6 +289,13 @@ class CounterStore:
                 return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
             if attempt.effect is Effect.CONDITION_FAILED:
                 state = self._refused_on(attempt)
+                if (
+                    delta > 0
+                    and not self._listed
+                    and (state.allowance is not None or state.rebasing is not None)
+                ):
+                    # an organization's item split meanwhile: the grow is a shard's (org_level.py)
+                    return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 floor = max(0, state.best_effort) if delta < 0 else None
                 continue
             return self._not_admitted(attempt, state, judged, account_id)

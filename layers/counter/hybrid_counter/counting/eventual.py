@@ -35,6 +35,7 @@ from hybrid_counter.counting.ops import (
     HealOp,
     Op,
     OrgReleasedOp,
+    OrgResizedOp,
 )
 from hybrid_counter.keys import iso_utc, pending_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
@@ -155,7 +156,7 @@ class EventualCounter:
         finishes = [
             (position, op)
             for position, op in enumerate(ops)
-            if isinstance(op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp)
+            if isinstance(op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp)
         ]
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
         heals = {(op.account_id, op.kind, op.org, op.shard) for op in ops if isinstance(op, HealOp)}
@@ -360,8 +361,10 @@ class EventualCounter:
         )
 
     # ---- finishing deletes and healing: single conditional writes --------------------------------
-    def _finish(self, op: FinishDeleteOp | FinishResizeOp | OrgReleasedOp) -> ApplyReport:
+    def _finish(self, op: FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp) -> ApplyReport:
         key = resource_key(op.account_id, op.resource_id, kind=op.kind)
+        if isinstance(op, OrgResizedOp):
+            return self._org_resized(op, key)
         try:
             if isinstance(op, OrgReleasedOp):
                 retry_conflicts(
@@ -399,7 +402,9 @@ class EventualCounter:
                         TableName=self._table,
                         Key=key,
                         UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
-                        ConditionExpression="incarnation = :inc AND resize_request = :req",
+                        # not a member's shrink: its organization's release is still to come
+                        ConditionExpression="incarnation = :inc AND resize_request = :req "
+                        "AND (attribute_not_exists(org) OR resize_to > resize_from)",
                         ExpressionAttributeNames={"#units": "units"},
                         ExpressionAttributeValues={
                             ":inc": {"S": op.incarnation},
@@ -417,6 +422,42 @@ class EventualCounter:
         if isinstance(op, OrgReleasedOp):
             return ApplyReport()
         return ApplyReport(finished_deletes=1)
+
+    def _org_resized(self, op: OrgResizedOp, key: dict[str, Any]) -> ApplyReport:
+        """A shrink's move at its organization is its last: the resize finished (if its request
+        did not); a grow's, or its undoing, noted on the claim. One conditional write, a second
+        when the first finds a grow."""
+        values = {":inc": {"S": op.incarnation}, ":req": {"S": op.request_id}}
+        claimed = "incarnation = :inc AND resize_request = :req"
+        writes: list[dict[str, Any]] = [
+            {
+                "UpdateExpression": "SET org_unresized = :req",
+                "ConditionExpression": claimed,
+            }
+            if op.undo
+            else {
+                "UpdateExpression": f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+                "ConditionExpression": f"{claimed} AND resize_to < resize_from",
+                "ExpressionAttributeNames": {"#units": "units"},
+            }
+        ]
+        if not op.undo:
+            writes.append({"UpdateExpression": "SET org_resized = :req", "ConditionExpression": claimed})
+        for number, write in enumerate(writes):
+            try:
+                retry_conflicts(
+                    lambda w=write: self._clients.dynamodb.update_item(  # type: ignore[misc]
+                        TableName=self._table, Key=key, ExpressionAttributeValues=values, **w
+                    ),
+                    self._retry,
+                )
+            except ClientError as error:
+                if error_code(error) != CONDITION_FAILED:
+                    raise
+                continue
+            finished = not op.undo and number == 0
+            return ApplyReport(finished_resizes=1) if finished else ApplyReport()
+        return ApplyReport(already_done=1)
 
     def _heal(self, op: HealOp) -> ApplyReport:
         """Opportunistic: a heal that fails is tried again on the next drifted record."""

@@ -11,6 +11,8 @@ in any order leaves the counters right:
   (conditional on that incarnation still being claimed). No counter changes: the release did them.
 - ``FinishResizeOp``: give a resource the units its resize moved its counters to, if that resize
   did not get to (conditional on the resize still holding it). No counter changes either.
+- ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization,
+  noted on the claim (or, a shrink's, the resize finished); no counter changes.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
 - ``CensusOp``: ask for a census of one range (an idempotent request the sweeper takes up).
 """
@@ -115,6 +117,26 @@ class OrgReleasedOp:
 
 
 @dataclass(frozen=True)
+class OrgResizedOp:
+    """A member resize's move at its organization applied (resources/org_level.py): a shrink's
+    (the second of its two moves) finishes the resize, as FinishResizeOp does a grow's; a grow's
+    (the first) and the undoing of one are noted on the claim (``org_resized``,
+    ``org_unresized``), so a settlement after the grace period knows what the organization holds.
+    Conditional on that resize still holding the item; no counter changes."""
+
+    account_id: str
+    resource_id: str
+    incarnation: str
+    request_id: str
+    kind: str = DEFAULT_KIND
+    undo: bool = False
+
+    @property
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
+
+
+@dataclass(frozen=True)
 class HealOp:
     account_id: str
     kind: str = DEFAULT_KIND
@@ -139,7 +161,7 @@ class CensusOp:
     kind: str = DEFAULT_KIND
 
 
-Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp | OrgReleasedOp
+Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp | OrgReleasedOp | OrgResizedOp
 
 
 def op_for_item(item: dict[str, Any]) -> Op | None:

@@ -44,6 +44,7 @@ from hybrid_counter.counting.ops import (
     HealOp,
     Op,
     OrgReleasedOp,
+    OrgResizedOp,
 )
 from hybrid_counter.keys import (
     CHANGE_PREFIX,
@@ -62,6 +63,7 @@ from hybrid_counter.keys import (
     parse_member_token,
     parse_org_counter_sk,
     parse_org_pk,
+    parse_org_resize_token,
     parse_resize_token,
     parse_token,
     range_of,
@@ -167,8 +169,8 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
 
 def _org_ops(record: DynamoDBRecord, org: str, sk: str, event: str) -> list[Op]:
     """An organization's counter item's write: a member's resource admitted there (count it
-    there, once), released there (note it on the claim), drifted (heal). Its profile and
-    member items carry no work."""
+    there, once), released or resized there (note it on the claim, or finish a shrink), drifted
+    (heal). Its profile and member items carry no work."""
     if not sk.startswith(COUNTER_PREFIX) or event == "REMOVE":
         return []
     kind, shard = parse_org_counter_sk(sk)
@@ -180,6 +182,10 @@ def _org_ops(record: DynamoDBRecord, org: str, sk: str, event: str) -> list[Op]:
     ops: list[Op] = []
     try:
         admitted, released = _changed(new, old, LAST_ADMISSION), _changed(new, old, LAST_RELEASE)
+        resized = _changed(new, old, LAST_RESIZE)
+        if resized is not None:
+            account_id, resource_id, incarnation, request_id, undo = parse_org_resize_token(resized)
+            ops.append(OrgResizedOp(account_id, resource_id, incarnation, request_id, kind, undo))
         if admitted is not None:
             account_id, resource_id, incarnation = parse_member_token(admitted)
             units = int(new.get(LAST_ADMISSION_UNITS, 1))
@@ -229,18 +235,17 @@ def _resource_ops(
     assert stream is not None
     old, new = stream.old_image or {}, stream.new_image or {}
     if event == "MODIFY" and "resize_request" in old and "resize_request" not in new:
-        return [], ("resize", account_id, kind, resource_id, str(old["resize_request"]))
+        # A member's resource its organization has not counted yet: its count there, refused
+        # while the resize held it, is made now (no other record asks for it again, and its
+        # account's count takes it out of the PendingIndex). Once, whoever comes first (org_counted).
+        ended = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
+        return ended, ("resize", account_id, kind, resource_id, str(old["resize_request"]))
     if event == "MODIFY" and _made_live_unsure_of_its_org(old, new):
         # Its organization's admission may not have applied (outcome unknown, not resolved):
         # then no record of that counter will ever count it there, and its account's count
         # takes it out of the PendingIndex. Counted there from its own record instead, once
         # (org_counted): if that admission did apply, whichever of the two counts comes first.
-        org_shard = int(new.get("org_shard", 0))
-        units = int(new.get("units", 1))
-        op = CountOp(
-            account_id, resource_id, str(new["incarnation"]), kind, units, str(new["org"]), shard=org_shard
-        )
-        return [op], None
+        return [_org_count(account_id, kind, resource_id, new)], None
     if event != "REMOVE" or not old:
         return [], None
     removal = ("delete", account_id, kind, resource_id, str(old["incarnation"]))
@@ -248,6 +253,18 @@ def _resource_ops(
         reason = f"TTL removed the pending {resource_id}"
         return [CensusOp(account_id, range_of(resource_id), reason, kind)], removal
     return [], removal
+
+
+def _org_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, Any]) -> CountOp:
+    """The count at its organization of a live member's resource, as its record shows it."""
+    units, org_shard = int(new.get("units", 1)), int(new.get("org_shard", 0))
+    return CountOp(
+        account_id, resource_id, str(new["incarnation"]), kind, units, str(new["org"]), shard=org_shard
+    )
+
+
+def _uncounted_member(new: Mapping[str, Any]) -> bool:
+    return new.get("state") == items.LIVE and "org" in new and not new.get("org_counted")
 
 
 def _made_live_unsure_of_its_org(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:

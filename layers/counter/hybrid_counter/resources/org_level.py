@@ -26,6 +26,7 @@ its lag (the same assumption the takeover of a dead delete makes, design.md §4)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,13 +36,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import Attempted, Effect
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
-from hybrid_counter.counters.split import OVERRIDE, Basis, ShardSet, shard_of_resource
+from hybrid_counter.counters.split import OVERRIDE, Basis, Shard, ShardSet, shard_of_resource
 from hybrid_counter.counters.state import ALLOWANCE, BASIS, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
-from hybrid_counter.keys import member_token, org_counter_key, profile_key
+from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
 from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.resources import items
-from hybrid_counter.resources.table import ResourceTable
+from hybrid_counter.resources.table import Item, ResourceTable
 from hybrid_counter.usage import OrgAnswer
 
 if TYPE_CHECKING:
@@ -65,6 +66,9 @@ def split_guard(limit: int) -> Guard:
         {"#g_basis": BASIS, "#g_rebasing": REBASING},
         {":g_limit": {"N": str(limit)}},
     )
+
+
+ShardWrite = Callable[[Shard], Attempted]  # one conditional write of units on a shard, as read
 
 
 class OrgView(Protocol):
@@ -246,8 +250,14 @@ class OrgLevel:
             if admitted.outcome is not AdmissionOutcome.MOVED:
                 return admitted
             # split meanwhile: admitted on shard 0 of the split counter
+        write = partial(self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units)
+        return self._on_split(org, kind, seen.shard, units=units, write=write)
+
+    def _on_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
+        """``units`` more on a split counter's shard (an admission, or a member resize's grow):
+        its one conditional write, with allowance gathered first if the shard is short."""
         try:
-            return self._admit_split(org, kind, seen.shard, rid=rid, token=token, units=units)
+            return self._admit_split(org, kind, shard, units=units, write=write)
         except Throttled:
             return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=True)
         except (InProgress, StoreUnavailable, ClientError, BotoCoreError) as error:
@@ -256,7 +266,7 @@ class OrgLevel:
                 AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=isinstance(error, InProgress)
             )
 
-    def _admit_split(self, org: str, kind: str, shard: int, *, rid: str, token: str, units: int) -> Admission:
+    def _admit_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
         picture: ShardSet | None = None
         for _ in range(ATTEMPTS):
             picture = picture or self.splits.read(org, kind)
@@ -278,7 +288,7 @@ class OrgLevel:
             judged = Judged(basis.limit, "override" if basis.source == OVERRIDE else "plan")
             mine = picture.get(shard)
             if mine.room >= units:
-                attempt = self.splits.admit_once(org, kind, mine, resource_id=rid, token=token, units=units)
+                attempt = write(mine)
                 if attempt.applied:
                     return Admission(AdmissionOutcome.ADMITTED, picture.total(), judged=judged)
                 if attempt.effect is Effect.CONDITION_FAILED:
@@ -563,3 +573,116 @@ class OrgLevel:
         ):
             return None
         return attempt.effect
+
+    # ---- member resizes (resize.py) ----------------------------------------------------------------
+    def resize(self, account_id: str, kind: str, rid: str, claimed: Item, *, undo: bool = False) -> Admission:
+        """A member resize's move at its organization (``claimed``: the resource as its resize
+        claimed it), on the shard that holds the resource's units: a grow is admitted there like
+        a create of the difference (its single item judged by the organization's limit, a split
+        counter's shard within its allowance); a shrink, or the undoing of a grow (``undo``: its
+        account did not make it), is released there. One write (single attempt, as every
+        admission and release), its token in ``last_resize`` (keys.org_resize_token), from which
+        the stream path marks the item (``org_resized``, ``org_unresized``)."""
+        org, move = _org_move(account_id, rid, claimed, undo=undo)
+        store = self.shard(move.shard)
+        if move.delta < 0:
+            return store.resize(
+                org,
+                rid,
+                move.token,
+                move.delta,
+                counted=move.counted,
+                seen=CounterState(),
+                kind=kind,
+                judge=_releasing,
+            )
+        picture = self.splits.read(org, kind)
+        if move.shard == 0 and self._single(org, picture):
+            judge = self._view.org_judge(org, kind)
+            grown = store.resize(
+                org,
+                rid,
+                move.token,
+                move.delta,
+                counted=move.counted,
+                seen=picture.get(0).state,
+                kind=kind,
+                judge=judge,
+            )
+            if grown.outcome is not AdmissionOutcome.MOVED:
+                return grown
+        write = partial(
+            self.splits.grow_once,
+            org,
+            kind,
+            resource_id=rid,
+            token=move.token,
+            units=move.delta,
+            counted=move.counted,
+        )
+        return self._on_split(org, kind, move.shard, units=move.delta, write=write)
+
+    def resized_after_all(
+        self, account_id: str, kind: str, rid: str, claimed: Item, *, undo: bool = False
+    ) -> bool:
+        """After a member resize's move at its organization whose outcome is unknown: the shard's
+        ``last_resize``, or the stream path's mark on the item (or the claim ended)."""
+        request, mark = items.since(claimed, "resize_request"), "org_unresized" if undo else "org_resized"
+
+        def marked() -> bool | None:
+            found = self._table.get(account_id, rid, kind=kind)
+            if found is None or items.since(found, "resize_request") != request:
+                return True  # ended: whoever ended it saw the move
+            return True if items.since(found, mark) == request else None
+
+        try:
+            if self.moved_last(account_id, kind, rid, claimed, undo=undo):
+                return True
+            return self._fx.waiter.until(marked) is not None
+        except (ClientError, BotoCoreError):
+            return False
+
+    def moved_last(self, account_id: str, kind: str, rid: str, claimed: Item, *, undo: bool = False) -> bool:
+        """The shard's last resize is this one's move (it applied; False says nothing once
+        another came since)."""
+        org, move = _org_move(account_id, rid, claimed, undo=undo)
+        return self.read(org, kind, move.shard).last_resize == move.token
+
+    def holds_target(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
+        """Whether the organization holds the target size of ``seen``'s dead resize: its move
+        there applied and was not undone, as the shard's ``last_resize`` or the stream path's
+        marks on the item say (a repair trusts the marks once the request is older than the
+        grace period, as the takeover of a dead delete does: design.md §10)."""
+        request = items.since(seen, "resize_request")
+        if items.since(seen, "org_unresized") == request or self.moved_last(
+            account_id, kind, rid, seen, undo=True
+        ):
+            return False
+        return items.since(seen, "org_resized") == request or self.moved_last(account_id, kind, rid, seen)
+
+
+@dataclass(frozen=True)
+class OrgMove:
+    delta: int  # units more (less) on the organization's shard
+    counted: bool  # its eventual holds the resource (the claim stops the stream path counting it)
+    shard: int
+    token: str
+
+
+def _org_move(account_id: str, rid: str, claimed: Item, *, undo: bool) -> tuple[str, OrgMove]:
+    """What a member resize (or its undoing) moves at its organization, from its claimed item."""
+    org = items.org_of(claimed)
+    assert org is not None, "a member's resource records its organization"
+    delta = int(claimed["resize_to"]["N"]) - int(claimed["resize_from"]["N"])
+    token = org_resize_token(
+        account_id, rid, items.incarnation_of(claimed), items.since(claimed, "resize_request"), undo=undo
+    )
+    move = OrgMove(
+        -abs(delta) if undo else delta, items.org_counted(claimed), items.org_shard(claimed), token
+    )
+    return org, move
+
+
+def _releasing(state: CounterState) -> Judged:
+    """A release judges nothing (its write has no limit to check)."""
+    return Judged(state.limit or 0, "plan")

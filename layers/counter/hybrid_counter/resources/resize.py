@@ -29,18 +29,18 @@ from typing import TYPE_CHECKING
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.counters import AdmissionOutcome, Judge
+from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, Judge
 from hybrid_counter.errors import (
     InProgress,
     LimitExceeded,
     NotFound,
     StoreUnavailable,
     Throttled,
-    ValidationError,
 )
 from hybrid_counter.keys import epoch_of, resize_token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.org_level import OrgLevel, releases_only
 from hybrid_counter.resources.resize_settlement import ResizeSettlement
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
@@ -58,23 +58,17 @@ class ResizeFlow:
         grace_seconds: float,
         effects: Effects,
         obs: Observability,
+        *,
+        orgs: OrgLevel | None = None,
     ) -> None:
         self._table = table
         self._counters = counters
         self._grace = grace_seconds
         self._fx = effects
         self._obs = obs
-        self.settlement = ResizeSettlement(table, counters, grace_seconds, effects, obs)
-
-    @staticmethod
-    def refuse_members(item: Item) -> None:
-        """Not built yet: a resize at both levels needs its own settlement at the
-        organization's (design.md §10, "Not built"). Refused, never past a limit."""
-        if items.org_of(item) is not None:
-            raise ValidationError(
-                "resizing a resource of an account in an organization is not supported yet: "
-                "delete it and create it with the new units"
-            )
+        # The organizations' level: the API path's judges grows there; repairs only release.
+        self._orgs = orgs or OrgLevel(table, counters, releases_only, effects, obs)
+        self.settlement = ResizeSettlement(table, counters, grace_seconds, effects, obs, orgs=self._orgs)
 
     def resize(
         self, account_id: str, kind: str, rid: str, target: int, *, judge: Judge | None = None
@@ -84,7 +78,6 @@ class ResizeFlow:
             item = self.current(account_id, kind, rid)
             if items.units_of(item) == target and not items.resizing(item):
                 return items.resource_from_item(item)  # already that size: nothing to do
-            self.refuse_members(item)
             claim = partial(
                 self._table.claim_resize,
                 account_id,
@@ -140,21 +133,28 @@ class ResizeFlow:
         self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item, judge: Judge | None
     ) -> Resource:
         units, target = int(claimed["resize_from"]["N"]), int(claimed["resize_to"]["N"])
-        incarnation, counted = items.incarnation_of(claimed), items.is_counted(claimed)
-        resize = resize_token(rid, incarnation, request_id)
-        state = guarded(lambda: self._counters.read(account_id, kind=kind), "the resize")
-        moved = self._counters.resize(
-            account_id, rid, resize, target - units, counted=counted, seen=state, kind=kind, judge=judge
-        )
+        org = items.org_of(claimed)
+        if org is not None and target > units:
+            # A member's grow: admitted by its organization first (org_level.py), undone there
+            # if its account refuses it.
+            self._at_org(account_id, kind, rid, request_id, claimed=claimed)
+        moved = self._move_account(account_id, kind, rid, request_id, claimed=claimed, judge=judge)
         if moved.outcome is AdmissionOutcome.ADMITTED or (
             moved.outcome is AdmissionOutcome.UNKNOWN
-            and self._moved_after_all(account_id, kind, rid, resize, request_id)
+            and self._moved_after_all(account_id, kind, rid, request_id, claimed=claimed)
         ):
+            if org is not None and target < units:
+                # A member's shrink: released at its account first, then its organization.
+                self._at_org(account_id, kind, rid, request_id, claimed=claimed)
             return self._finish(account_id, kind, rid, request_id, claimed=claimed, target=target)
         if moved.outcome is AdmissionOutcome.UNKNOWN:
             # The claim stays: a retry after the grace period ends it (settle_stale).
             raise InProgress("the resize could not be confirmed; retry the request")
-        self._revert(account_id, kind, rid, request_id)
+        undone = org is None or target < units or self._undo_at_org(account_id, kind, rid, claimed=claimed)
+        if undone:
+            self._revert(account_id, kind, rid, request_id)
+        # else the organization's admission stands: the claim stays, and whoever settles it after
+        # the grace period releases it there (resize_settlement.py)
         if moved.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
             limit = moved.judged.limit if moved.judged else 0
@@ -164,19 +164,86 @@ class ResizeFlow:
             raise Throttled("too many requests for this account; the resize was not done, retry the request")
         raise StoreUnavailable("the data store is unavailable; the resize was not done, retry the request")
 
-    def _moved_after_all(self, account_id: str, kind: str, rid: str, resize: str, request_id: str) -> bool:
+    def _move_account(
+        self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item, judge: Judge | None
+    ) -> Admission:
+        units, target = int(claimed["resize_from"]["N"]), int(claimed["resize_to"]["N"])
+        incarnation, counted = items.incarnation_of(claimed), items.is_counted(claimed)
+        resize = resize_token(rid, incarnation, request_id)
+        try:
+            state = guarded(lambda: self._counters.read(account_id, kind=kind), "the resize")
+        except (Throttled, StoreUnavailable) as error:  # nothing moved here: reverted (_move)
+            return Admission(
+                AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=isinstance(error, Throttled)
+            )
+        return self._counters.resize(
+            account_id, rid, resize, target - units, counted=counted, seen=state, kind=kind, judge=judge
+        )
+
+    def _at_org(self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item) -> None:
+        """The member resize's move at its organization: returns once it applied (or, outcome
+        unknown, is confirmed). A grow refused there is reverted and answered 409 (scope
+        organization), one not made 429 or 503; a shrink whose release there is not made leaves
+        its claim, which a retry after the grace period settles (its account has moved)."""
+        units, target = int(claimed["resize_from"]["N"]), int(claimed["resize_to"]["N"])
+        moved = self._orgs.resize(account_id, kind, rid, claimed)
+        if moved.outcome is AdmissionOutcome.ADMITTED:
+            return
+        if moved.outcome is AdmissionOutcome.UNKNOWN:
+            if self._orgs.resized_after_all(account_id, kind, rid, claimed):
+                return
+            raise InProgress("the resize could not be confirmed; retry the request")
+        if target < units:
+            self._obs.count("OrgShrinkLeftToSettlement")
+            raise StoreUnavailable(
+                "the data store is unavailable; the resize may not have finished, retry the request"
+            )
+        self._revert(account_id, kind, rid, request_id)
+        if moved.outcome is AdmissionOutcome.REJECTED:
+            self._obs.count("LimitExceeded")
+            raise self._orgs.refused(moved, kind, target - units)
+        if moved.throttled:
+            self._obs.count("ResizeThrottled")
+            raise Throttled(
+                "too many requests for this organization; the resize was not done, retry the request"
+            )
+        raise StoreUnavailable("the data store is unavailable; the resize was not done, retry the request")
+
+    def _undo_at_org(self, account_id: str, kind: str, rid: str, *, claimed: Item) -> bool:
+        """Release what the organization admitted for a grow its account did not make; True once
+        released (or, outcome unknown, confirmed)."""
+        try:
+            undone = self._orgs.resize(account_id, kind, rid, claimed, undo=True)
+            if undone.outcome is AdmissionOutcome.ADMITTED or (
+                undone.outcome is AdmissionOutcome.UNKNOWN
+                and self._orgs.resized_after_all(account_id, kind, rid, claimed, undo=True)
+            ):
+                return True
+        except (ClientError, BotoCoreError):
+            pass
+        self._obs.count("OrgUndoLeftToSettlement")
+        return False
+
+    def _moved_after_all(
+        self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item
+    ) -> bool:
         """After a counter write whose outcome is unknown: ``last_resize`` answers unless another
         resize of the kind came since; then the stream path, which finishes the resize only if
-        the write applied, usually answers within a second."""
+        the write applied, usually answers within a second (not a member's shrink: its
+        organization's release is still to come, so only ``last_resize`` answers)."""
+        resize = resize_token(rid, items.incarnation_of(claimed), request_id)
 
         def finished() -> bool | None:
             item = self._table.get(account_id, rid, kind=kind)
             return None if item is not None and items.since(item, "resize_request") == request_id else True
 
+        member_shrink = items.org_of(claimed) is not None and int(claimed["resize_to"]["N"]) < int(
+            claimed["resize_from"]["N"]
+        )
         try:
             if self._counters.read(account_id, kind=kind).last_resize == resize:
                 return True
-            return self._fx.waiter.until(finished) is not None
+            return not member_shrink and self._fx.waiter.until(finished) is not None
         except (ClientError, BotoCoreError):
             return False
 

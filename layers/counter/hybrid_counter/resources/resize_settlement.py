@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING
 
+from hybrid_counter.counters import AdmissionOutcome
 from hybrid_counter.keys import range_of, resize_token
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
     from hybrid_counter.counters import CounterStore, RangeShare
     from hybrid_counter.effects import Effects
     from hybrid_counter.observability import Observability
+    from hybrid_counter.resources.org_level import OrgLevel
     from hybrid_counter.resources.table import ResourceTable
 
 
@@ -101,9 +103,12 @@ class ResizeSettlement:
         grace_seconds: float,
         effects: Effects,
         obs: Observability,
+        *,
+        orgs: OrgLevel,
     ) -> None:
         self._table = table
         self._counters = counters
+        self._orgs = orgs
         self._fx = effects
         self._obs = obs
         self._censuses = CensusTaker(
@@ -129,15 +134,37 @@ class ResizeSettlement:
             if not must:
                 return False
         request = items.since(seen, "resize_request")
-        end = (
-            self._table.finish_resize
-            if held.units == int(seen["resize_to"]["N"])
-            else self._table.revert_resize
-        )
+        grown = held.units == int(seen["resize_to"]["N"])
+        if not self._org_follows(account_id, kind, rid, seen, grown=grown):
+            return False
+        end = self._table.finish_resize if grown else self._table.revert_resize
         if not end(account_id, rid, request, kind=kind).applied:
             return False
         self._obs.count("ResizesSettled" if held.exact else "ResizesSettledSafe")
         return True
+
+    def _org_follows(self, account_id: str, kind: str, rid: str, seen: Item, *, grown: bool) -> bool:
+        """A member's resize ends at its account's size at its organization too, before the claim
+        ends (org_level.py): a grow that its account does not hold is undone there if it was
+        admitted there; a shrink that its account made is released there if it was not. False if
+        that write could not be made or confirmed (the claim stays for the next settlement)."""
+        org = items.org_of(seen)
+        if org is None:
+            return True
+        grow = int(seen["resize_to"]["N"]) > int(seen["resize_from"]["N"])
+        target_at_org = self._orgs.holds_target(account_id, kind, rid, seen)
+        if grow and (grown or not target_at_org):
+            return True  # held at both levels (the organization moves first), or at neither
+        if not grow and (target_at_org or not grown):
+            return True  # released at both levels (the account moves first), or at neither
+        moved = self._orgs.resize(account_id, kind, rid, seen, undo=grow)
+        if moved.outcome is AdmissionOutcome.ADMITTED or (
+            moved.outcome is AdmissionOutcome.UNKNOWN
+            and self._orgs.resized_after_all(account_id, kind, rid, seen, undo=grow)
+        ):
+            self._obs.count("OrgResizeSettled")
+            return True
+        return False
 
     def held(self, account_id: str, kind: str, rid: str, seen: Item) -> Held | None:
         """What the counters hold for ``seen``'s resize (module docstring), or None while its range

@@ -94,7 +94,7 @@ class ResourceService:
         self.orgs = OrgLevel(self._table, self.counters, self.limits, self._fx, self._obs)
         self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
-        self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs)
+        self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete.resizes = self._resize
         self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
         self.org_store = OrgStore(settings.table_name, self._clients, clock=self._fx.clock)
@@ -393,8 +393,6 @@ class ResourceService:
         if items.state_of(item) not in items.VISIBLE:
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
-        if items.org_of(item) is not None and units != items.units_of(item):
-            self._resize.refuse_members(item)  # as the resize itself is (not built yet)
         return self._would_admit(account_id, kind, units - items.units_of(item))
 
     def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:

@@ -21,7 +21,7 @@ from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_inde
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
-RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since"
+RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since, org_resized, org_unresized"
 
 
 @dataclass(frozen=True)
