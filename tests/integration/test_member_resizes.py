@@ -136,7 +136,9 @@ def test_members_growing_at_once_for_the_organizations_last_seats_are_admitted_e
     for account in org.accounts:
         org.service.create(account, "r", {}, "r", kind=SEATS, units=2)
     # When all four grow by 2 at once, each on a process of its own
-    calls = [partial(org.new_service().resize, account, "r", 4, kind=SEATS) for account in org.accounts]
+    calls: list[Callable[[], Any]] = [
+        partial(org.new_service().resize, account, "r", 4, kind=SEATS) for account in org.accounts
+    ]
     admitted, refused, retryable = race(calls)
     # Then at most two are admitted; the rest are refused by the organization or left to a retry
     assert admitted + refused + retryable == 4

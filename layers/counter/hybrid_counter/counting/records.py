@@ -238,7 +238,7 @@ def _resource_ops(
         # A member's resource its organization has not counted yet: its count there, refused
         # while the resize held it, is made now (no other record asks for it again, and its
         # account's count takes it out of the PendingIndex). Once, whoever comes first (org_counted).
-        ended = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
+        ended: list[Op] = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
         return ended, ("resize", account_id, kind, resource_id, str(old["resize_request"]))
     if event == "MODIFY" and _made_live_unsure_of_its_org(old, new):
         # Its organization's admission may not have applied (outcome unknown, not resolved):
