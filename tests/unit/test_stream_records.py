@@ -7,8 +7,9 @@ import copy
 
 import pytest
 
-from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp
+from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp, OrgResizedOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record, ops_from_records
+from hybrid_counter.keys import resource_sk
 from tests.conftest import load_event
 
 
@@ -93,3 +94,68 @@ def test_uninterpretable_records_are_poison(mutate):
     mutate(record)
     with pytest.raises(PoisonRecord):
         ops_from_record(record)
+
+
+def _record(event: str, pk: str, sk: str, old: dict, new: dict) -> dict:
+    """A stream record as Lambda delivers it (NEW_AND_OLD_IMAGES), for the member-resize cases."""
+
+    def typed(value: object) -> dict:
+        if isinstance(value, bool):
+            return {"BOOL": value}
+        return {"N": str(value)} if isinstance(value, int) else {"S": str(value)}
+
+    def image(values: dict) -> dict:
+        return {name: typed(value) for name, value in values.items()}
+
+    keys = {"pk": {"S": pk}, "sk": {"S": sk}}
+    return {
+        "eventID": "1",
+        "eventName": event,
+        "dynamodb": {
+            "Keys": keys,
+            "OldImage": {**keys, **image(old)},
+            "NewImage": {**keys, **image(new)},
+            "SequenceNumber": "100",
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        },
+    }
+
+
+@pytest.mark.parametrize("undo", [False, True], ids=["moved", "undone"])
+def test_a_member_resizes_write_on_its_organizations_shard_notes_it_on_that_claim(undo: bool) -> None:
+    # Given an organization's shard 3 record whose last_resize names acct-a's resize req1 of r1
+    token = "acct-a/r1#inc1#req1" + (".undo" if undo else "")
+    record = _record(
+        "MODIFY", "ORG#acme", "COUNTER#seats#3", {"best_effort": 2}, {"best_effort": 5, "last_resize": token}
+    )
+    # Then that resize's claim is marked (a shrink's finished) by an OrgResizedOp
+    assert ops_from_record(record) == [OrgResizedOp("acct-a", "r1", "inc1", "req1", "seats", undo)]
+
+
+def test_a_malformed_member_resize_token_is_poison() -> None:
+    record = _record("MODIFY", "ORG#acme", "COUNTER#seats#0", {}, {"last_resize": "no-account-here#x"})
+    with pytest.raises(PoisonRecord):
+        ops_from_record(record)
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_the_write_ending_a_members_resize_counts_it_at_its_organization_if_nothing_did(
+    counted: bool,
+) -> None:
+    # Given the resource's MODIFY that ends a resize (resize_request removed), live, a member of
+    # acme on shard 2, counted there or not
+    sk = resource_sk("r1", kind="seats")
+    old = {
+        "state": "live",
+        "incarnation": "inc1",
+        "units": 2,
+        "org": "acme",
+        "org_shard": 2,
+        "org_counted": counted,
+        "resize_request": "req1",
+    }
+    new = {key: value for key, value in old.items() if key != "resize_request"}
+    ops = ops_from_record(_record("MODIFY", "ACCOUNT#acct-a", sk, old, {**new, "units": 5}))
+    # Then it is counted there with the units it holds now, unless it was counted already
+    expected = [CountOp("acct-a", "r1", "inc1", "seats", 5, "acme", shard=2)]
+    assert ops == ([] if counted else expected)
