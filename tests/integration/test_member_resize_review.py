@@ -1,0 +1,159 @@
+"""Hostile review of member resizes (design.md §10.7; commit 5e193d3): sequences that end with a
+counter not equal to the live units, a unit released twice or never, or a stream path stuck.
+Each proven defect is an xfail(strict=True) test: it documents the defect without breaking the
+suite, and fails (XPASS) once the defect is fixed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.keys import account_pk, org_pk
+from tests.faults import ProcessDied, injected
+from tests.integration.test_member_resizes import assert_exact, item, split_org, units_of
+from tests.integration.test_org_split import SEATS, SplitOrg
+
+pytestmark = pytest.mark.integration
+
+__all__ = ["split_org"]  # the fixture, re-exported
+
+
+STUCK: list[Any] = []  # batches whose processing raised: redelivered by redeliver() (as Lambda retries)
+
+
+def drain_pk(org: SplitOrg, pk: str) -> list[Any]:
+    """Process one item collection's records (in order); what failed (a batch that raised is
+    kept, in order, for redeliver)."""
+    failed: list[Any] = []
+    while records := org.stream.records_of(pk):
+        try:
+            failed += process_stream_batch(records, org.counter).failed_sequence_numbers
+        except Exception as error:  # noqa: BLE001 - the Lambda invocation would fail: retried
+            STUCK.append(records)
+            failed.append(repr(error))
+        if failed:
+            break
+    return failed
+
+
+def redeliver(org: SplitOrg) -> None:
+    while STUCK:
+        assert process_stream_batch(STUCK.pop(0), org.counter).failed_sequence_numbers == []
+
+
+def shard0(org: SplitOrg) -> tuple[int, int]:
+    state = org.picture().get(0).state
+    return state.best_effort, state.eventual
+
+
+# ---- D1: two settlements each undo the same grow at the organization -----------------------------
+@pytest.mark.xfail(
+    strict=True,
+    reason="D1: _org_follows' undo/release at the organization is not idempotent (no condition on "
+    "the resize token or the claim); a second settlement that cannot see the first's write "
+    "(last_resize overwritten, its mark not yet made) releases the same units again",
+)
+def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
+    split_org: Callable[..., SplitOrg],
+) -> None:
+    # Given an organization of 10 seats (its single item): a holds x (2), b holds y (2), counted
+    org = split_org(10, 1)
+    a, b = org.accounts[:2]
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
+    org.drain()
+    # And x's grow to 6 died after the organization admitted it (+4 there), before its account's move
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.resize(a, "x", 6, kind=SEATS)
+    org.drain()  # org_resized marked on the claim
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    # When a first settlement undoes it at the organization (-4), then dies before reverting the claim
+    with injected(org.clients.dynamodb, "UpdateItem", when="crash"), pytest.raises(ProcessDied):
+        org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+    assert shard0(org)[0] == 4  # 2 + 2 (+4 - 4)
+    # And another member's resize lands on the same shard (its last_resize is now b's), before the
+    # stream path has marked the undo on x's claim
+    assert org.service.resize(b, "y", 3, kind=SEATS).units == 3
+    # And a second settlement (the sweeper's audit, a PATCH, a DELETE's takeover) comes
+    assert org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+    # Then x is back at 2 and the organization holds exactly 2 + 3: not the 4 seats released twice
+    assert units_of(org, a, "x") == 2
+    org.drain()
+    assert shard0(org) == (5, 5)
+    assert_exact(org)
+
+
+# ---- D2: an organization's count of a resource a resize holds, already counted at its account ---
+@pytest.mark.xfail(
+    strict=True,
+    reason="D2: _still_needed sends an org CountOp on a resizing resource to _leave_to_sweeper, "
+    "whose condition counter_processed = false fails for a resource its account counted: "
+    "ConditionalCheckFailed escapes, the batch fails, the org's stream is stuck while the claim stands",
+)
+def test_the_organizations_count_of_a_resource_under_resize_does_not_stall_the_stream(
+    split_org: Callable[..., SplitOrg],
+) -> None:
+    # Given a member's resource x (2) whose account counted it, its organization's record not yet seen
+    org = split_org(10, 1)
+    a = org.accounts[0]
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    assert drain_pk(org, account_pk(a)) == []
+    assert item(org, a, "x")["counter_processed"]["BOOL"] is True
+    # And a grow of x to 4 whose process died after its organization's move (the claim stands)
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.resize(a, "x", 4, kind=SEATS)
+    # When the stream path reads the organization's records (the admission of x, then the grow)
+    failed = drain_pk(org, org_pk(org.org_id))
+    # Then they are processed (the count left to the end of the resize, the grow marked on the claim)
+    STUCK.clear()
+    assert failed == []
+    assert item(org, a, "x").get("org_resized", {}).get("S") == item(org, a, "x")["resize_request"]["S"]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="D2 then D3: with the org's stream stuck (D2) the grow's org_resized mark is never made; "
+    "once another resize overwrites the shard's last_resize, the settlement's holds_target "
+    "answers 'not at the organization' and reverts the claim without undoing the grow there: "
+    "the organization's best_effort keeps the delta forever",
+)
+def test_a_dead_grow_of_a_resource_not_yet_counted_at_its_organization_is_undone_there(
+    split_org: Callable[..., SplitOrg],
+) -> None:
+    # Given an organization of 10 seats: b holds y (2), counted; a creates x (2), its account's
+    # record seen, its organization's not yet
+    org = split_org(10, 1)
+    a, b = org.accounts[:2]
+    org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
+    org.drain()
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    assert drain_pk(org, account_pk(a)) == []
+    # And x's grow to 6 dies after its organization admitted it, before its account's move
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.resize(a, "x", 6, kind=SEATS)
+    # And y grows to 3 (the shard's last_resize is now y's)
+    assert org.service.resize(b, "y", 3, kind=SEATS).units == 3
+    drain_pk(org, account_pk(b))
+    drain_pk(org, org_pk(org.org_id))  # stuck or not: whatever the stream path can do
+    # When, after the grace period, the audit settles x's dead grow
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+    # Then x holds 2 and once everything is drained (the stuck records retried) the organization
+    # holds exactly 2 + 3
+    assert units_of(org, a, "x") == 2
+    redeliver(org)
+    org.drain()
+    assert shard0(org) == (5, 5)
+    assert_exact(org)
