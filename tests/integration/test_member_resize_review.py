@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import account_pk, org_pk
 from tests.faults import ProcessDied, injected
 from tests.integration.test_member_resizes import assert_exact, item, split_org, units_of
@@ -85,6 +86,10 @@ def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
     # Then x is back at 2 and the organization holds exactly 2 + 3: not the 4 seats released twice
     assert units_of(org, a, "x") == 2
     org.drain()
+    # And the organization, holding 5 of its 10 seats, refuses a create of 9 (it would be 14 of 10)
+    c = org.accounts[2]
+    with pytest.raises(LimitExceeded):
+        org.service.create(c, "z", {}, "z", kind=SEATS, units=9)
     assert shard0(org) == (5, 5)
     assert_exact(org)
 
@@ -156,4 +161,6 @@ def test_a_dead_grow_of_a_resource_not_yet_counted_at_its_organization_is_undone
     redeliver(org)
     org.drain()
     assert shard0(org) == (5, 5)
+    # And a create of the 5 seats left is admitted (not refused 409 on seats nobody holds)
+    org.service.create(org.accounts[2], "z", {}, "z", kind=SEATS, units=5)
     assert_exact(org)
