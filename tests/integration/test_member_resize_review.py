@@ -32,7 +32,7 @@ def drain_pk(org: SplitOrg, pk: str) -> list[Any]:
     while records := org.stream.records_of(pk):
         try:
             failed += process_stream_batch(records, org.counter).failed_sequence_numbers
-        except Exception as error:  # noqa: BLE001 - the Lambda invocation would fail: retried
+        except Exception as error:  # the Lambda invocation would fail: its batch is retried
             STUCK.append(records)
             failed.append(repr(error))
         if failed:
