@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.aws import Clients
+from hybrid_counter.aws import Clients, RetryPolicy
 from hybrid_counter.counters.split import ShardSet, shard_of_resource
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
@@ -479,3 +479,41 @@ def test_deletes_and_creates_racing_on_a_split_counter_never_pass_its_limit(spli
     # Then never more than 8 are held, and the counters count what is held
     assert sum(org.live().values()) <= 8
     org.assert_exact()
+
+
+def test_a_create_throttled_on_its_shard_is_admitted_on_another_and_counted_there(split_org):
+    # Given 8 seats over 4 shards
+    org = split_org(8, 4)
+    rid = "hot"
+    home = shard_of_resource(rid, 4)
+    # When the admission on its own shard is throttled on every attempt (6: RetryPolicy's)
+    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=6):
+        org.service.create(org.accounts[0], rid, {}, rid, kind=SEATS)
+    # Then it was admitted on another shard, which its item names, and counted there: exact
+    (units, shard) = org.live_on_shards()[f"{org.accounts[0]}/{rid}"]
+    assert (units, shard != home) == (1, True)
+    org.assert_exact()
+    # And deleting it releases it there
+    org.service.delete(org.accounts[0], rid, kind=SEATS)
+    org.assert_exact()
+
+
+def test_a_create_throttled_on_every_shard_is_a_429_and_holds_nothing(split_org):
+    # Given 8 seats over 4 shards, every write on them throttled (retried without pauses)
+    org = split_org(8, 4)
+    effects = Effects(
+        clock=org.clock, waiter=Waiter(attempts=3, delay=0.01), retry=RetryPolicy(sleep=lambda _: None)
+    )
+    service = ResourceService(org.settings, org.clients, effects=effects)
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=1000),
+        pytest.raises(Throttled),
+    ):
+        service.create(org.accounts[0], "x", {}, "x", kind=SEATS)
+    # Then nothing is held, at either level, and the limit is whole
+    assert org.live() == {}
+    org.assert_exact()
+    for n in range(8):
+        org.service.create(org.accounts[n % 4], f"r{n}", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.accounts[0], "one-more", {}, kind=SEATS)

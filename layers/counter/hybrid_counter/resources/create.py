@@ -223,6 +223,16 @@ class CreateFlow:
         so the sweeper counts it there."""
         account_id, kind, units = request.account_id, request.kind, request.units
         admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        tried = {seen.shard}
+        while admitted.outcome is AdmissionOutcome.NOT_APPLIED and admitted.throttled:
+            # a split counter's shard throttled: another shard, named on the item first
+            other = self._orgs.elsewhere(org, kind, tried, units)
+            if other is None or not self._named(request, rid, incarnation, was=seen.shard, to=other.shard):
+                break
+            self._obs.count("OrgShardFallback")
+            seen = other
+            tried.add(seen.shard)
+            admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
         if admitted.outcome is AdmissionOutcome.ADMITTED:
             return True
         if admitted.outcome is AdmissionOutcome.UNKNOWN:
@@ -239,6 +249,16 @@ class CreateFlow:
                 "too many requests for this organization; the create was not done, retry the request"
             )
         raise StoreUnavailable("the data store is unavailable; the create was not done, retry the request")
+
+    def _named(self, request: Request, rid: str, incarnation: str, *, was: int, to: int) -> bool:
+        """The pending item names shard ``to`` instead of ``was`` (False: it could not be made to;
+        the create is then answered as the throttled admission says, its item rolled back)."""
+        try:
+            return self._table.move_org_shard(
+                request.account_id, rid, incarnation, kind=request.kind, was=was, to=to
+            )
+        except (ClientError, BotoCoreError):
+            return False
 
     def _refused_at_account(
         self, request: Request, rid: str, incarnation: str, org: str | None, admission: Admission

@@ -26,6 +26,7 @@ its lag (the same assumption the takeover of a dead delete makes, design.md §4)
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -206,6 +207,23 @@ class OrgLevel:
                 self._obs.count("LimitExceeded")
                 raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization")
         return seen
+
+    def elsewhere(self, org: str, kind: str, tried: set[int], units: int) -> OrgSeen | None:
+        """After a create's admission on a split counter's shard was throttled (nothing applied):
+        another shard to try, at random among those not tried yet that have room for it (any not
+        tried if none has), or None (a single item, or every shard tried). A hot shard then sheds
+        its excess to the others, as a split is meant to: a create's shard is chosen by a hash of
+        its id, so S shards do not each take an even share of every second. (One more Query,
+        on this path only.)"""
+        shards = self._view.org_shards(org)
+        if shards <= 1:
+            return None
+        picture = self.splits.read(org, kind)
+        left = [n for n in range(shards) if n not in tried]
+        if not picture.split or not left:
+            return None
+        roomy = [n for n in left if picture.get(n).room >= units]
+        return OrgSeen(random.choice(roomy or left), picture)
 
     def would_admit(self, org: str, kind: str, units: int) -> OrgAnswer:
         """A dry run at the organization: as its admission would judge now (a split counter:

@@ -92,6 +92,36 @@ class ResourceTable:
             )
         )
 
+    def move_org_shard(
+        self, account_id: str, resource_id: str, incarnation: str, *, kind: str, was: int, to: int
+    ) -> bool:
+        """Before a pending member's admission is tried on another shard of its organization's
+        split counter (the one it named was throttled: nothing applied there), the item names that
+        shard instead, so whoever finishes or rolls back the create looks there. True once it does
+        (this write, or botocore's resend of it after a lost response)."""
+        written = self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="SET org_shard = :to",
+            ConditionExpression="incarnation = :inc AND #state = :pending AND attribute_not_exists(undoing) "
+            "AND "
+            + ("(attribute_not_exists(org_shard) OR org_shard = :was)" if was == 0 else "org_shard = :was"),
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":inc": {"S": incarnation},
+                ":pending": {"S": PENDING},
+                ":was": {"N": str(was)},
+                ":to": {"N": str(to)},
+            },
+        )
+        found = written.item
+        return written.applied or (
+            found is not None
+            and found.get("incarnation", {}).get("S") == incarnation
+            and int(found.get("org_shard", {}).get("N", "0")) == to
+        )
+
     def make_live(
         self, account_id: str, resource_id: str, incarnation: str, *, index: bool, kind: str = DEFAULT_KIND
     ) -> Written:
