@@ -5,6 +5,7 @@ suite, and fails (XPASS) once the defect is fixed."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -190,4 +191,56 @@ def test_a_grow_whose_organization_could_not_be_read_is_reverted(
     # resized (or deleted) again at once, not 503 InProgress for the grace period
     assert "resize_request" not in item(org, a, "x")
     assert org.service.resize(a, "x", 4, kind=SEATS).units == 4
+    assert_exact(org)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="D1 (no crash needed): two settlements at once (the audit and a PATCH after the grace "
+    "period) both find the grow held at the organization and both undo it there; only the end of "
+    "the claim is conditional",
+)
+def test_two_settlements_at_once_of_a_dead_grow_release_it_once_at_the_organization(
+    split_org: Callable[..., SplitOrg],
+) -> None:
+    org = split_org(10, 1)
+    a, b = org.accounts[:2]
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
+    org.drain()
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.resize(a, "x", 6, kind=SEATS)
+    org.drain()
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    seen = item(org, a, "x")
+    # When two settlers read what the organization holds, then both go on (the schedule pinned
+    # by a barrier after each one's read)
+    both_read = threading.Barrier(2)
+    settlers = [org.new_service() for _ in range(2)]
+    for settler in settlers:
+        read = settler.orgs.holds_target
+
+        def pinned(*args: Any, _read: Any = read, **kwargs: Any) -> bool:
+            held = bool(_read(*args, **kwargs))
+            both_read.wait(timeout=10)
+            return held
+
+        settler.orgs.holds_target = pinned  # type: ignore[method-assign]
+    ended: list[bool] = []
+    threads = [
+        threading.Thread(target=lambda s=s: ended.append(s.repairs.settle_stale_resize(a, "x", seen)))
+        for s in settlers
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    # Then one of them ended it, and the organization released the 4 seats once
+    assert sorted(ended) == [False, True]
+    assert units_of(org, a, "x") == 2
+    org.drain()
+    assert shard0(org) == (4, 4)
     assert_exact(org)
