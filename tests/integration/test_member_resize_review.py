@@ -1,7 +1,8 @@
 """Hostile review of member resizes (design.md §10.7; commit 5e193d3): sequences that end with a
 counter not equal to the live units, a unit released twice or never, or a stream path stuck.
-Each proven defect is an xfail(strict=True) test: it documents the defect without breaking the
-suite, and fails (XPASS) once the defect is fixed."""
+Each was proven first as an xfail(strict=True) test, then fixed: a lease on the claim for its one
+settler (D1), an organization's count of a resource under resize left to the end of the resize
+(D2, D3), a grow whose organization cannot be read reverted (D4)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import account_pk, org_pk
+from hybrid_counter.resources.resize_settlement import ResizeSettlement
 from tests.faults import ProcessDied, injected
 from tests.integration.test_member_resizes import assert_exact, item, split_org, units_of
 from tests.integration.test_org_split import SEATS, SplitOrg
@@ -52,12 +54,6 @@ def shard0(org: SplitOrg) -> tuple[int, int]:
 
 
 # ---- D1: two settlements each undo the same grow at the organization -----------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="D1: _org_follows' undo/release at the organization is not idempotent (no condition on "
-    "the resize token or the claim); a second settlement that cannot see the first's write "
-    "(last_resize overwritten, its mark not yet made) releases the same units again",
-)
 def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
     split_org: Callable[..., SplitOrg],
 ) -> None:
@@ -76,13 +72,20 @@ def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
     org.drain()  # org_resized marked on the claim
     org.clock.now += org.settings.pending_grace_seconds + 1
     # When a first settlement undoes it at the organization (-4), then dies before reverting the claim
-    with injected(org.clients.dynamodb, "UpdateItem", when="crash"), pytest.raises(ProcessDied):
+    # (its first write names it the claim's settler; its second would have reverted the claim)
+    with injected(org.clients.dynamodb, "UpdateItem", when="crash", skip=1), pytest.raises(ProcessDied):
         org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
     assert shard0(org)[0] == 4  # 2 + 2 (+4 - 4)
     # And another member's resize lands on the same shard (its last_resize is now b's), before the
     # stream path has marked the undo on x's claim
     assert org.service.resize(b, "y", 3, kind=SEATS).units == 3
-    # And a second settlement (the sweeper's audit, a PATCH, a DELETE's takeover) comes
+    # And a second settlement (the sweeper's audit, a PATCH, a DELETE's takeover) comes at once:
+    # the first one's lease stands, so it leaves the claim alone
+    assert not org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+    # And once the lease is older than the grace period (the stream path has noted the undo on
+    # the claim by then), the next settlement takes it over
+    org.drain()
+    org.clock.now += org.settings.pending_grace_seconds + 1
     assert org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
     # Then x is back at 2 and the organization holds exactly 2 + 3: not the 4 seats released twice
     assert units_of(org, a, "x") == 2
@@ -96,12 +99,6 @@ def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
 
 
 # ---- D2: an organization's count of a resource a resize holds, already counted at its account ---
-@pytest.mark.xfail(
-    strict=True,
-    reason="D2: _still_needed sends an org CountOp on a resizing resource to _leave_to_sweeper, "
-    "whose condition counter_processed = false fails for a resource its account counted: "
-    "ConditionalCheckFailed escapes, the batch fails, the org's stream is stuck while the claim stands",
-)
 def test_the_organizations_count_of_a_resource_under_resize_does_not_stall_the_stream(
     split_org: Callable[..., SplitOrg],
 ) -> None:
@@ -125,13 +122,6 @@ def test_the_organizations_count_of_a_resource_under_resize_does_not_stall_the_s
     assert item(org, a, "x").get("org_resized", {}).get("S") == item(org, a, "x")["resize_request"]["S"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D2 then D3: with the org's stream stuck (D2) the grow's org_resized mark is never made; "
-    "once another resize overwrites the shard's last_resize, the settlement's holds_target "
-    "answers 'not at the organization' and reverts the claim without undoing the grow there: "
-    "the organization's best_effort keeps the delta forever",
-)
 def test_a_dead_grow_of_a_resource_not_yet_counted_at_its_organization_is_undone_there(
     split_org: Callable[..., SplitOrg],
 ) -> None:
@@ -168,12 +158,6 @@ def test_a_dead_grow_of_a_resource_not_yet_counted_at_its_organization_is_undone
 
 
 # ---- D4: a grow whose organization could not be read leaves its claim ---------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="D4: OrgLevel.resize reads the split counter (splits.read) outside _on_split's guard; a "
-    "throttled or failed read raises out of ResizeFlow._move with the claim kept, so nothing moved "
-    "yet the resource is held (PATCH/DELETE answer 503) until a settlement after the grace period",
-)
 def test_a_grow_whose_organization_could_not_be_read_is_reverted(
     split_org: Callable[..., SplitOrg],
 ) -> None:
@@ -194,14 +178,8 @@ def test_a_grow_whose_organization_could_not_be_read_is_reverted(
     assert_exact(org)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="D1 (no crash needed): two settlements at once (the audit and a PATCH after the grace "
-    "period) both find the grow held at the organization and both undo it there; only the end of "
-    "the claim is conditional",
-)
 def test_two_settlements_at_once_of_a_dead_grow_release_it_once_at_the_organization(
-    split_org: Callable[..., SplitOrg],
+    split_org: Callable[..., SplitOrg], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     org = split_org(10, 1)
     a, b = org.accounts[:2]
@@ -216,19 +194,18 @@ def test_two_settlements_at_once_of_a_dead_grow_release_it_once_at_the_organizat
     org.drain()
     org.clock.now += org.settings.pending_grace_seconds + 1
     seen = item(org, a, "x")
-    # When two settlers read what the organization holds, then both go on (the schedule pinned
-    # by a barrier after each one's read)
+    # When two settlers read what the counters hold, then both go on (the schedule pinned by a
+    # barrier after each one's read)
     both_read = threading.Barrier(2)
     settlers = [org.new_service() for _ in range(2)]
-    for settler in settlers:
-        read = settler.orgs.holds_target
+    read = ResizeSettlement.held
 
-        def pinned(*args: Any, _read: Any = read, **kwargs: Any) -> bool:
-            held = bool(_read(*args, **kwargs))
-            both_read.wait(timeout=10)
-            return held
+    def pinned(*args: Any, **kwargs: Any) -> Any:
+        held = read(*args, **kwargs)
+        both_read.wait(timeout=10)
+        return held
 
-        settler.orgs.holds_target = pinned  # type: ignore[method-assign]
+    monkeypatch.setattr(ResizeSettlement, "held", pinned)
     ended: list[bool] = []
     threads = [
         threading.Thread(target=lambda s=s: ended.append(s.repairs.settle_stale_resize(a, "x", seen)))

@@ -338,11 +338,22 @@ class EventualCounter:
         ):
             return None
         if items.resizing(item):
-            self._leave_to_sweeper(op)
+            if op.org is None:
+                self._leave_to_sweeper(op)
+            # (at its organization: the record of the write that ends the resize counts it there,
+            # counting/records.py; the sweeper's index would not, its account's count takes it out)
             return None
         return replace(op, units=items.units_of(item), pending=items.state_of(item) == items.PENDING)
 
     def _leave_to_sweeper(self, op: CountOp) -> None:
+        try:
+            self._index_for_sweeper(op)
+        except ClientError as error:
+            if error_code(error) != CONDITION_FAILED:
+                raise
+            # counted meanwhile (or gone): nothing is left for the sweeper
+
+    def _index_for_sweeper(self, op: CountOp) -> None:
         retry_conflicts(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,

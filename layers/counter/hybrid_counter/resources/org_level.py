@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import Attempted, Effect
+from hybrid_counter.aws import THROTTLING_ERRORS, Attempted, Effect, error_code
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
 from hybrid_counter.counters.split import OVERRIDE, Basis, Shard, ShardSet, shard_of_resource
@@ -614,7 +614,14 @@ class OrgLevel:
                 kind=kind,
                 judge=_releasing,
             )
-        picture = self.splits.read(org, kind)
+        try:
+            picture = self.splits.read(org, kind)
+        except (ClientError, BotoCoreError) as error:  # nothing moved: the resize is reverted
+            self._obs.logger.warning(
+                "could not read the organization's counter", extra={"error": repr(error)}
+            )
+            throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
+            return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
         if move.shard == 0 and self._single(org, picture):
             judge = self._view.org_judge(org, kind)
             grown = store.resize(

@@ -109,6 +109,7 @@ class ResizeSettlement:
         self._table = table
         self._counters = counters
         self._orgs = orgs
+        self._grace = grace_seconds
         self._fx = effects
         self._obs = obs
         self._censuses = CensusTaker(
@@ -146,21 +147,34 @@ class ResizeSettlement:
     def _org_follows(self, account_id: str, kind: str, rid: str, seen: Item, *, grown: bool) -> bool:
         """A member's resize ends at its account's size at its organization too, before the claim
         ends (org_level.py): a grow that its account does not hold is undone there if it was
-        admitted there; a shrink that its account made is released there if it was not. False if
-        that write could not be made or confirmed (the claim stays for the next settlement)."""
-        org = items.org_of(seen)
-        if org is None:
+        admitted there; a shrink that its account made is released there if it was not. One
+        settler at a time (a lease on the claim, taken over only once older than the grace period,
+        by when the stream path has marked what the last one's write did): that write is not
+        idempotent, so two settlers must not both make it. False if the lease or that write could
+        not be had or confirmed (the claim stays for the next settlement)."""
+        if items.org_of(seen) is None:
             return True
-        grow = int(seen["resize_to"]["N"]) > int(seen["resize_from"]["N"])
-        target_at_org = self._orgs.holds_target(account_id, kind, rid, seen)
+        request = items.since(seen, "resize_request")
+        leased = self._table.lease_settlement(
+            account_id,
+            rid,
+            request,
+            kind=kind,
+            settler=self._fx.new_id(),
+            stale_before=self._fx.clock() - self._grace,
+        )
+        if leased is None:
+            return False
+        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
+        target_at_org = self._orgs.holds_target(account_id, kind, rid, leased)
         if grow and (grown or not target_at_org):
             return True  # held at both levels (the organization moves first), or at neither
         if not grow and (target_at_org or not grown):
             return True  # released at both levels (the account moves first), or at neither
-        moved = self._orgs.resize(account_id, kind, rid, seen, undo=grow)
+        moved = self._orgs.resize(account_id, kind, rid, leased, undo=grow)
         if moved.outcome is AdmissionOutcome.ADMITTED or (
             moved.outcome is AdmissionOutcome.UNKNOWN
-            and self._orgs.resized_after_all(account_id, kind, rid, seen, undo=grow)
+            and self._orgs.resized_after_all(account_id, kind, rid, leased, undo=grow)
         ):
             self._obs.count("OrgResizeSettled")
             return True

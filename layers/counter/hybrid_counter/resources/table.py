@@ -21,7 +21,7 @@ from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_inde
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
-RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since, org_resized, org_unresized"
+RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since, org_resized, org_unresized, settling, settling_since"
 
 
 @dataclass(frozen=True)
@@ -305,6 +305,36 @@ class ResourceTable:
             },
             ReturnValues="ALL_NEW",
         )
+
+    def lease_settlement(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        kind: str,
+        settler: str,
+        stale_before: float,
+    ) -> Item | None:
+        """The one settler of a dead member resize (resize_settlement.py): the claim names it,
+        unless another settler named itself since ``stale_before`` (epoch seconds). The item as
+        leased, or None (the claim ended, or another settler holds it)."""
+        written = self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="SET settling = :me, settling_since = :now",
+            ConditionExpression="resize_request = :req AND "
+            "(attribute_not_exists(settling) OR settling_since < :stale)",
+            ExpressionAttributeValues={
+                ":me": {"S": settler},
+                ":now": {"S": iso_utc(self._effects.clock())},
+                ":req": {"S": request_id},
+                ":stale": {"S": iso_utc(stale_before)},
+            },
+            ReturnValues="ALL_NEW",
+        )
+        return written.item if written.applied else None
 
     def finish_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
         """The resize's counters moved (or a settlement found they hold its target): the resource
