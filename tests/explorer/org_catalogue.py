@@ -9,10 +9,17 @@ account's); the organization's limit changed while creates run; and two of them 
 split over 2 shard items (moves of allowance between shards racing). Faults named in a scenario
 are given to that call in every interleaving explored (site names: orgs.site_of).
 
+A member's resize (PATCH, design.md §10.7) meets it too: a grow or a shrink racing another
+account's create for the organization's last units or its delete, the stream path delivering at
+any point, a resize dying before or between its two moves, the organization's move's response
+lost, a grow its account refuses (undone at the organization).
+
 Defect D1 (a create refused by its account after the organization admitted it holds a slot
 there until its undo, so a concurrent create of another account can be refused for a slot no
 sequential order fills) is left out of the scenarios that must pass: none of them has a create
-of one account racing another account's create that its account refuses. Its schedules, and
+of one account racing another account's create that its account refuses; nor a grow its
+account refuses racing another account's create for the organization's last units (D1 for
+resizes: the grow holds its units there from its move until its undo). Its schedules, and
 those of D2 and D3, are the strict xfail tests of tests/integration/test_interleavings.py.
 """
 
@@ -38,6 +45,11 @@ def put(who: str, rid: str = "x", units: int = 1) -> OrgOp:
 
 def delete(who: str, rid: str = "x") -> OrgOp:
     return org_op("delete", rid, who=who)
+
+
+def patch(who: str, rid: str = "x", units: int = 2) -> OrgOp:
+    """A member's resize (PATCH) of its resource to ``units``."""
+    return org_op("patch", rid, who=who, units=units)
 
 
 def membership(kind: str, who: str = "B") -> OrgOp:
@@ -228,6 +240,64 @@ ORG_SCENARIOS: list[OrgScenario] = [
         org=5,
         org_override=3,
         counted=("B.y",),
+    ),
+    # A member's resize (design.md §10.7): a grow admitted at the organization first, then at its
+    # account (undone at the organization if its account refuses it); a shrink released at its
+    # account first, then at the organization; the stream path finishing a shrink, noting a grow
+    # or its undoing; a resize that died settled after the grace period at its account's size
+    scenario(
+        "member resize: A grows x to 2 while B posts for the organization's last unit",
+        (patch("A"), post("B")),
+        org=2,
+        counted=("A.x",),
+    ),
+    scenario(
+        "member resize: A shrinks x to 1 while B posts, the organization full",
+        (patch("A", units=1), post("B")),
+        org=2,
+        counted=("A.x:2",),
+        backgrounds=("stream-org",),
+    ),
+    scenario(
+        "member resize: A grows x to 2 while B deletes y, the organization full",
+        (patch("A"), delete("B", "y")),
+        org=2,
+        counted=("A.x", "B.y"),
+    ),
+    scenario(
+        "member resize: A's grow dies before the organization's move, B posts for the last unit",
+        (patch("A"), post("B")),
+        org=2,
+        counted=("A.x",),
+        faults=((0, "org-resize", "crash", 1),),
+    ),
+    scenario(
+        "member resize: A's grow dies between the levels, B posts for the last unit",
+        (patch("A"), post("B")),
+        org=2,
+        counted=("A.x",),
+        faults=((0, "resize", "crash", 1),),
+    ),
+    scenario(
+        "member resize: A's shrink dies between the levels, B posts, the organization full",
+        (patch("A", units=1), post("B")),
+        org=2,
+        counted=("A.x:2",),
+        faults=((0, "org-resize", "crash", 1),),
+    ),
+    scenario(
+        "member resize: the organization's move's response lost, B posts for the last unit",
+        (patch("A"), post("B")),
+        org=2,
+        counted=("A.x",),
+        faults=((0, "org-resize", "lost", 1),),
+    ),
+    scenario(
+        "member resize: A's grow refused by its account (undone at the organization), B posts",
+        (patch("A"), post("B")),
+        org=3,
+        a=1,
+        counted=("A.x",),
     ),
 ]
 

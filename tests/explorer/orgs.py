@@ -1,7 +1,8 @@
 """Organizations in the explorer (issue 24): two accounts, A and B, members of one organization.
 
 An ``OrgRun`` is a ``Run`` whose operations each act for an account (``who``): creates of n
-units (POST, PUT), deletes, an account's override, the organization's override (forced), and
+units (POST, PUT), deletes, resizes (PATCH: a member's resize moves both levels), an account's
+override, the organization's override (forced), and
 membership changes (``join``, ``leave``: allowed only while the account is empty). Background
 steps deliver the stream of A, of B or of the organization's partition (``stream-A``,
 ``stream-B``, ``stream-org``; ``stream`` all three), sweep, heal (both accounts, and the
@@ -18,7 +19,9 @@ begins with ``COUNTER#<kind>#``: the counter may be split over shard items):
 - each of its counter items stays under 1 KB and its range shares sum to its totals;
 - its ``best_effort`` never exceeds the units held at the organization's level: member
   resources live, claimed by a delete whose release there has not applied, or pending with an
-  admission there that applied and was not released (what the run saw apply: ``OrgTruth``);
+  admission there that applied and was not released (what the run saw apply: ``OrgTruth``),
+  each with its units there: a resource a resize holds, its target once the resize's move there
+  applied and was not undone, else its units;
   with no fault, it equals them;
 - its ``eventual`` counts each member resource exactly once: the resources it counted
   (``org_counted``) that no release there has released;
@@ -40,7 +43,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from benchmarks.capacity import item_size
@@ -57,10 +60,13 @@ from hybrid_counter.keys import (
     DEFAULT_KIND,
     HISTORY_PREFIX,
     ORG_PREFIX,
+    UNDO_SUFFIX,
     account_pk,
     all_ranges,
     member_token,
     org_pk,
+    org_resize_token,
+    parse_org_resize_token,
 )
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
@@ -86,12 +92,15 @@ from tests.explorer.runs import (
 )
 from tests.explorer.scheduler import Call, Operation
 from tests.explorer.spec import (
+    ABSENT,
     CHANGED,
     LIMIT_OPS,
     MEMBERSHIP_OPS,
     NEVER_ENDED,
     NOT_EMPTY,
+    REFUSED,
     REPAIR,
+    RESIZED,
     UNCHANGED,
     Done,
     Held,
@@ -190,11 +199,15 @@ class OrgScenario(Scenario):
 def site_of(call: Call) -> str:
     """Which call of a flow this is, for a scenario's faults: ``org-admit``, ``admit``,
     ``org-release``, ``release`` (a counter item's admission or release, at the organization's
-    level or the account's), ``mark-undo``, ``drop-undo`` (an undo's writes of the pending item),
+    level or the account's), ``org-resize``, ``resize`` (a member resize's move at either
+    level), ``org-unresize`` (the undoing of its grow at the organization), ``mark-undo``, ``drop-undo`` (an undo's writes of the pending item),
     else the DynamoDB operation."""
     expression = str(call.body.get("UpdateExpression", ""))
     at_org = (call.partition or "").startswith(ORG_PREFIX)
     if call.operation == "UpdateItem" and call.key.startswith(COUNTER_PREFIX):
+        if "last_resize" in expression:  # a resize's move (or, at the organization, its undoing)
+            undo = _assignments(call).get("last_resize", "").endswith(UNDO_SUFFIX)
+            return ("org-unresize" if undo else "org-resize") if at_org else "resize"
         for attribute, site in (("last_admission", "admit"), ("last_release", "release")):
             if attribute in expression:
                 return f"org-{site}" if at_org else site
@@ -217,6 +230,9 @@ class OrgTruth:
 
     admitted: Counter[str] = field(default_factory=Counter)
     released: Counter[str] = field(default_factory=Counter)
+    # Member resizes' moves there that applied, by org resize token of its kind (keys.py's
+    # org_resize_token: a grow's or shrink's, or, with ".undo", the undoing of a grow).
+    resized: set[str] = field(default_factory=set)
     faults: int = 0
 
     def observe(self, call: Call) -> None:
@@ -228,6 +244,15 @@ class OrgTruth:
             self.admitted[of_kind(kind, assigned["last_admission"])] += 1
         if "last_release" in assigned:
             self.released[of_kind(kind, assigned["last_release"])] += 1
+        if "last_resize" in assigned:
+            self.resized.add(of_kind(kind, assigned["last_resize"]))
+
+    def holds_target(self, kind: str, resize: str) -> bool:
+        """A member resize's move there applied (``resize``: its org resize token) and was not
+        undone."""
+        return (
+            of_kind(kind, resize) in self.resized and of_kind(kind, resize + UNDO_SUFFIX) not in self.resized
+        )
 
     def holds(self, tok: str) -> bool:
         return self.admitted[tok] > self.released[tok]
@@ -266,6 +291,58 @@ class OrgView:
         shards ever carry it apart)."""
         found = [int(item[LIMIT]["N"]) for item in self.items(kind) if LIMIT in item]
         return max(found) if found else None
+
+
+@dataclass(frozen=True)
+class OrgModel(Model):
+    """spec.py's model, with a member's resize judged at both levels: a grow answers 200 iff the
+    difference fits its account's limit and its organization's, else 409 naming a level that is
+    full (as a member's create); a shrink answers 200. A member's grow whose process died may
+    have held its target (at its organization) until its settlement undid it: a repair may undo
+    it (``dead_resized``: the units it had), as it may a dead create."""
+
+    dead_resized: tuple[tuple[Key, int], ...] = ()
+
+    def _resize(self, op: Done, key: Key) -> tuple[int | str, Model]:
+        units = self.units_of(key)
+        if units is None:
+            return ABSENT, self
+        more = op.units - units
+        if more > 0 and "/" in op.of:
+            full = [
+                f"{REFUSED}/{scope}"
+                for scope, fits in (
+                    ("account", self._fits(op.of, more)),
+                    ("organization", self.fits_org(op.of, more)),
+                )
+                if not fits
+            ]
+            if full:
+                return (op.answer if op.answer in full else full[0]), self
+        elif more > 0 and not self._fits(op.of, more):
+            return REFUSED, self
+        rest = tuple(pair for pair in self.dead_resized if pair[0] != key)
+        made = replace(self._holding(key, op.units), dead_resized=rest)
+        if op.answer == "crash" and more > 0 and "/" in op.of:
+            made = replace(made, dead_created=made.dead_created | {key}, dead_resized=(*rest, (key, units)))
+        return RESIZED, made
+
+    def _holding(self, key: Key, units: int) -> OrgModel:
+        held = self.holding(key, units)
+        assert isinstance(held, OrgModel)
+        return held
+
+    def _delete(self, op: Done, key: Key) -> tuple[int | str, Model]:
+        cleared = replace(self, dead_resized=tuple(pair for pair in self.dead_resized if pair[0] != key))
+        return Model._delete(cleared, op, key)
+
+    def without(self, key: Key) -> Model:
+        """A repair's undoing: of a dead grow, back to the units it had; else as spec.py's."""
+        before = dict(self.dead_resized).get(key)
+        if before is None:
+            return super().without(key)
+        rest = tuple(pair for pair in self.dead_resized if pair[0] != key)
+        return replace(self._holding(key, before), dead_created=self.dead_created - {key}, dead_resized=rest)
 
 
 @dataclass
@@ -418,6 +495,7 @@ class OrgRun(Run):
                 account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units
             ),
             "delete": lambda: service.delete(account, str(arg), kind=of),
+            "patch": lambda: service.resize(account, str(arg), units, kind=of),
             "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True, by=by),
             "org_limit": lambda: service.set_org_limit(org, of, int(arg), force=True, by=by),
             "join": lambda: service.add_member(org, account),
@@ -631,14 +709,39 @@ class OrgRun(Run):
                 or (state == resource_items.DELETING and not truth.released[tok])
                 or (state == resource_items.PENDING and truth.holds(tok))
             ):
-                held[(who, rid)] = resource_items.units_of(item)
+                held[(who, rid)] = self.org_units(kind, who, rid, item)
         return held
+
+    def org_units(self, kind: str, who: str, rid: str, item: dict[str, Any]) -> int:
+        """The units a member resource holds at the organization's level: its own, or, while a
+        resize holds it, the target once the resize's move there applied (and was not undone)."""
+        request = resource_items.since(item, "resize_request")
+        if request:
+            incarnation = resource_items.incarnation_of(item)
+            moved = org_resize_token(self.accounts[who], rid, incarnation, request)
+            if self.org_truth.holds_target(kind, moved):
+                return int(item["resize_to"]["N"])
+        return resource_items.units_of(item)
+
+    def org_grows(self, call: Call, kind: str) -> bool:
+        """A member resize's grow at the organization (admitted like a create of the difference)."""
+        token = _assignments(call).get("last_resize")
+        if token is None or token.endswith(UNDO_SUFFIX):
+            return False
+        account, rid, _, request, _ = parse_org_resize_token(token)
+        return any(
+            self.accounts[who] == account
+            and resource_items.since(item, "resize_request") == request
+            and int(item["resize_to"]["N"]) > int(item["resize_from"]["N"])
+            for who, of_rid, item, _ in self.member_resources(kind)
+            if of_rid == rid
+        )
 
     def org_counted(self, kind: str) -> dict[Key, int]:
         """Member resources the stream path counted at the organization that no release there
         has released."""
         return {
-            (who, rid): resource_items.units_of(item)
+            (who, rid): self.org_units(kind, who, rid, item)
             for who, rid, item, tok in self.member_resources(kind)
             if resource_items.org_counted(item) and not self.org_truth.released[tok]
         }
@@ -676,7 +779,7 @@ class OrgRun(Run):
                 and after.applied
                 and self.part_of(after.partition) == "org"
                 and after.key.startswith(f"{COUNTER_PREFIX}{kind}#")
-                and _is_admission(after)
+                and (_is_admission(after) or self.org_grows(after, kind))
             ):
                 tokens = {(who, rid): tok for who, rid, _, tok in self.member_resources(kind)}
                 unadmitted = sum(n for key, n in held.items() if not truth.admitted[tokens[key]])
@@ -704,8 +807,14 @@ class OrgRun(Run):
     def _finish(self) -> None:
         self.background("stream")
         self.now = START + self.world.settings.pending_grace_seconds + 60
-        if self.scenario.records_lost:  # the retry path asks for an audit
-            for who in WHO:
+        resizing = [
+            who for who in WHO if any(map(resource_items.resizing, self.views[who].resources.values()))
+        ]
+        if self.scenario.records_lost or resizing:
+            # the retry path asks for an audit; and a resize whose request died is settled by one
+            # (or a retried request) after the grace period: at its account's size, its
+            # organization brought to that size (resize_settlement.py)
+            for who in WHO if self.scenario.records_lost else resizing:
                 self.background(f"audit-{who}")
             self.background("stream")
         changes = any(op.kind in LIMIT_OPS for op in self.scenario.ops)
@@ -783,6 +892,8 @@ class OrgRun(Run):
                 self.violations.append(
                     f"end: org: {who}'s {rid} is still pending, holding the organization's slot"
                 )
+            if resource_items.resizing(item):
+                self.violations.append(f"end: org: {who}'s {rid} is still claimed by a resize")
             if state == resource_items.LIVE and not resource_items.org_counted(item):
                 self.violations.append(f"end: org: {who}'s {rid} is live but was never counted there")
 
@@ -824,17 +935,24 @@ class OrgRun(Run):
             (f"{who}/{kind}", rid, units)
             for who, (kind, rid, units) in map(parse_member_res, (*scenario.counted, *scenario.uncounted))
         )
-        initial = Model(
+        initial = OrgModel(
             live,
             overrides=tuple(sorted((f"{who}/{kind}", n) for who, kind, n in scenario.account_limits)),
             org_limits=tuple(sorted({**dict(scenario.org_plan), **dict(scenario.org_overrides)}.items())),
             members=frozenset(scenario.members),
         )
         done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
+        # A member resize whose process died is settled after the grace period (the audit, at the
+        # end): it may take effect then (a shrink its account made is released at the
+        # organization only by that settlement), so it may be placed after what began later.
+        done = [
+            replace(d, ended=NEVER_ENDED) if d.kind == "patch" and d.answer == "crash" else d for d in done
+        ]
         # A create whose process died may have held a slot nobody saw, which the sweeper (or the
-        # audit) gave back at the end: a repair undoing a dead create (spec.py).
+        # audit) gave back at the end: a repair undoing a dead create (spec.py); so may a member's
+        # grow that died after its organization's move, undone there by its settlement.
         last = max((d.ended for d in self.done.values()), default=0)
-        died = [d for d in done if d.answer == "crash" and d.kind in ("post", "put", "create0")]
+        died = [d for d in done if d.answer == "crash" and d.kind in ("post", "put", "create0", "patch")]
         done += [Done(REPAIR, None, REPAIR, started=last + 1, ended=last + 1) for _ in died]
         if explain(initial, done, final) is None:
             shown = ", ".join(f"{self.ops[i].name}={d.answer}" for i, d in sorted(self.done.items()))
