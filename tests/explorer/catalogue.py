@@ -327,7 +327,7 @@ PROFILES = {
         repair_schedules=60,
         kind_pair_schedules=8,
         kind_background_samples=1,
-        # 28 scenarios at 12 schedules each (spread over each tree): about 1.5 minutes here
+        # 36 scenarios at 12 schedules each (spread over each tree): about 1 minute 45 s here
         org_schedules=12,
         org_random_runs=40,
         # (a recount of both accounts is about a second here: the long profile places it)
