@@ -42,6 +42,13 @@ class IdempotencyConflict(DomainError):
     code = "IdempotencyConflict"
 
 
+class HoldExpired(DomainError):
+    """A confirm of a hold whose deadline passed: its units are (or are being) released, and
+    nothing is counted for it (holds.py)."""
+
+    code = "HoldExpired"
+
+
 class LimitBelowUsage(DomainError):
     """A limit change would put a kind's limit below what the account already uses (refused
     unless forced: lowering never removes resources, it only refuses creates)."""

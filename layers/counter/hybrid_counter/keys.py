@@ -28,6 +28,7 @@ COUNTER_PREFIX = "COUNTER#"
 REPAIR_PREFIX = "REPAIR#"  # a requested census of one range (recount_requests.py)
 PROFILE_SK = "PLAN"  # the account's plan (absent: the plan "default")
 EVENT_PREFIX = "EVENT#"  # a threshold crossing's event, until published (governance/thresholds.py)
+EXPIRED_PREFIX = "EXPIRED#"  # an expired hold's tombstone (resources/holds.py)
 HISTORY_PREFIX = "HISTORY#"  # the history of limit changes (governance/history.py)
 CHANGE_PREFIX = "CHANGE#"  # a limit change's record until it is in history (governance/records.py)
 PLANS_PK = "PLANS"

@@ -24,6 +24,7 @@ class Settings:
     usage_thresholds: tuple[int, ...] = (80, 100)
     threshold_hysteresis_percent: int = 5
     history_retention_days: int = 0  # 0: keep every history record for ever
+    hold_max_seconds: int = 86_400  # the longest hold a create may ask for (holds.py)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -54,6 +55,9 @@ class Settings:
         retention = int(env.get("HISTORY_RETENTION_DAYS", "0"))
         if retention < 0:
             raise RuntimeError("HISTORY_RETENTION_DAYS must be >= 0 (0: for ever)")
+        hold_max = int(env.get("HOLD_MAX_SECONDS", "86400"))
+        if hold_max < 1:
+            raise RuntimeError("HOLD_MAX_SECONDS must be >= 1")
         return cls(
             table_name=table_name,
             default_limit=default_limit,
@@ -65,6 +69,7 @@ class Settings:
             usage_thresholds=thresholds,
             threshold_hysteresis_percent=hysteresis,
             history_retention_days=retention,
+            hold_max_seconds=hold_max,
         )
 
 

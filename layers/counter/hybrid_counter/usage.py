@@ -16,6 +16,7 @@ class KindUsage:
     best_effort: int
     eventual: int
     org: OrgRoom | None = None  # the account's organization's room for the kind, if it has one
+    held: int = 0  # units of holds not confirmed yet (counted in ``used`` like any)
 
     @classmethod
     def of(cls, kind: str, state: CounterState, judged: Judged, org: OrgRoom | None = None) -> KindUsage:
@@ -37,6 +38,7 @@ class KindUsage:
             "eventual": max(self.eventual, 0),
             "used": self.used,
             "remaining": self.remaining,
+            "held": self.held,
             **({"organization": self.org.to_json()} if self.org is not None else {}),
         }
 

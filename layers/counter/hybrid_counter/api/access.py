@@ -122,11 +122,13 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("PATCH", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("GET", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("DELETE", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"): Access.OWN_ACCOUNT,
+    ("POST", "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}/confirm"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("GET", "/accounts/{account_id}/resources"): Access.OWN_ACCOUNT,
     ("PUT", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("GET", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("DELETE", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,
+    ("POST", "/accounts/{account_id}/resources/{resource_id}/confirm"): Access.OWN_ACCOUNT,
     ("GET", "/openapi.json"): Access.PUBLIC,
 }
 

@@ -53,6 +53,9 @@ LimitExceededBody = _error_body(
     scope=(str, Field("account", json_schema_extra={"enum": ["account", "organization"]})),
 )
 IdempotencyConflictBody = _error_body("IdempotencyConflict", "The id exists, created with another body.")
+HoldExpiredBody = _error_body(
+    "HoldExpired", "The hold's deadline passed: its units are released, nothing counted."
+)
 LimitBelowUsageBody = _error_body(
     "LimitBelowUsage",
     "The new limit is below current use; nothing changed (send force to apply it anyway).",
@@ -178,6 +181,13 @@ PUT_CONFLICT: dict[int, OpenAPIResponse] = {
         IdempotencyConflictBody,
     )
 }
+HOLD_EXPIRED: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "HoldExpired: the hold's deadline (expires_at) passed before it was confirmed; its units are "
+        "released (or being released) and nothing is counted for it",
+        HoldExpiredBody,
+    )
+}
 MEMBERSHIP_CONFLICT: dict[int, OpenAPIResponse] = {
     409: _answer(
         "AccountNotEmpty: the account holds resources (it changes organization only while empty), or "
@@ -266,6 +276,8 @@ class ResourceOut(_Out):
     name: str
     units: int
     created_at: str
+    held: bool = False  # a hold not confirmed yet (released at expires_at unless confirmed)
+    expires_at: str | None = None  # a hold's deadline (absent once confirmed)
 
 
 class ResourcePageOut(_Out):
@@ -290,6 +302,7 @@ class KindUsageOut(_Out):
     eventual: int
     used: int
     remaining: int
+    held: int = 0  # units of holds not confirmed yet (part of used)
     organization: OrgRoomOut | None = None
 
 

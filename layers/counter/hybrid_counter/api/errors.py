@@ -10,6 +10,7 @@ from aws_lambda_powertools.event_handler import Response, content_types
 from hybrid_counter.api.access import Forbidden, Unauthorized
 from hybrid_counter.errors import (
     DomainError,
+    HoldExpired,
     IdempotencyConflict,
     LimitBelowUsage,
     LimitExceeded,
@@ -27,6 +28,7 @@ STATUS = {
     NotFound: 404,
     LimitExceeded: 409,
     IdempotencyConflict: 409,
+    HoldExpired: 409,
     LimitBelowUsage: 409,
     MembershipConflict: 409,
     # 429 is what API Gateway itself answers when a route is throttled: callers already retry it.

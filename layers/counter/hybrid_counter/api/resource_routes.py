@@ -17,6 +17,7 @@ from hybrid_counter.api.documented import (
     AT_LIMIT,
     CREATED,
     DRY_RUN,
+    HOLD_EXPIRED,
     NO_CONTENT,
     NOT_FOUND,
     PUT_CONFLICT,
@@ -38,6 +39,14 @@ Kind = Annotated[KindId, Path(description=KIND_DESCRIPTION)]
 DryRun = Annotated[
     bool, Query(description="Answer whether the request would be admitted now, writing nothing")
 ]
+HoldSeconds = Annotated[
+    int | None,
+    Query(
+        ge=1,
+        description="A hold: the units are held until confirmed (POST .../confirm) or released after "
+        "this many seconds (at most the stack's HoldMaxSeconds, 24 h by default: above it, 400)",
+    ),
+]
 PageSize = Annotated[int, Query(ge=1, le=100)]
 NextToken = Annotated[str | None, Query(max_length=512)]
 
@@ -54,9 +63,15 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         "/accounts/<account_id>/kinds/<kind>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED)
     )
     def create_kind_resource(
-        account_id: AccountId, kind: Kind, body: Annotated[ResourceBody, Body()], dry_run: DryRun = False
+        account_id: AccountId,
+        kind: Kind,
+        body: Annotated[ResourceBody, Body()],
+        dry_run: DryRun = False,
+        hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
-        return _create(service(), account_id, kind, body, resource_id=None, dry_run=dry_run)
+        return _create(
+            service(), account_id, kind, body, resource_id=None, dry_run=dry_run, hold=hold_seconds
+        )
 
     @router.put(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
@@ -67,9 +82,13 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         kind: Kind,
         resource_id: ResourceId,
         body: Annotated[ResourceBody, Body()],
+        *,
         dry_run: DryRun = False,
+        hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
-        return _create(service(), account_id, kind, body, resource_id=resource_id, dry_run=dry_run)
+        return _create(
+            service(), account_id, kind, body, resource_id=resource_id, dry_run=dry_run, hold=hold_seconds
+        )
 
     @router.patch(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
@@ -112,12 +131,24 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         service().delete(account_id, resource_id, kind=kind)
         return Response(status_code=204, body="")
 
+    @router.post(
+        "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>/confirm",
+        responses=responses(HOLD_EXPIRED, NOT_FOUND, ok(ResourceOut, "The resource, its hold confirmed")),
+    )
+    def confirm_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
+        return json_response(200, service().confirm(account_id, resource_id, kind=kind).to_json())
+
     # ---- the default kind's resources (the routes from before kinds) ------------------------------
     @router.post("/accounts/<account_id>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED))
     def create_resource(
-        account_id: AccountId, body: Annotated[ResourceBody, Body()], dry_run: DryRun = False
+        account_id: AccountId,
+        body: Annotated[ResourceBody, Body()],
+        dry_run: DryRun = False,
+        hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
-        return _create(service(), account_id, None, body, resource_id=None, dry_run=dry_run)
+        return _create(
+            service(), account_id, None, body, resource_id=None, dry_run=dry_run, hold=hold_seconds
+        )
 
     @router.put(
         "/accounts/<account_id>/resources/<resource_id>",
@@ -128,8 +159,11 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         resource_id: ResourceId,
         body: Annotated[ResourceBody, Body()],
         dry_run: DryRun = False,
+        hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
-        return _create(service(), account_id, None, body, resource_id=resource_id, dry_run=dry_run)
+        return _create(
+            service(), account_id, None, body, resource_id=resource_id, dry_run=dry_run, hold=hold_seconds
+        )
 
     @router.get(
         "/accounts/<account_id>/resources/<resource_id>",
@@ -145,6 +179,13 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         account_id: AccountId, limit: PageSize = 50, next_token: NextToken = None
     ) -> Response[str]:
         return _list(service(), account_id, None, limit, next_token)
+
+    @router.post(
+        "/accounts/<account_id>/resources/<resource_id>/confirm",
+        responses=responses(HOLD_EXPIRED, NOT_FOUND, ok(ResourceOut, "The resource, its hold confirmed")),
+    )
+    def confirm_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
+        return json_response(200, service().confirm(account_id, resource_id).to_json())
 
     @router.delete(
         "/accounts/<account_id>/resources/<resource_id>", responses=responses(NOT_FOUND, NO_CONTENT)
@@ -164,12 +205,17 @@ def _create(
     *,
     resource_id: str | None,
     dry_run: bool,
+    hold: int | None = None,
 ) -> Response[str]:
     extra = body.extra_fields()
     if dry_run:
-        answer = service.would_create(account_id, body.name, extra, resource_id, kind=kind, units=body.units)
+        answer = service.would_create(
+            account_id, body.name, extra, resource_id, kind=kind, units=body.units, hold_seconds=hold
+        )
         return json_response(200, answer.to_json())
-    resource, created = service.create(account_id, body.name, extra, resource_id, kind=kind, units=body.units)
+    resource, created = service.create(
+        account_id, body.name, extra, resource_id, kind=kind, units=body.units, hold_seconds=hold
+    )
     return json_response(201 if created else 200, resource.to_json())
 
 

@@ -51,6 +51,7 @@ from hybrid_counter.keys import (
     CONTROL_PREFIX,
     COUNTER_PREFIX,
     EVENT_PREFIX,
+    EXPIRED_PREFIX,
     HISTORY_PREFIX,
     ORG_PREFIX,
     PLANS_PK,
@@ -145,8 +146,8 @@ def _ops(record: DynamoDBRecord) -> tuple[list[Op], Finished | None]:
     if pk.startswith(ORG_PREFIX):
         return _org_ops(record, parse_org_pk(pk), sk, event), None
     account_id = parse_account_pk(pk)
-    if sk.startswith((REPAIR_PREFIX, EVENT_PREFIX)) or sk == PROFILE_SK:
-        return [], None  # census requests, events to publish, the account's plan
+    if sk.startswith((REPAIR_PREFIX, EVENT_PREFIX, EXPIRED_PREFIX)) or sk == PROFILE_SK:
+        return [], None  # census requests, events to publish, expired holds' tombstones, the plan
     if sk.startswith(RESOURCE_PREFIX):
         kind, resource_id = parse_kind_resource_sk(sk)
         return _resource_ops(record, account_id, kind, resource_id, event)

@@ -86,6 +86,7 @@ class SweepOutcome:
     events_published: int = 0
     changes_recorded: int = 0
     rebases_finished: int = 0
+    holds_expired: int = 0
     pages: int = 0
     finished: bool = True  # False: cut off by the time budget; the next run goes on
     report: ApplyReport = field(default_factory=ApplyReport)
@@ -103,6 +104,7 @@ class SweepOutcome:
             "ranges_unsettled": self.ranges_unsettled,
             "events_published": self.events_published,
             "rebases_finished": self.rebases_finished,
+            "holds_expired": self.holds_expired,
             "limit_changes_recorded": self.changes_recorded,
             "pages": self.pages,
             "finished": self.finished,
@@ -169,6 +171,7 @@ class Sweeper:
         what a page finishes leaves the index, so the next run starts where the work is (the
         index is sparse: a scan of it reads only what failure paths left, not the table)."""
         outcome = SweepOutcome()
+        self._expire_holds(outcome)
         cutoff, start = self._cutoff(older_than_seconds), None
         while True:
             if until is not None and until():
@@ -178,6 +181,14 @@ class Sweeper:
             self._apply_page(page, outcome)
             if start is None:
                 return outcome
+
+    def _expire_holds(self, outcome: SweepOutcome) -> None:
+        """Every hold past its deadline released (resources/holds.py); what cannot be now (a
+        store error) is found again by the next run."""
+        try:
+            outcome.holds_expired += self._recounter.repairs.holds().sweep()
+        except (DomainError, ClientError, BotoCoreError) as error:
+            self._obs.logger.warning("expired holds left to the next sweep", extra={"error": repr(error)})
 
     def _cutoff(self, older_than_seconds: float | None) -> str:
         grace = self._grace if older_than_seconds is None else older_than_seconds

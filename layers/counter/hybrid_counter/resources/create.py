@@ -74,6 +74,7 @@ class Request:
     extra: dict[str, Any]
     units: int
     judge: Judge
+    hold_until: float | None = None  # a hold (holds.py): its deadline
 
 
 class CreateFlow:
@@ -104,10 +105,15 @@ class CreateFlow:
         kind: str | None = None,
         units: int = 1,
         judge: Judge | None = None,
+        hold_seconds: float | None = None,
     ) -> tuple[Resource, bool]:
-        """Returns (resource, created); ``created`` is False when a PUT finds its id taken."""
+        """Returns (resource, created); ``created`` is False when a PUT finds its id taken.
+        ``hold_seconds``: a hold, released unless confirmed by then (holds.py)."""
         kind = kind or self._counters.default_kind
-        request = Request(account_id, kind, name, extra, units, judge or self._counters.default_judge)
+        hold_until = None if hold_seconds is None else self._fx.clock() + hold_seconds
+        request = Request(
+            account_id, kind, name, extra, units, judge or self._counters.default_judge, hold_until
+        )
         rid = resource_id or self._fx.new_id()
         stored: Item | None = None
         for _ in range(3):
@@ -164,6 +170,7 @@ class CreateFlow:
             units=units,
             org=org,
             org_shard=0 if org_seen is None else org_seen.shard,
+            hold_until=request.hold_until,
         )
         put = guarded(lambda: self._table.put_pending(item), "the create")
         if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:

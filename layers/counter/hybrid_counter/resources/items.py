@@ -22,7 +22,8 @@ the create said otherwise; a PATCH changes it), ``created_units`` what its creat
 contributes its ``units`` there. While a resize is in flight, ``resize_request`` (with
 ``resize_from``, ``resize_to``, ``resizing_since``) names the one request that may move its
 counters (resize.py). ``pending_shard``/``pending_since`` are set only on failure paths (the
-sparse PendingIndex the sweeper reads).
+sparse PendingIndex the sweeper reads). A hold (holds.py) has ``hold_until`` (epoch seconds) and
+``hold_account`` (the sparse HoldIndex's keys) until it is confirmed.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ class Resource:
     # The units its create asked for (a PATCH changes ``units``, not what the create was): a
     # repeated PUT is the same request if it repeats these.
     requested_units: int | None = None
+    # A hold (holds.py): until when (epoch seconds) it holds its units unless confirmed.
+    hold_until: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,8 @@ class Resource:
             "name": self.name,
             "units": self.units,
             "created_at": self.created_at,
+            "held": self.hold_until is not None,
+            **({"expires_at": iso_utc(self.hold_until)} if self.hold_until is not None else {}),
         }
 
 
@@ -125,8 +130,15 @@ def resource_from_item(item: dict[str, Any]) -> Resource:
         kind=kind_of(item),
         units=units_of(item),
         requested_units=int(item["created_units"]["N"]) if "created_units" in item else None,
+        hold_until=hold_until_of(item),
         extra=json.loads(item.get("extra_json", {"S": "{}"})["S"], parse_constant=_non_finite_as_null),
     )
+
+
+def hold_until_of(item: dict[str, Any]) -> float | None:
+    """Until when a hold holds its units unless confirmed (None: not a hold)."""
+    until = item.get("hold_until", {}).get("N")
+    return None if until is None else float(until)
 
 
 def _non_finite_as_null(_: str) -> None:
@@ -146,6 +158,7 @@ def pending_item(
     units: int = 1,
     org: str | None = None,
     org_shard: int = 0,
+    hold_until: float | None = None,
 ) -> dict[str, Any]:
     created = iso_utc(now)
     item = {
@@ -169,6 +182,9 @@ def pending_item(
         item["org_counted"] = {"BOOL": False}
         if org_shard:
             item["org_shard"] = {"N": str(org_shard)}
+    if hold_until is not None:  # a hold: in the sparse HoldIndex (its account, its deadline)
+        item["hold_until"] = {"N": f"{hold_until:.3f}"}
+        item["hold_account"] = {"S": account_id}
     return item
 
 

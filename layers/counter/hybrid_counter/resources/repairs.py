@@ -24,6 +24,7 @@ from hybrid_counter.keys import epoch_of
 from hybrid_counter.observability import default_observability
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import DeleteFlow
+from hybrid_counter.resources.holds import HoldFlow
 from hybrid_counter.resources.resize import ResizeFlow
 from hybrid_counter.resources.table import Item, ResourceTable
 
@@ -68,6 +69,10 @@ class Repairs:
         resizes = ResizeFlow(table, counters, grace_seconds, effects, obs or default_observability())
         deletes.resizes = resizes
         return cls(table, deletes, grace_seconds, effects, resizes=resizes)
+
+    def holds(self) -> HoldFlow:
+        """Expiring holds (the sweeper's): released as deletes, by these repairs' delete flow."""
+        return HoldFlow(self._table, self._deletes, self._fx, self._deletes.obs)
 
     def stale(self, item: Item, attribute: str) -> bool:
         """Older than the grace period by this repair's clock (ops tools: the server's, clock.py)."""

@@ -12,7 +12,7 @@ from hybrid_counter.aws import Clients
 from hybrid_counter.counters import CounterState, CounterStore
 from hybrid_counter.counters.split import SHARD_CHOICES
 from hybrid_counter.effects import Effects
-from hybrid_counter.errors import NotFound, ValidationError
+from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.governance.changes import LimitChanges
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
 from hybrid_counter.governance.publisher import EventPublisher
@@ -32,6 +32,7 @@ from hybrid_counter.plans import Limits, Plan, PlanPage, PlanStore
 from hybrid_counter.resources import items
 from hybrid_counter.resources.create import CreateFlow, same_request
 from hybrid_counter.resources.delete import DeleteFlow
+from hybrid_counter.resources.holds import HoldFlow
 from hybrid_counter.resources.items import Resource
 from hybrid_counter.resources.org_level import OrgLevel
 from hybrid_counter.resources.repairs import Repairs
@@ -97,6 +98,7 @@ class ResourceService:
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete.resizes = self._resize
         self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
+        self.holds = HoldFlow(self._table, self._delete, self._fx, self._obs)
         self.org_store = OrgStore(settings.table_name, self._clients, clock=self._fx.clock)
         self.history = HistoryStore(
             settings.table_name, self._clients, retention_days=settings.history_retention_days
@@ -170,12 +172,16 @@ class ResourceService:
         # member only, of its organization's counters)
         org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
         rooms = guarded(lambda: self._org_rooms(org_id), "the read") if org_id is not None else {}
+        held = guarded(lambda: self.holds.held_units(account_id), "the read")
         per_kind = {
-            kind: KindUsage.of(
-                kind,
-                states.get(kind, CounterState()),
-                self.limits.judge(account_id, kind)(states.get(kind, CounterState())),
-                rooms.get(kind) if org_id is not None else None,
+            kind: replace(
+                KindUsage.of(
+                    kind,
+                    states.get(kind, CounterState()),
+                    self.limits.judge(account_id, kind)(states.get(kind, CounterState())),
+                    rooms.get(kind) if org_id is not None else None,
+                ),
+                held=held.get(kind, 0),
             )
             for kind in kinds
         }
@@ -353,10 +359,45 @@ class ResourceService:
         *,
         kind: str | None = None,
         units: int = 1,
+        hold_seconds: float | None = None,
     ) -> tuple[Resource, bool]:
+        """A create (``hold_seconds``: a hold, released unless confirmed by then, holds.py). One
+        refused for room first expires the account's expired holds of the kind, then is judged
+        again (an expired hold never blocks a create longer than one request)."""
         kind = self.kind(kind)
+        self._check_hold(hold_seconds)
         judge = self.limits.judge(account_id, kind)
-        return self._create.create(account_id, name, extra, resource_id, kind=kind, units=units, judge=judge)
+
+        def create() -> tuple[Resource, bool]:
+            return self._create.create(
+                account_id,
+                name,
+                extra,
+                resource_id,
+                kind=kind,
+                units=units,
+                judge=judge,
+                hold_seconds=hold_seconds,
+            )
+
+        try:
+            return create()
+        except LimitExceeded:
+            if not guarded(lambda: self.holds.reclaim(account_id, kind), "the create"):
+                raise
+        return create()
+
+    def _check_hold(self, hold_seconds: float | None) -> None:
+        if hold_seconds is None:
+            return
+        longest = self._settings.hold_max_seconds
+        if not 0 < hold_seconds <= longest:
+            raise ValidationError(f"hold_seconds must be more than 0 and at most {longest}")
+
+    def confirm(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
+        """Make a hold permanent (holds.py): 200 with the resource, again on a retry; HoldExpired
+        once its deadline has passed."""
+        return self.holds.confirm(account_id, self.kind(kind), resource_id)
 
     def would_create(
         self,
@@ -367,10 +408,13 @@ class ResourceService:
         *,
         kind: str | None = None,
         units: int = 1,
+        hold_seconds: float | None = None,
     ) -> WouldAdmit:
         """Would this create be admitted now? Nothing is written (a PUT of an id that exists with
-        the same body would answer 200: admitted, adding nothing)."""
+        the same body would answer 200: admitted, adding nothing). A hold is judged as a create
+        (its ``hold_seconds`` checked as the create would)."""
         kind = self.kind(kind)
+        self._check_hold(hold_seconds)
         if resource_id is not None:
             item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
             if items.state_of(item) == items.LIVE:

@@ -235,6 +235,58 @@ class ResourceTable:
             ReturnValues="ALL_NEW",
         )
 
+    def claim_expired_hold(
+        self, account_id: str, resource_id: str, request_id: str, *, kind: str, incarnation: str, until: float
+    ) -> Written:
+        """live -> deleting, owned by ``request_id``, as a delete's claim, only if this incarnation
+        is still the hold that expires at ``until`` and that is past by this process's clock
+        (holds.py): of a confirm and an expiry that race, exactly one applies. ``expired`` marks
+        the claim, so a confirm that comes later answers HoldExpired."""
+        now = self._effects.clock()
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="SET #state = :deleting, delete_request = :req, deleting_since = :now, "
+            "expired = :true",
+            ConditionExpression=f"#state = :live AND {NOT_RESIZING} AND incarnation = :inc "
+            "AND hold_until = :until AND hold_until <= :clock",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":req": {"S": request_id},
+                ":now": {"S": iso_utc(now)},
+                ":deleting": {"S": DELETING},
+                ":live": {"S": LIVE},
+                ":true": {"BOOL": True},
+                ":inc": {"S": incarnation},
+                ":until": {"N": f"{until:.3f}"},
+                ":clock": {"N": f"{now:.3f}"},
+            },
+            ReturnValues="ALL_NEW",
+        )
+
+    def confirm_hold(
+        self, account_id: str, resource_id: str, *, kind: str, incarnation: str, until: float
+    ) -> Written:
+        """A hold made permanent: out of the HoldIndex, only if this incarnation is still live and
+        still the hold that expires at ``until``, and that is still ahead by this process's clock."""
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="REMOVE hold_until, hold_account",
+            ConditionExpression="#state = :live AND incarnation = :inc AND hold_until = :until "
+            "AND hold_until > :clock",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":live": {"S": LIVE},
+                ":inc": {"S": incarnation},
+                ":until": {"N": f"{until:.3f}"},
+                ":clock": {"N": f"{self._effects.clock():.3f}"},
+            },
+            ReturnValues="ALL_NEW",
+        )
+
     def revert(
         self, account_id: str, resource_id: str, request_id: str, *, index: bool, kind: str = DEFAULT_KIND
     ) -> Written:

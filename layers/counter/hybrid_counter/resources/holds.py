@@ -1,0 +1,207 @@
+"""Holds (issue 25): units reserved now, confirmed or released later, never leaked by a caller
+that dies.
+
+A hold is a create with a deadline (``?hold_seconds=``): admitted like any create (at its
+account, and at its organization first if it has one), live, holding its units, with
+``hold_until`` (epoch seconds) and ``hold_account`` on its item, which put it in the sparse
+``HoldIndex`` (by account, by deadline). Then exactly one of:
+
+- **confirm**: one conditional write removes the deadline (the item leaves the index); conditional
+  on the same incarnation, still live, still that deadline, and the deadline still ahead by the
+  confirming process's clock. Confirming a confirmed resource is a no-op (200).
+- **expiry**: a delete (delete.py) whose claim is conditional on the same incarnation, that
+  deadline, and the deadline past by the expiring process's clock (``expired`` marks the claim);
+  the claim is then finished as any delete's: released at each level once, the item removed.
+- **the caller's DELETE**: the ordinary delete.
+
+The confirm and the expiry's claim are conditional writes on the one item, on opposite sides of
+the one deadline, so of a confirm and an expiry that race exactly one applies: a confirm that
+loses answers 409 HoldExpired and counts nothing; an expiry that loses leaves a permanent
+resource. Expiry is judged by the logic, never by DynamoDB's TTL (which deletes "typically
+within a few days" and would release nothing).
+
+Who expires: the sweeper, each run (a Scan of the sparse HoldIndex, filtered to past deadlines:
+it reads the holds, not the table), and an admission refused for room, which first expires that
+account's expired holds of the kind (one Query of the index) and is judged again, so an expired
+hold blocks a create for no longer than that request. An expiry leaves a small tombstone
+(``EXPIRED#<kind>#<id>``, removed by TTL after a week), so a confirm that comes after the item
+is gone still answers HoldExpired rather than 404.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.errors import DomainError, HoldExpired, InProgress, NotFound
+from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc
+from hybrid_counter.resources import items
+from hybrid_counter.resources.delete import Claim
+from hybrid_counter.resources.items import Resource
+from hybrid_counter.resources.table import Item, ResourceTable, guarded
+
+if TYPE_CHECKING:
+    from hybrid_counter.effects import Effects
+    from hybrid_counter.observability import Observability
+    from hybrid_counter.resources.delete import DeleteFlow
+
+HOLD_INDEX = "HoldIndex"
+TOMBSTONE_SECONDS = 7 * 24 * 3600
+RECLAIM_PAGE = 100  # expired holds one refused admission releases at most before judging again
+
+
+def tombstone_key(account_id: str, kind: str, resource_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": account_pk(account_id)}, "sk": {"S": f"{EXPIRED_PREFIX}{kind}#{resource_id}"}}
+
+
+class HoldFlow:
+    def __init__(
+        self, table: ResourceTable, deletes: DeleteFlow, effects: Effects, obs: Observability
+    ) -> None:
+        self._table = table
+        self._deletes = deletes
+        self._fx = effects
+        self._obs = obs
+
+    # ---- confirm ------------------------------------------------------------------------------------
+    def confirm(self, account_id: str, kind: str, rid: str) -> Resource:
+        """The hold made permanent (200 with the resource; again: the same). HoldExpired once its
+        deadline passed (its units are released, nothing is counted for it); NotFound if there is
+        no such resource."""
+        for _ in range(3):
+            item = guarded(lambda: self._table.get(account_id, rid, kind=kind), "the confirm")
+            state = items.state_of(item)
+            if item is None or state == items.PENDING:
+                if self._expired_here(account_id, kind, rid):
+                    raise HoldExpired(f"the hold on {rid} expired; its units were released")
+                raise NotFound(f"resource {rid} not found")
+            if state == items.DELETING:
+                if item.get("expired", {}).get("BOOL"):
+                    raise HoldExpired(f"the hold on {rid} expired; its units are being released")
+                raise NotFound(f"resource {rid} is being deleted")
+            until = items.hold_until_of(item)
+            if until is None:
+                return items.resource_from_item(item)  # confirmed already
+            if until <= self._fx.clock():
+                raise HoldExpired(f"the hold on {rid} expired at {iso_utc(until)}")
+            incarnation = items.incarnation_of(item)
+            confirm = partial(
+                self._table.confirm_hold, account_id, rid, kind=kind, incarnation=incarnation, until=until
+            )
+            done = guarded(confirm, "the confirm")
+            if done.applied and done.item is not None:
+                self._obs.count("HoldsConfirmed")
+                return items.resource_from_item(done.item)
+            # changed meanwhile (confirmed by a retry of this request, expired, deleted): again
+        raise InProgress("the resource kept changing while it was being confirmed; retry the request")
+
+    def _expired_here(self, account_id: str, kind: str, rid: str) -> bool:
+        found = self._table.clients.dynamodb.get_item(
+            TableName=self._table.name, Key=tombstone_key(account_id, kind, rid), ConsistentRead=True
+        )
+        return "Item" in found
+
+    # ---- expiry -------------------------------------------------------------------------------------
+    def expire(self, account_id: str, rid: str, seen: Item) -> bool:
+        """Release ``seen``'s hold if its deadline has passed (by this process's clock): its
+        delete's claim conditional on that hold, then the delete finished as any. True if this
+        call claimed it; the claim of one that could not finish stays, for the takeover of dead
+        deletes after the grace period (delete.py)."""
+        until = items.hold_until_of(seen)
+        if until is None or until > self._fx.clock() or items.state_of(seen) != items.LIVE:
+            return False
+        kind, request_id = items.kind_of(seen), self._fx.new_id()
+        claimed = self._table.claim_expired_hold(
+            account_id, rid, request_id, kind=kind, incarnation=items.incarnation_of(seen), until=until
+        )
+        if not claimed.applied or claimed.item is None:
+            return False  # confirmed, deleted, resized or expired by another meanwhile
+        self._obs.count("HoldsExpired")
+        self._leave_tombstone(account_id, kind, rid, items.incarnation_of(seen))
+        try:
+            self._deletes.finish(account_id, rid, Claim.of(request_id, claimed.item))
+        except DomainError as error:
+            self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
+        return True
+
+    def _leave_tombstone(self, account_id: str, kind: str, rid: str, incarnation: str) -> None:
+        now = self._fx.clock()
+        try:
+            self._table.clients.dynamodb.put_item(
+                TableName=self._table.name,
+                Item={
+                    **tombstone_key(account_id, kind, rid),
+                    "incarnation": {"S": incarnation},
+                    "expired_at": {"S": iso_utc(now)},
+                    "expires_at": {"N": str(int(now) + TOMBSTONE_SECONDS)},
+                },
+            )
+        except (ClientError, BotoCoreError) as error:  # a later confirm answers 404: still nothing counted
+            self._obs.logger.warning(
+                "could not leave an expired hold's tombstone", extra={"error": repr(error)}
+            )
+
+    def reclaim(self, account_id: str, kind: str) -> int:
+        """Expire this account's expired holds of ``kind`` (an admission refused for room, before
+        it is judged again): one Query of the HoldIndex, up to RECLAIM_PAGE of them."""
+        found = self._table.clients.dynamodb.query(
+            TableName=self._table.name,
+            IndexName=HOLD_INDEX,
+            KeyConditionExpression="hold_account = :account AND hold_until <= :now",
+            FilterExpression="kind = :kind",
+            ExpressionAttributeValues={
+                ":account": {"S": account_id},
+                ":now": {"N": f"{self._fx.clock():.3f}"},
+                ":kind": {"S": kind},
+            },
+            Limit=RECLAIM_PAGE,
+        )
+        expired = sum(self.expire(account_id, str(i["resource_id"]["S"]), i) for i in found.get("Items", []))
+        if expired:
+            self._obs.count("HoldsReclaimed", expired)
+        return expired
+
+    def sweep(self) -> int:
+        """Expire every hold whose deadline passed (the sweeper, each run): a Scan of the sparse
+        HoldIndex, so it reads the holds there are, not the table."""
+        expired, start = 0, None
+        while True:
+            scan: dict[str, Any] = {
+                "TableName": self._table.name,
+                "IndexName": HOLD_INDEX,
+                "FilterExpression": "hold_until <= :now",
+                "ExpressionAttributeValues": {":now": {"N": f"{self._fx.clock():.3f}"}},
+            }
+            if start:
+                scan["ExclusiveStartKey"] = start
+            page = self._table.clients.dynamodb.scan(**scan)
+            for item in page.get("Items", []):
+                expired += self.expire(str(item["hold_account"]["S"]), str(item["resource_id"]["S"]), item)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return expired
+
+    # ---- reads --------------------------------------------------------------------------------------
+    def held_units(self, account_id: str) -> dict[str, int]:
+        """Units of the account's holds not confirmed yet, by kind (one Query of the HoldIndex)."""
+        held: dict[str, int] = {}
+        start = None
+        while True:
+            query: dict[str, Any] = {
+                "TableName": self._table.name,
+                "IndexName": HOLD_INDEX,
+                "KeyConditionExpression": "hold_account = :account",
+                "ExpressionAttributeValues": {":account": {"S": account_id}},
+            }
+            if start:
+                query["ExclusiveStartKey"] = start
+            page = self._table.clients.dynamodb.query(**query)
+            for item in page.get("Items", []):
+                if items.state_of(item) in items.VISIBLE:
+                    kind = items.kind_of(item)
+                    held[kind] = held.get(kind, 0) + items.units_of(item)
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return held
