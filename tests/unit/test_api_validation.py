@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from hybrid_counter.api.app import build_app
-from hybrid_counter.errors import LimitExceeded, NotFound
+from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound
 from hybrid_counter.governance.history import HistoryPage
 from hybrid_counter.orgs import Org
 from hybrid_counter.plans import Plan, PlanPage
@@ -60,15 +60,30 @@ class RecordingService:
         *,
         kind: str | None = None,
         units: int = 1,
+        hold_seconds: int | None = None,
     ):
-        self._record("create", (account_id, name, extra, resource_id), {"kind": kind, "units": units})
+        held = {} if hold_seconds is None else {"hold_seconds": hold_seconds}
+        self._record("create", (account_id, name, extra, resource_id), {"kind": kind, "units": units, **held})
         if name == "full":
             raise LimitExceeded(10, 10)
         resource = Resource(account_id, resource_id or "generated", name, "2026-11-21T00:00:00.000Z", extra)
         return resource, True
 
-    def would_create(self, account_id: str, name: str, extra: dict, resource_id=None, *, kind=None, units=1):
-        self._record("would_create", (account_id, name, extra, resource_id), {"kind": kind, "units": units})
+    def would_create(
+        self,
+        account_id: str,
+        name: str,
+        extra: dict,
+        resource_id=None,
+        *,
+        kind=None,
+        units=1,
+        hold_seconds=None,
+    ):
+        held = {} if hold_seconds is None else {"hold_seconds": hold_seconds}
+        self._record(
+            "would_create", (account_id, name, extra, resource_id), {"kind": kind, "units": units, **held}
+        )
         return WouldAdmit(kind or "resources", units, 10, 3, units <= 7)
 
     def resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None) -> Resource:
@@ -83,6 +98,12 @@ class RecordingService:
 
     def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
         raise NotFound("resource not found")
+
+    def confirm(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
+        self._record("confirm", (account_id, resource_id), {"kind": kind})
+        if resource_id == "expired":
+            raise HoldExpired("the hold on expired expired")
+        return Resource(account_id, resource_id, "r", "2026-11-21T00:00:00.000Z", {}, kind or "resources")
 
     def list(self, account_id: str, page_size: int, next_token: str | None, *, kind: str | None = None):
         self._record("list", (account_id, page_size, next_token), {"kind": kind})
@@ -318,3 +339,37 @@ def test_json_body_is_read_without_a_json_content_type(api):
     service = RecordingService()
     response = build_app(lambda: service).resolve(as_json_request(event), None)  # type: ignore[arg-type, return-value]
     assert response["statusCode"] == 201
+
+
+def test_a_hold_passes_hold_seconds_to_the_create(api):
+    status, _ = api("api_create_hold.json")
+    assert status == 201
+    assert api.service.calls == [
+        ("create", ("acct-demo", "build-runner", {"tier": "small"}, None, {"hold_seconds": 600}))
+    ]
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "ten", "1.5"])
+def test_hold_seconds_that_are_not_a_positive_integer_are_400_before_anything_is_done(api, value):
+    status, payload = api("api_create_hold.json", queryStringParameters={"hold_seconds": value})
+    assert_error(status, payload, 400, "ValidationError")
+    assert api.service.calls == []
+
+
+def test_confirm_answers_the_resource_and_an_expired_hold_is_409_hold_expired(api):
+    status, payload = api("api_confirm_resource.json")
+    assert (status, payload["resource_id"], payload["held"]) == (200, "res-1", False)
+    expired = load_event("api_confirm_resource.json")
+    status, payload = api(
+        "api_confirm_resource.json",
+        pathParameters={"account_id": "acct-demo", "resource_id": "expired"},
+        rawPath="/accounts/acct-demo/resources/expired/confirm",
+        requestContext={
+            **expired["requestContext"],
+            "http": {
+                **expired["requestContext"]["http"],
+                "path": "/accounts/acct-demo/resources/expired/confirm",
+            },
+        },
+    )
+    assert_error(status, payload, 409, "HoldExpired")

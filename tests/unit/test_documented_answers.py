@@ -15,6 +15,7 @@ from hybrid_counter.api.access import ROUTE_ACCESS, Access, Forbidden, Unauthori
 from hybrid_counter.api.errors import STATUS, domain_error_response
 from hybrid_counter.errors import (
     DomainError,
+    HoldExpired,
     IdempotencyConflict,
     InProgress,
     LimitBelowUsage,
@@ -150,6 +151,7 @@ ERRORS: list[DomainError] = [
     LimitExceeded(5, 5),
     LimitExceeded(10, 9, "seats", 2, scope="organization"),
     IdempotencyConflict("another body"),
+    HoldExpired("the hold expired"),
     LimitBelowUsage([("seats", 1, 2)]),
     LimitBelowUsage([("seats", 1, 2), ("projects", 0, 3)]),
     Throttled("throttled"),

@@ -61,12 +61,18 @@ def test_retry_queue_redrives_to_the_operator_queue_and_outlasts_its_consumer(te
 def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
     table = template.tables["ResourcesTable"]
     indexes = {index["IndexName"]: index for index in table.global_secondary_indexes}
-    assert set(indexes) == {"PendingIndex", "CounterIndex", "OrgUsageIndex"}
+    assert set(indexes) == {"PendingIndex", "CounterIndex", "OrgUsageIndex", "HoldIndex"}
     keys = {name: [k["AttributeName"] for k in index["KeySchema"]] for name, index in indexes.items()}
     assert keys == {
         "PendingIndex": ["pending_shard", "pending_since"],
         "CounterIndex": ["counter_shard", "pk"],
         "OrgUsageIndex": ["org_kind", "eventual"],
+        "HoldIndex": ["hold_account", "hold_until"],
+    }
+    # Expiry (the sweeper, a refused admission) acts on what the projection holds of a hold.
+    assert indexes["HoldIndex"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["resource_id", "kind", "units", "state", "incarnation"],
     }
     # An organization's top accounts are read from the keys alone (the account is the table's pk).
     assert indexes["OrgUsageIndex"]["Projection"]["ProjectionType"] == "KEYS_ONLY"
