@@ -75,6 +75,9 @@ SAMPLE_EVENTS = [
     SampleEvent("api_create_resource.json", "ApiFunction", _http_status(201)),
     SampleEvent("api_put_resource.json", "ApiFunction", _http_status(200, 201)),
     SampleEvent("api_get_resource.json", "ApiFunction", _http_status(200)),
+    # res-1 is no hold: its confirm answers it as it is (200); a hold is confirmed the same way
+    SampleEvent("api_confirm_resource.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_create_hold.json", "ApiFunction", _http_status(201)),
     SampleEvent("api_list_resources.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_get_usage.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_get_limits.json", "ApiFunction", _http_status(200)),
@@ -92,6 +95,7 @@ SAMPLE_EVENTS = [
     SampleEvent("api_patch_kind_resource.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_dry_run_kind_resource.json", "ApiFunction", _would_admit(False)),
     SampleEvent("api_get_kind_resource.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_confirm_kind_resource.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_list_kind_resources.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_delete_kind_resource.json", "ApiFunction", _http_status(204)),
     # An organization on plan pro (above), an override set and removed, a member that joins

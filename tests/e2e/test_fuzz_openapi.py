@@ -102,7 +102,7 @@ def check_case(case: Any, target: Target) -> Any:
 def check_error_body(body: dict[str, Any], account_id: object) -> None:
     TALLY["validation_errors"] += body.get("error", {}).get("code") == "ValidationError"
     assert set(body) == {"error"}, body
-    allowed = {"ValidationError", "NotFound", "LimitExceeded", "IdempotencyConflict"}
+    allowed = {"ValidationError", "NotFound", "LimitExceeded", "IdempotencyConflict", "HoldExpired"}
     # The organizations' refusals (an organization the fuzz created, "0" say, of accounts it wrote)
     allowed |= {"LimitBelowUsage", "AccountNotEmpty", "AccountInAnotherOrganization", "OrganizationNotEmpty"}
     if not (isinstance(account_id, str) and is_valid_id(account_id)):
