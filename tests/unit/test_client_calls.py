@@ -64,6 +64,10 @@ CHANGE_OBJECT = ChangeRecord(
     "c-1", "2026-11-21T00:00:00.000Z", "operator-1", "override", None, 5, True, "acme", "projects", None
 )
 PAGE = {"items": [RESOURCE], "next_token": None}
+# A hold as the API answers it (a newer API sends `held` on every resource; an older one none)
+HELD = {**RESOURCE, "held": True, "expires_at": "2026-11-22T00:00:00.000Z"}
+HELD_OBJECT = replace(RESOURCE_OBJECT, held=True, expires_at="2026-11-22T00:00:00.000Z")
+CONFIRMED = {**RESOURCE, "held": False}
 ORG_OBJECT = Org("acme-group", "gold", 2, "2026-11-21T00:00:00.000Z")
 ORG_USAGE_OBJECT = OrgUsage(
     "acme-group",
@@ -139,6 +143,17 @@ CALLS: list[Any] = [
         id="create-default-kind",
     ),
     pytest.param(
+        Invoke("create", "acme", "web", kind="projects", units=2, fields={"team": "blue"}, hold_seconds=600),
+        "POST",
+        "/accounts/acme/kinds/projects/resources",
+        {"hold_seconds": "600"},
+        {"name": "web", "units": 2, "team": "blue"},
+        201,
+        HELD,
+        replace(HELD_OBJECT, created=True),
+        id="create-hold",
+    ),
+    pytest.param(
         Invoke("put", "acme", "r-1", "web", kind="projects", units=2, fields={"team": "blue"}),
         "PUT",
         "/accounts/acme/kinds/projects/resources/r-1",
@@ -159,6 +174,39 @@ CALLS: list[Any] = [
         RESOURCE,
         replace(RESOURCE_OBJECT, created=False),
         id="put-default-kind",
+    ),
+    pytest.param(
+        Invoke("put", "acme", "r-1", "web", hold_seconds=86400),
+        "PUT",
+        "/accounts/acme/resources/r-1",
+        {"hold_seconds": "86400"},
+        {"name": "web", "units": 1},
+        201,
+        HELD,
+        replace(HELD_OBJECT, created=True),
+        id="put-hold",
+    ),
+    pytest.param(
+        Invoke("confirm", "acme", "r-1", kind="projects"),
+        "POST",
+        "/accounts/acme/kinds/projects/resources/r-1/confirm",
+        {},
+        None,
+        200,
+        CONFIRMED,
+        RESOURCE_OBJECT,
+        id="confirm-kind",
+    ),
+    pytest.param(
+        Invoke("confirm", "acme", "r-1"),
+        "POST",
+        "/accounts/acme/resources/r-1/confirm",
+        {},
+        None,
+        200,
+        CONFIRMED,
+        RESOURCE_OBJECT,
+        id="confirm",
     ),
     pytest.param(
         Invoke("get", "acme", "r-1", kind="projects"),
@@ -236,6 +284,28 @@ CALLS: list[Any] = [
         WOULD_ADMIT,
         WOULD_ADMIT_OBJECT,
         id="would_put",
+    ),
+    pytest.param(
+        Invoke("would_create", "acme", "web", hold_seconds=30),
+        "POST",
+        "/accounts/acme/resources",
+        {"dry_run": "true", "hold_seconds": "30"},
+        {"name": "web", "units": 1},
+        200,
+        WOULD_ADMIT,
+        WOULD_ADMIT_OBJECT,
+        id="would_create-hold",
+    ),
+    pytest.param(
+        Invoke("would_put", "acme", "r-1", "web", kind="projects", hold_seconds=30),
+        "PUT",
+        "/accounts/acme/kinds/projects/resources/r-1",
+        {"dry_run": "true", "hold_seconds": "30"},
+        {"name": "web", "units": 1},
+        200,
+        WOULD_ADMIT,
+        WOULD_ADMIT_OBJECT,
+        id="would_put-hold",
     ),
     pytest.param(
         Invoke("would_resize", "acme", "r-1", 7, kind="volume_gb"),
@@ -578,6 +648,29 @@ def test_the_callers_fields_come_back_in_fields_and_cannot_shadow_the_services()
             client(Script()).create("acme", "web", fields={reserved: "x"})
 
 
+def test_a_hold_reads_held_and_its_deadline_and_a_resource_from_before_holds_is_not_held():
+    assert Resource.from_json(HELD) == HELD_OBJECT
+    assert HELD_OBJECT.fields == {"team": "blue"}  # held and expires_at are the service's, not fields
+    assert (Resource.from_json(CONFIRMED).held, Resource.from_json(CONFIRMED).expires_at) == (False, None)
+    assert Resource.from_json(RESOURCE) == RESOURCE_OBJECT  # a stack from before holds sends no held
+
+
+def test_a_retry_safe_hold_is_a_put_of_a_client_made_id_with_hold_seconds():
+    script = Script(ok(HELD, 201))
+    got = client(script).create("acme", "web", kind="projects", hold_seconds=60, retry_safe=True)
+    (request,) = script.requests
+    assert request.method == "PUT"
+    assert request.url.path.startswith("/accounts/acme/kinds/projects/resources/")
+    assert dict(request.url.params) == {"hold_seconds": "60"}
+    assert got == replace(HELD_OBJECT, created=True)
+
+
+def test_held_and_expires_at_are_refused_as_the_callers_fields():
+    for reserved in ("held", "expires_at"):
+        with pytest.raises(ValueError, match=reserved):
+            client(Script()).create("acme", "web", fields={reserved: "x"})
+
+
 def test_ids_are_one_path_segment_each():
     script = Script(ok(RESOURCE))
     client(script).get("acme", "a/b?c")
@@ -600,6 +693,17 @@ def test_history_records_and_usage_read_every_field():
     assert Usage.from_json({**USAGE, "something_new": 1}) == USAGE_OBJECT
     # An account outside any organization has neither its id nor a room per kind
     assert (USAGE_OBJECT.org_id, USAGE_OBJECT.kinds["projects"].organization) == (None, None)
+
+
+def test_a_kinds_held_units_are_read_and_are_0_from_a_stack_from_before_holds():
+    assert KindUsage.from_json({**KIND_USAGE, "held": 1}) == KindUsage(2, "plan", 1, 0, 1, 1, held=1)
+    assert (
+        Usage.from_json({**USAGE, "kinds": {"projects": {**KIND_USAGE, "held": 1}}}).kinds["projects"].held
+        == 1
+    )
+    assert KindUsage.from_json(KIND_USAGE).held == 0
+    with pytest.raises(TypeError):
+        KindUsage.from_json({**KIND_USAGE, "held": "1"})
 
 
 def test_a_members_usage_reads_its_organization_and_its_room_per_kind():
@@ -746,7 +850,7 @@ def test_the_async_client_has_the_sync_clients_methods_with_the_same_parameters(
             p.default for p in asynchronous[name].parameters.values()
         ], name
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name)) is (name not in listings), name
-    assert len(sync) == 29
+    assert len(sync) == 30
 
 
 @pytest.mark.parametrize(("call", "method", "path", "query", "body", "status", "answer", "result"), CALLS)

@@ -16,6 +16,7 @@ from hybrid_counter.errors import DomainError
 from hybrid_counter.errors import MembershipConflict as DomainMembershipConflict
 from hybrid_counter_client import (
     Forbidden,
+    HoldExpired,
     HybridCounterError,
     IdempotencyConflict,
     KindBelowUsage,
@@ -31,7 +32,7 @@ from hybrid_counter_client import (
     ValidationError,
 )
 from hybrid_counter_client.errors import error_from_response
-from tests.unit.client_support import Script, client, error
+from tests.unit.client_support import RESOURCE, Script, client, error, ok
 
 NO_RETRIES = RetryPolicy(max_attempts=1)
 
@@ -113,6 +114,12 @@ def raised_by(answer: httpx.Response) -> HybridCounterError:
             IdempotencyConflict,
             {"status": 409, "code": "IdempotencyConflict", "message": "exists with another body"},
             id="IdempotencyConflict",
+        ),
+        pytest.param(
+            error(409, "HoldExpired", "the hold on r-1 expired"),
+            HoldExpired,
+            {"status": 409, "code": "HoldExpired", "message": "the hold on r-1 expired"},
+            id="HoldExpired",
         ),
         pytest.param(
             error(
@@ -255,6 +262,7 @@ def test_every_membership_conflict_code_the_api_documents_is_a_membership_confli
         "NotFound",
         "LimitExceeded",
         "IdempotencyConflict",
+        "HoldExpired",
         "LimitBelowUsage",
         "TooManyRequests",
         "ServiceUnavailable",
@@ -264,6 +272,18 @@ def test_every_membership_conflict_code_the_api_documents_is_a_membership_confli
     for code in documented:
         raised = error_from_response(error(409, code, "m"))
         assert (type(raised), raised.code) == (MembershipConflict, code)
+
+
+def test_a_confirm_after_the_deadline_raises_hold_expired_and_is_not_retried():
+    script = Script(error(409, "HoldExpired", "the hold on r-1 expired"), then=ok(RESOURCE))
+    with pytest.raises(HoldExpired) as raised:
+        client(script).confirm("acme", "r-1", kind="projects")
+    assert (raised.value.status, raised.value.code) == (409, "HoldExpired")
+    assert isinstance(raised.value, HybridCounterError)
+    assert not isinstance(raised.value, MembershipConflict)
+    assert [(r.method, r.url.path) for r in script.requests] == [
+        ("POST", "/accounts/acme/kinds/projects/resources/r-1/confirm")
+    ]
 
 
 def test_retry_after_as_an_http_date_is_read():

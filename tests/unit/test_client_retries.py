@@ -134,6 +134,20 @@ SAFE_CALLS = [
     ),
     # A dry run writes nothing: sending it twice is as harmless as a GET.
     pytest.param(lambda c: c.would_create("acme", "web"), WOULD_ADMIT, 200, "POST", id="POST dry run"),
+    pytest.param(
+        lambda c: c.would_create("acme", "web", hold_seconds=60),
+        WOULD_ADMIT,
+        200,
+        "POST",
+        id="POST hold dry run",
+    ),
+    # A confirm is idempotent: confirming a confirmed hold answers the same resource.
+    pytest.param(lambda c: c.confirm("acme", "r-1"), RESOURCE, 200, "POST", id="POST confirm"),
+    pytest.param(
+        lambda c: c.confirm("acme", "r-1", kind="projects"), RESOURCE, 200, "POST", id="POST confirm kind"
+    ),
+    # A PUT with a hold is still a PUT of an id.
+    pytest.param(lambda c: c.put("acme", "r-1", "web", hold_seconds=60), RESOURCE, 201, "PUT", id="PUT hold"),
 ]
 
 
@@ -172,6 +186,15 @@ def test_a_post_create_is_never_retried(failure, raised):
     script = Script(failure, then=ok(RESOURCE, 201))
     with pytest.raises(raised):
         client(script, time).create("acme", "web", kind="projects")
+    assert script.sent == [("POST", "/accounts/acme/kinds/projects/resources")]
+    assert time.waits == []
+
+
+def test_a_post_hold_is_a_create_and_never_retried():
+    time = FakeTime()
+    script = Script(UNAVAILABLE_2S, then=ok(RESOURCE, 201))
+    with pytest.raises(ServiceUnavailable):
+        client(script, time).create("acme", "web", kind="projects", hold_seconds=60)
     assert script.sent == [("POST", "/accounts/acme/kinds/projects/resources")]
     assert time.waits == []
 
@@ -301,6 +324,19 @@ def test_async_client_honours_retry_after_and_never_retries_a_post():
     assert run(scenario()).used == 3
     assert [m for m, _ in script.sent] == ["GET", "GET", "POST"]
     assert time.waits == [2.0]
+
+
+def test_async_client_retries_a_confirm_like_a_put():
+    time = FakeTime()
+    script = Script(UNAVAILABLE_2S, httpx.ConnectError("refused"), then=ok(RESOURCE))
+
+    async def scenario():
+        async with async_client(script, time) as api:
+            return await api.confirm("acme", "r-1", kind="projects")
+
+    assert run(scenario()).held is False
+    assert script.sent == [("POST", "/accounts/acme/kinds/projects/resources/r-1/confirm")] * 3
+    assert len(time.waits) == 2
 
 
 def test_async_client_retry_safe_create_and_async_token_provider():

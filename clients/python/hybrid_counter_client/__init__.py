@@ -6,6 +6,7 @@ from hybrid_counter_client.auth import AsyncTokenProvider, SigV4, TokenProvider
 from hybrid_counter_client.client import Client, Paginator, __version__
 from hybrid_counter_client.errors import (
     Forbidden,
+    HoldExpired,
     HybridCounterError,
     IdempotencyConflict,
     KindBelowUsage,
@@ -46,6 +47,7 @@ __all__ = [
     "ChangeRecord",
     "Client",
     "Forbidden",
+    "HoldExpired",
     "HybridCounterError",
     "IdempotencyConflict",
     "KindBelowUsage",

@@ -30,7 +30,11 @@ from hybrid_counter_client.models import (
     page_from_json,
 )
 
-RESERVED = frozenset({"name", "units", "account_id", "resource_id", "created_at", "kind"})
+# The service's own fields of a resource (models.RESOURCE_FIELDS, and name and units, which are
+# arguments): a caller's field of one of these names would be shadowed by the service's.
+RESERVED = frozenset(
+    {"name", "units", "account_id", "resource_id", "created_at", "kind", "held", "expires_at"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,14 +45,15 @@ class Call[T]:
     params: Mapping[str, str | int] = field(default_factory=dict)
     body: object | None = None
     writes_nothing: bool = False
+    idempotent: bool = False  # a POST whose second arrival does what the first did (a confirm)
 
     @property
     def retryable(self) -> bool:
         """Whether sending it again can do no harm. GET, PUT (by id: the API recognises its own
         earlier create), DELETE (by id) and PATCH (to a target size, not by a delta) are; a POST
         creates another resource each time it arrives, so it never is, unless it writes nothing
-        (a dry run)."""
-        return self.method != "POST" or self.writes_nothing
+        (a dry run) or is idempotent (a confirm: confirming a confirmed hold answers the same)."""
+        return self.method != "POST" or self.writes_nothing or self.idempotent
 
 
 # ---- paths --------------------------------------------------------------------------------------
@@ -75,6 +80,11 @@ def resource_body(name: str, units: int, fields: Mapping[str, Any] | None) -> di
 
 def _dry(dry_run: bool) -> dict[str, str | int]:
     return {"dry_run": "true"} if dry_run else {}
+
+
+def _hold(hold_seconds: int | None) -> dict[str, str | int]:
+    # Sent only when set: a stack from before holds refuses parameters it does not know.
+    return {"hold_seconds": hold_seconds} if hold_seconds is not None else {}
 
 
 def _paging(page_size: int, next_token: str | None) -> dict[str, str | int]:
@@ -163,30 +173,50 @@ def usage(account_id: str) -> Call[Usage]:
     return Call("GET", f"/accounts/{segment(account_id)}/usage", _usage)
 
 
-def create(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[Resource]:
-    return Call("POST", resources_path(account_id, kind), _created, body=body)
+def create(
+    account_id: str, kind: str | None, body: dict[str, Any], hold_seconds: int | None = None
+) -> Call[Resource]:
+    return Call("POST", resources_path(account_id, kind), _created, params=_hold(hold_seconds), body=body)
 
 
-def create_by_put(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[Resource]:
+def create_by_put(
+    account_id: str, kind: str | None, body: dict[str, Any], hold_seconds: int | None = None
+) -> Call[Resource]:
     """A create that may be sent again: a PUT of an id made here, once, so every retry names the
     same resource. The id is new, so whichever attempt created it, this call did: a 200 (the
     answer to a retry whose first attempt's answer was lost) is reported as created too."""
     path = f"{resources_path(account_id, kind)}/{uuid.uuid4().hex}"
-    return Call("PUT", path, _created, body=body)
+    return Call("PUT", path, _created, params=_hold(hold_seconds), body=body)
 
 
-def would_create(account_id: str, kind: str | None, body: dict[str, Any]) -> Call[WouldAdmit]:
+def would_create(
+    account_id: str, kind: str | None, body: dict[str, Any], hold_seconds: int | None = None
+) -> Call[WouldAdmit]:
     path = resources_path(account_id, kind)
-    return Call("POST", path, _would_admit, params=_dry(True), body=body, writes_nothing=True)
+    params = _dry(True) | _hold(hold_seconds)
+    return Call("POST", path, _would_admit, params=params, body=body, writes_nothing=True)
 
 
-def put(account_id: str, kind: str | None, resource_id: str, body: dict[str, Any]) -> Call[Resource]:
-    return Call("PUT", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _put, body=body)
-
-
-def would_put(account_id: str, kind: str | None, resource_id: str, body: dict[str, Any]) -> Call[WouldAdmit]:
+def put(
+    account_id: str, kind: str | None, resource_id: str, body: dict[str, Any], hold_seconds: int | None = None
+) -> Call[Resource]:
     path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
-    return Call("PUT", path, _would_admit, params=_dry(True), body=body, writes_nothing=True)
+    return Call("PUT", path, _put, params=_hold(hold_seconds), body=body)
+
+
+def would_put(
+    account_id: str, kind: str | None, resource_id: str, body: dict[str, Any], hold_seconds: int | None = None
+) -> Call[WouldAdmit]:
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    params = _dry(True) | _hold(hold_seconds)
+    return Call("PUT", path, _would_admit, params=params, body=body, writes_nothing=True)
+
+
+def confirm(account_id: str, kind: str | None, resource_id: str) -> Call[Resource]:
+    """A hold made permanent. Idempotent (a confirmed resource's confirm answers it again), so
+    retried like a PUT although it is a POST."""
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}/confirm"
+    return Call("POST", path, _resource, idempotent=True)
 
 
 def get(account_id: str, kind: str | None, resource_id: str) -> Call[Resource]:

@@ -8,7 +8,7 @@ What is retried, and why (README, "Retries"; the API's own table of errors):
 - Connection errors (`httpx.TransportError`, timeouts included) the same way.
 - Only calls that are safe to send twice (`Call.retryable`): never a POST that creates, whose
   second arrival would create a second resource. `create(..., retry_safe=True)` sends a PUT
-  instead.
+  instead. A confirm is a POST that is (idempotent: `Call.idempotent`).
 - Waits honour `Retry-After` (never sooner), else back off exponentially; either is stretched by
   a random part of up to `jitter` of itself, so that clients throttled together do not return
   together. `deadline` bounds the whole call: no wait runs past it, and each attempt's timeout is

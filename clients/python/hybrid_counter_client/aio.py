@@ -119,11 +119,12 @@ class AsyncClient:
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
         retry_safe: bool = False,
+        hold_seconds: int | None = None,
     ) -> Resource:
         body = _calls.resource_body(name, units, fields)
         if retry_safe:
-            return await self._send(_calls.create_by_put(account_id, kind, body))
-        return await self._send(_calls.create(account_id, kind, body))
+            return await self._send(_calls.create_by_put(account_id, kind, body, hold_seconds))
+        return await self._send(_calls.create(account_id, kind, body, hold_seconds))
 
     async def put(
         self,
@@ -134,10 +135,13 @@ class AsyncClient:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> Resource:
-        return await self._send(
-            _calls.put(account_id, kind, resource_id, _calls.resource_body(name, units, fields))
-        )
+        body = _calls.resource_body(name, units, fields)
+        return await self._send(_calls.put(account_id, kind, resource_id, body, hold_seconds))
+
+    async def confirm(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
+        return await self._send(_calls.confirm(account_id, kind, resource_id))
 
     async def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
         return await self._send(_calls.get(account_id, kind, resource_id))
@@ -169,10 +173,10 @@ class AsyncClient:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> WouldAdmit:
-        return await self._send(
-            _calls.would_create(account_id, kind, _calls.resource_body(name, units, fields))
-        )
+        body = _calls.resource_body(name, units, fields)
+        return await self._send(_calls.would_create(account_id, kind, body, hold_seconds))
 
     async def would_put(
         self,
@@ -183,9 +187,10 @@ class AsyncClient:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> WouldAdmit:
         body = _calls.resource_body(name, units, fields)
-        return await self._send(_calls.would_put(account_id, kind, resource_id, body))
+        return await self._send(_calls.would_put(account_id, kind, resource_id, body, hold_seconds))
 
     async def would_resize(self, account_id: str, resource_id: str, units: int, *, kind: str) -> WouldAdmit:
         return await self._send(_calls.would_resize(account_id, kind, resource_id, units))

@@ -125,9 +125,14 @@ class Client:
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
         retry_safe: bool = False,
+        hold_seconds: int | None = None,
     ) -> Resource:
         """Create a resource of `units` units (LimitExceeded if they do not fit); `fields` are
         stored and returned with it.
+
+        With `hold_seconds` it is a hold (`held` True, until `expires_at`): its units are held
+        now and released after that many seconds (1 to the stack's maximum, 24 h by default;
+        else ValidationError) unless `confirm` makes it permanent before.
 
         By default a POST, which is never retried: a lost answer cannot tell whether it was
         created, and sending it again could create a second one. A 503 or 429 raises; an
@@ -137,8 +142,8 @@ class Client:
         """
         body = _calls.resource_body(name, units, fields)
         if retry_safe:
-            return self._send(_calls.create_by_put(account_id, kind, body))
-        return self._send(_calls.create(account_id, kind, body))
+            return self._send(_calls.create_by_put(account_id, kind, body, hold_seconds))
+        return self._send(_calls.create(account_id, kind, body, hold_seconds))
 
     def put(
         self,
@@ -149,13 +154,22 @@ class Client:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> Resource:
         """Create the resource `resource_id`, idempotently: sending the same body again answers
         the same resource (`created` False) and counts it once; another body for an existing id
-        raises IdempotencyConflict. Retried on 429, 503 and connection errors."""
-        return self._send(
-            _calls.put(account_id, kind, resource_id, _calls.resource_body(name, units, fields))
-        )
+        raises IdempotencyConflict. Retried on 429, 503 and connection errors. `hold_seconds`:
+        a hold, as `create`'s."""
+        body = _calls.resource_body(name, units, fields)
+        return self._send(_calls.put(account_id, kind, resource_id, body, hold_seconds))
+
+    def confirm(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
+        """Make a hold permanent (`held` False, no `expires_at`): its units stay counted until it
+        is deleted. Idempotent (confirming a confirmed or plain resource answers it again), so,
+        though a POST, retried like a PUT on 429, 503 and connection errors. HoldExpired once its
+        deadline passed (its units were released: create it again); NotFound if there is no such
+        resource."""
+        return self._send(_calls.confirm(account_id, kind, resource_id))
 
     def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
         return self._send(_calls.get(account_id, kind, resource_id))
@@ -194,9 +208,12 @@ class Client:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> WouldAdmit:
-        """Would this create be admitted now? Writes nothing, so it is retried like a GET."""
-        return self._send(_calls.would_create(account_id, kind, _calls.resource_body(name, units, fields)))
+        """Would this create (a hold, with `hold_seconds`) be admitted now? Writes nothing, so
+        it is retried like a GET."""
+        body = _calls.resource_body(name, units, fields)
+        return self._send(_calls.would_create(account_id, kind, body, hold_seconds))
 
     def would_put(
         self,
@@ -207,10 +224,11 @@ class Client:
         kind: str | None = None,
         units: int = 1,
         fields: Mapping[str, Any] | None = None,
+        hold_seconds: int | None = None,
     ) -> WouldAdmit:
         """Would this PUT be admitted now (an existing id with the same body: yes, adding 0)?"""
         body = _calls.resource_body(name, units, fields)
-        return self._send(_calls.would_put(account_id, kind, resource_id, body))
+        return self._send(_calls.would_put(account_id, kind, resource_id, body, hold_seconds))
 
     def would_resize(self, account_id: str, resource_id: str, units: int, *, kind: str) -> WouldAdmit:
         """Would resizing it to `units` be admitted now? `units` of the answer is the difference."""

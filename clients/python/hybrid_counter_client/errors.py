@@ -1,8 +1,8 @@
 """The API's errors as exceptions, one class per error code.
 
 The API answers `{"error": {"code", "message", ...}}` (layers/counter/hybrid_counter/api/errors.py);
-the code picks the class, so two 409s (`LimitExceeded`, `IdempotencyConflict`) are told apart
-without reading messages. API Gateway answers some requests itself, before the service runs,
+the code picks the class, so the 409s (`LimitExceeded`, `IdempotencyConflict`, `HoldExpired`, ...)
+are told apart without reading messages. API Gateway answers some requests itself, before the service runs,
 with `{"message": ...}` only (401 for a missing or bad token, 403 for a missing scope or a bad
 SigV4 signature, 429 for its own throttling): those are mapped by status to the same classes, so
 callers catch `Unauthorized` whichever of the two refused them.
@@ -146,6 +146,13 @@ class MembershipConflict(HybridCounterError):
     CODES = frozenset({"AccountNotEmpty", "AccountInAnotherOrganization", "OrganizationNotEmpty"})
 
 
+class HoldExpired(HybridCounterError):
+    """409: a confirm of a hold whose deadline passed: its units are (or are being) released and
+    the resource is gone (or going); nothing is counted for it. Create it again to hold again."""
+
+    default_code = "HoldExpired"
+
+
 class TooManyRequests(HybridCounterError):
     """429: throttled (the account's counter item, or API Gateway's route); nothing was done."""
 
@@ -174,6 +181,7 @@ _BY_CODE: dict[str, type[HybridCounterError]] = {
         LimitExceeded,
         LimitBelowUsage,
         IdempotencyConflict,
+        HoldExpired,
         TooManyRequests,
         ServiceUnavailable,
     )

@@ -13,7 +13,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-RESOURCE_FIELDS = frozenset({"account_id", "kind", "resource_id", "name", "units", "created_at"})
+RESOURCE_FIELDS = frozenset(
+    {"account_id", "kind", "resource_id", "name", "units", "created_at", "held", "expires_at"}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +32,10 @@ class Resource:
 
     `created` says what the request that returned it did: True, it created it (201); False, it
     existed already with this very body (an idempotent PUT's retry, 200); None for reads.
+
+    `held`: a hold not confirmed yet (a create with `hold_seconds`): its units are released at
+    `expires_at` (ISO 8601 UTC) unless it is confirmed (`confirm`) before. A confirmed or plain
+    resource (or any from a stack from before holds) has `held` False and `expires_at` None.
     """
 
     account_id: str
@@ -40,6 +46,8 @@ class Resource:
     created_at: str
     fields: dict[str, Any] = field(default_factory=dict)
     created: bool | None = None
+    held: bool = False
+    expires_at: str | None = None
 
     @classmethod
     def from_json(cls, data: object, *, created: bool | None = None) -> Resource:
@@ -53,6 +61,8 @@ class Resource:
             created_at=_str(body, "created_at"),
             fields={key: value for key, value in body.items() if key not in RESOURCE_FIELDS},
             created=created,
+            held=body.get("held") is True,
+            expires_at=_optional_str(body, "expires_at"),
         )
 
 
@@ -82,7 +92,9 @@ class OrgRoom:
 @dataclass(frozen=True, slots=True)
 class KindUsage:
     """An account's use of one kind, in units. `used` is max(best_effort, eventual).
-    `organization`: its organization's room for the kind (None: the account is in none)."""
+    `organization`: its organization's room for the kind (None: the account is in none).
+    `held`: units of holds not confirmed yet, counted in `used` like any (0 from a stack from
+    before holds)."""
 
     limit: int
     limit_source: str  # "override" (the account's own) or "plan"
@@ -91,6 +103,7 @@ class KindUsage:
     used: int
     remaining: int
     organization: OrgRoom | None = None
+    held: int = 0
 
     @classmethod
     def from_json(cls, data: object) -> KindUsage:
@@ -104,6 +117,7 @@ class KindUsage:
             used=_int(body, "used"),
             remaining=_int(body, "remaining"),
             organization=None if room is None else OrgRoom.from_json(room),
+            held=_int(body, "held") if "held" in body else 0,
         )
 
 
