@@ -17,7 +17,7 @@ from pydantic import (
 
 from hybrid_counter.keys import ID_PATTERN, RESERVED_KINDS, check_kind
 
-RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at", "kind"})
+RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at", "kind", "held", "expires_at"})
 MAX_LIMIT = 1_000_000_000
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]
 Units = Annotated[StrictInt, Field(ge=1, le=MAX_LIMIT, description="Units of its kind the resource holds")]
