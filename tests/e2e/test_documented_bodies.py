@@ -15,6 +15,7 @@ a client generator would read against what the service does."""
 from __future__ import annotations
 
 import re
+import time
 import uuid
 from typing import Any
 
@@ -84,6 +85,10 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
     call("POST", f"{base}?dry_run=true", {"name": "other", "units": 1})
     call("PATCH", f"{base}/{created['resource_id']}", {"units": 3})
     call("PATCH", f"{base}/{created['resource_id']}?dry_run=true", {"units": 5})
+    held = call("PUT", f"{base}/held?hold_seconds=600", {"name": "held", "units": 1}).json()
+    assert held["held"] is True
+    assert call("POST", f"{base}/held/confirm").json()["held"] is False
+    call("DELETE", f"{base}/held")
     assert call("POST", base, {"name": "too-big", "units": 9}).status_code == 409
     call("GET", f"{base}/{created['resource_id']}")
     call("GET", f"{base}?limit=1")
@@ -100,6 +105,7 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
     call("POST", f"/accounts/{account}/resources?dry_run=true", {"name": "flat"})
     call("PUT", f"/accounts/{account}/resources/put-flat", {"name": "put-flat"})
     call("PUT", f"/accounts/{account}/resources/put-flat", {"name": "put-flat"})
+    call("POST", f"/accounts/{account}/resources/put-flat/confirm")
     call("GET", f"/accounts/{account}/resources")
     call("GET", f"/accounts/{account}/resources/{flat['resource_id']}")
     call("DELETE", f"/accounts/{account}/resources/{flat['resource_id']}")
@@ -186,6 +192,8 @@ def test_every_operation_documents_its_refusals(target: Target) -> None:
         ("DELETE", f"{base}/missing", None),
         ("GET", f"/accounts/{account}/resources/missing", None),
         ("DELETE", f"/accounts/{account}/resources/missing", None),
+        ("POST", f"/accounts/{account}/resources/missing/confirm", None),
+        ("POST", f"{base}/missing/confirm", None),
         ("GET", f"/plans/missing-{uuid.uuid4().hex[:8]}", None),
     ]:
         assert call(method, path, body).status_code == 404, (method, path)
@@ -202,6 +210,11 @@ def test_every_operation_documents_its_refusals(target: Target) -> None:
     conflict("PUT", f"{base}/a", {"name": "other", "units": 2}, "IdempotencyConflict")
     conflict("PUT", f"{base}/a?dry_run=true", {"name": "other", "units": 2}, "IdempotencyConflict")
     conflict("PATCH", f"{base}/a", {"units": 3}, "LimitExceeded")
+    call("DELETE", f"{base}/a")
+    call("PUT", f"{base}/brief?hold_seconds=1", {"name": "brief"})
+    time.sleep(1.2)
+    conflict("POST", f"{base}/brief/confirm", None, "HoldExpired")
+    call("PUT", f"{base}/a", {"name": "a", "units": 2})
     conflict("PUT", f"/accounts/{account}/limits/seats", {"limit": 1}, "LimitBelowUsage")
     conflict("DELETE", f"/accounts/{account}/limits/seats", None, "LimitBelowUsage")
     # (the routes without a kind: a plan without room for what the account has, then its limit)
