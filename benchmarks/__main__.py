@@ -29,6 +29,7 @@ from benchmarks import (
     docs_page,
     governance,
     growth,
+    holds,
     kinds,
     latency,
     org_ceiling,
@@ -40,7 +41,7 @@ from benchmarks import (
 )
 from benchmarks.world import bench_world
 
-PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "orgs", "latency")
+PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "orgs", "holds", "latency")
 BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
@@ -175,6 +176,9 @@ def _in_world(
             ),
         }
         clock.done("orgs")
+    if "holds" in parts:
+        results["holds"] = holds.run(world, sizes.org_creates)
+        clock.done("holds")
     if "bursts" in parts:
         results["ceiling_bursts"] = ceiling.burst_check(world, quick=quick, bursts=BURSTS)
         clock.done("bursts")

@@ -7,7 +7,7 @@ from typing import Any
 
 import matplotlib
 
-from benchmarks import report_governance, report_kinds, report_orgs
+from benchmarks import report_governance, report_holds, report_kinds, report_orgs
 from benchmarks.ceiling_model import aws_ours, aws_reference
 
 matplotlib.use("Agg")
@@ -103,6 +103,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         + report_kinds.targets(results)
         + report_governance.targets(results)
         + report_orgs.targets(results)
+        + report_holds.targets(results)
     )
 
 
@@ -237,6 +238,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += report_kinds.markdown(results)
     lines += report_governance.markdown(results)
     lines += report_orgs.markdown(results)
+    lines += report_holds.markdown(results)
     latency = results.get("latency")
     if latency:
         lines += [

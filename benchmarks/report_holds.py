@@ -1,0 +1,86 @@
+"""The report's section and targets for holds (results.json: ``holds``; holds.py). Shaping
+only: every figure comes from the run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+Row = dict[str, Any]
+ROWS = (
+    ("plain", "create", "plain create (no hold)"),
+    ("confirmed", "create", "create with a hold"),
+    ("confirmed", "confirm", "confirm"),
+    ("confirmed", "stream", "stream path per held create"),
+    ("plain", "stream", "stream path per plain create"),
+    ("plain", "delete", "plain delete"),
+    ("expired", "sweep", "expiry by the sweeper, per hold (Scan, claim, releases, removal, tombstone)"),
+    ("expired", "stream", "stream path per expiry"),
+)
+
+
+def _figures(per: dict[str, Any]) -> str:
+    by_op = ", ".join(f"{op} {count:g}" for op, count in per["requests_by_operation"].items())
+    return f"{per['requests']:g} | {per['read_units']:g} | {per['total_write_units']:g} | {by_op}"
+
+
+def markdown(results: dict[str, Any]) -> list[str]:
+    holds = results.get("holds")
+    if not holds:
+        return []
+    lines = [
+        f"## Holds: requests and units per operation ({holds['operations']} of each, one run)",
+        "",
+        "| operation | requests | read units | write units (with index) | requests by operation |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {label} | {_figures(holds[part][phase])} |" for part, phase, label in ROWS]
+    reclaim = holds["reclaim"]
+    lines += [
+        "",
+        f"A refused create's reclaim ({reclaim['accounts']} accounts at their limit each way): "
+        f"{reclaim['refused_with_nothing_to_reclaim']} refused with nothing to reclaim, "
+        f"{reclaim['admitted_after_reclaiming']} admitted after expiring an expired hold.",
+        "",
+        "| create at the limit | requests | read units | write units (with index) | requests by operation |",
+        "|---|---|---|---|---|",
+        f"| refused, nothing to reclaim | {_figures(reclaim['nothing'])} |",
+        f"| admitted after reclaiming one expired hold | {_figures(reclaim['expired'])} |",
+        "",
+        f"After the expiries the counters were {holds['expired']['counters_after']} "
+        f"(best_effort, eventual) for {holds['expired']['expired']} holds expired.",
+        "",
+    ]
+    return lines
+
+
+def targets(results: dict[str, Any]) -> list[Row]:
+    holds = results.get("holds")
+    if not holds:
+        return []
+    plain, held = holds["plain"]["create"], holds["confirmed"]["create"]
+    extra = round(held["requests"] - plain["requests"], 3)
+    expired = holds["expired"]
+    reclaim = holds["reclaim"]
+    return [
+        {
+            "target": "a hold's create against a plain create: extra requests",
+            "value": extra,
+            "goal": "0 (the hold's keys ride on the pending item)",
+            "met": extra == 0,
+            "note": f"index write units {held['index_write_units']} vs {plain['index_write_units']}",
+        },
+        {
+            "target": "expired holds released exactly, by the sweeper",
+            "value": f"{expired['expired']} of {holds['operations']}; counters {expired['counters_after']}",
+            "goal": "all, counters 0",
+            "met": expired["expired"] == holds["operations"] and expired["counters_after"] == [0, 0],
+            "note": "",
+        },
+        {
+            "target": "a refused create with nothing to reclaim: extra requests",
+            "value": reclaim["nothing"]["requests_by_operation"].get("Query", 0),
+            "goal": "one Query of the HoldIndex",
+            "met": reclaim["refused_with_nothing_to_reclaim"] == reclaim["accounts"],
+            "note": "paid only when an admission is refused",
+        },
+    ]
