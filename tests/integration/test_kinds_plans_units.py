@@ -203,6 +203,7 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "eventual": 0,
         "used": 1,
         "remaining": 0,
+        "held": 0,
     }
 
 

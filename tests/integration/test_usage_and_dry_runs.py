@@ -95,6 +95,7 @@ def test_usage_counts_a_resource_best_effort_lost_once_it_is_counted(service, ap
         "eventual": 2,
         "used": 2,
         "remaining": 1,
+        "held": 0,
     }
     with pytest.raises(LimitExceeded):
         service.create(account, "two-more", {}, kind="seats", units=2)
