@@ -288,3 +288,20 @@ def test_a_members_hold_is_released_at_both_levels_when_it_expires(world: World)
     assert world.service.org_usage(org).kinds[SEATS].used == 4
     world.assert_exact()
     world.assert_exact(other)
+
+
+def test_a_dry_run_and_a_grow_refused_for_room_count_without_the_expired_holds(world: World) -> None:
+    # Given 3 seats: a permanent resource of 1 and a hold of 2 whose deadline passed
+    world.service.create(world.account, "kept", {}, "kept", kind=SEATS)
+    world.hold("h", units=2, seconds=5)
+    world.clock.now += 6
+    # Then a dry run of a create of 2 says it would be admitted (the create would release the
+    # expired hold first), and writes nothing
+    answer = world.service.would_create(world.account, "x", {}, "x", kind=SEATS, units=2)
+    assert answer.would_admit is True
+    assert world.service.get(world.account, "h", kind=SEATS).units == 2
+    # And a grow of the permanent one to 3 is admitted: the expired hold is released first
+    assert world.service.resize(world.account, "kept", 3, kind=SEATS).units == 3
+    with pytest.raises(NotFound):
+        world.service.get(world.account, "h", kind=SEATS)
+    world.assert_exact()

@@ -146,6 +146,21 @@ class HoldFlow:
     def reclaim(self, account_id: str, kind: str) -> int:
         """Expire this account's expired holds of ``kind`` (an admission refused for room, before
         it is judged again): one Query of the HoldIndex, up to RECLAIM_PAGE of them."""
+        expired = sum(
+            self.expire(account_id, str(i["resource_id"]["S"]), i) for i in self.expired(account_id, kind)
+        )
+        if expired:
+            self._obs.count("HoldsReclaimed", expired)
+        return expired
+
+    def expired_units(self, account_id: str, kind: str) -> int:
+        """Units a reclaim would release now (a dry run refused for room judges without them)."""
+        return sum(
+            items.units_of(i) for i in self.expired(account_id, kind) if items.state_of(i) == items.LIVE
+        )
+
+    def expired(self, account_id: str, kind: str) -> list[Item]:
+        """The account's holds of ``kind`` past their deadline (HoldIndex entries), up to RECLAIM_PAGE."""
         found = self._table.clients.dynamodb.query(
             TableName=self._table.name,
             IndexName=HOLD_INDEX,
@@ -158,10 +173,7 @@ class HoldFlow:
             },
             Limit=RECLAIM_PAGE,
         )
-        expired = sum(self.expire(account_id, str(i["resource_id"]["S"]), i) for i in found.get("Items", []))
-        if expired:
-            self._obs.count("HoldsReclaimed", expired)
-        return expired
+        return [dict(item) for item in found.get("Items", [])]
 
     def sweep(self) -> int:
         """Expire every hold whose deadline passed (the sweeper, each run): a Scan of the sparse

@@ -424,10 +424,16 @@ class ResourceService:
         return self._would_admit(account_id, kind, units)
 
     def resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None) -> Resource:
+        """A grow refused for room first expires the account's expired holds of the kind, then is
+        judged again, as a create is."""
         kind = self.kind(kind)
-        return self._resize.resize(
-            account_id, kind, resource_id, units, judge=self.limits.judge(account_id, kind)
-        )
+        judge = self.limits.judge(account_id, kind)
+        try:
+            return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
+        except LimitExceeded:
+            if not guarded(lambda: self.holds.reclaim(account_id, kind), "the resize"):
+                raise
+        return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
 
     def would_resize(
         self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
@@ -440,15 +446,27 @@ class ResourceService:
         return self._would_admit(account_id, kind, units - items.units_of(item))
 
     def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:
-        """Judged as the request would be: by its account, and a member's by its organization too."""
+        """Judged as the request would be: by its account, and a member's by its organization
+        too; one refused for room without the account's expired holds of the kind (the request
+        would release them first and be judged again)."""
         state = guarded(lambda: self.counters.read(account_id, kind=kind), "the read")
         judged = self.limits.judge(account_id, kind)(state)
         admits = units <= 0 or state.admits(judged.limit, units)
         membership = guarded(lambda: self.orgs.membership(account_id, kind, state), "the read")
-        if membership.org is None:
-            return WouldAdmit(kind, units, judged.limit, state.used, admits)
         org_id = membership.org
-        at_org = guarded(lambda: self.orgs.would_admit(org_id, kind, units), "the read")
+        at_org = (
+            None
+            if org_id is None
+            else guarded(lambda: self.orgs.would_admit(org_id, kind, units), "the read")
+        )
+        if not admits or (at_org is not None and not at_org.would_admit):
+            freed = guarded(lambda: self.holds.expired_units(account_id, kind), "the read")
+            if freed:
+                admits = admits or state.used - freed + units <= judged.limit
+                if at_org is not None and not at_org.would_admit:
+                    at_org = replace(at_org, would_admit=at_org.used - freed + units <= at_org.limit)
+        if at_org is None:
+            return WouldAdmit(kind, units, judged.limit, state.used, admits)
         return WouldAdmit(
             kind, units, judged.limit, state.used, admits and at_org.would_admit, organization=at_org
         )
