@@ -305,3 +305,27 @@ def test_a_dry_run_and_a_grow_refused_for_room_count_without_the_expired_holds(w
     with pytest.raises(NotFound):
         world.service.get(world.account, "h", kind=SEATS)
     world.assert_exact()
+
+
+class Ticking:
+    """A clock that reads ``first`` once, then ``then`` ever after: a request whose deadline
+    passes between its read and its write."""
+
+    def __init__(self, first: float, then: float) -> None:
+        self.values = [first]
+        self.then = then
+
+    def __call__(self) -> float:
+        return self.values.pop() if self.values else self.then
+
+
+def test_a_confirm_whose_deadline_passes_between_its_read_and_its_write_is_refused(world: World) -> None:
+    # Given a hold whose deadline falls after the confirm reads it and before its write lands
+    world.hold("h", units=1, seconds=30)
+    until = world.clock.now + 30
+    effects = Effects(clock=Ticking(until - 0.001, until + 0.001), waiter=Waiter(attempts=3, delay=0.01))
+    late = ResourceService(world.settings, world.clients, effects=effects)
+    # Then its write's own condition refuses it: HoldExpired, and the hold is not confirmed
+    with pytest.raises(HoldExpired):
+        late.confirm(world.account, "h", kind=SEATS)
+    assert world.service.get(world.account, "h", kind=SEATS).hold_until == pytest.approx(until)
