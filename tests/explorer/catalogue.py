@@ -213,6 +213,43 @@ RESIZE_REPAIRS: list[tuple[tuple[OpSpec, ...], tuple[DeadResize, ...]]] = [
 ]
 
 
+# Holds (issue 25, design.md §12): a hold x of 2 units, made for HOLD_SECONDS, its deadline past
+# for the expiring processes only (the sweeper's expiry, a create refused for room: "expire",
+# "reclaim", runs.LATE ahead), met by a confirm, the caller's DELETE and a retried PUT of the hold.
+# Whatever the order: a confirm answers 200 and the resource stays, permanent and counted, or
+# answers HoldExpired and its units are released; never both, never neither.
+CONFIRM, EXPIRE = OpSpec("confirm", "x"), OpSpec("expire")
+
+
+def reclaim(units: int = 1, of: str = R) -> OpSpec:
+    return OpSpec("reclaim", units=units, of=of)
+
+
+HOLD_AT_LIMIT = Start("x held (2 units), counted, at the limit of 2", 2, ("x:2",))
+HOLD_UNCOUNTED = Start("x held (2 units), not yet counted, limit 3", 3, (), ("x:2",))
+HOLD_SCENARIOS: list[tuple[tuple[OpSpec, ...], tuple[Start, ...]]] = [
+    # A confirm racing the expiry: the sweeper's, or a create refused for room
+    ((CONFIRM, EXPIRE), (HOLD_AT_LIMIT, HOLD_UNCOUNTED)),
+    ((CONFIRM, reclaim()), (HOLD_AT_LIMIT,)),
+    # A retried confirm racing the expiry
+    ((CONFIRM, CONFIRM, EXPIRE), (HOLD_AT_LIMIT,)),
+    # The caller's DELETE racing the expiry
+    ((delete(), EXPIRE), (HOLD_AT_LIMIT,)),
+    # A retried PUT of the hold racing its expiry (answers the hold, or holds the id again)
+    ((OpSpec("put", "x", units=2, hold=True), EXPIRE), (HOLD_AT_LIMIT,)),
+]
+
+
+def hold_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
+    """The holds' scenarios; a hold not yet counted meets a stream delivery at every point."""
+    scenarios = []
+    for ops, starts in HOLD_SCENARIOS:
+        for start in starts:
+            scenario = _scenario(ops, start, backgrounds or (("stream",) if start.uncounted else ()))
+            scenarios.append(dataclasses.replace(scenario, holds=("x",)))
+    return scenarios
+
+
 def resize_repair_scenarios(backgrounds: tuple[str, ...] = ()) -> list[Scenario]:
     scenarios = []
     for ops, deads in RESIZE_REPAIRS:

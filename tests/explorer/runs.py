@@ -45,6 +45,7 @@ from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper, SweepOutcome
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import (
+    HoldExpired,
     IdempotencyConflict,
     InProgress,
     LimitExceeded,
@@ -76,11 +77,13 @@ from hybrid_counter.keys import (
 from hybrid_counter.recount_requests import is_request
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
+from hybrid_counter.resources.holds import HOLD_INDEX
 from hybrid_counter.resources.table import ResourceTable
 from hybrid_counter.settings import Settings
 from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
 from tests.explorer.spec import (
     CONFLICT,
+    HOLD_EXPIRED,
     LIMIT_OPS,
     LIMIT_SET,
     NEVER_ENDED,
@@ -98,13 +101,22 @@ ITEM_LIMIT = 1024  # bytes: one write unit per write
 BACKGROUNDS = ("stream", "sweep", "heal", "recount")
 SEATS = "seats"  # the second kind of the mixed-kind scenarios
 # Operations on one kind's resources or limit: they must write that kind's items only.
-KIND_OPS = frozenset({"post", "put", "delete", "patch", "limit", "unlimit"})
+KIND_OPS = frozenset({"post", "put", "delete", "patch", "limit", "unlimit", "confirm", "reclaim"})
+# Holds (design.md §12): a scenario's holds are made at START for HOLD_SECONDS (as a retried PUT
+# of one asks for), so their deadline is ahead of every clock but the expiring processes' (the
+# "expire" and "reclaim" operations), which run LATE seconds ahead: a confirm and an expiry meet
+# on the one item, each sure of its side of the deadline. Past the end's sweep (grace + 60 s).
+HOLD_SECONDS = 3600
+LATE = 2 * HOLD_SECONDS
 
 
 @dataclass(frozen=True)
 class OpSpec:
     """One operation: ``kind`` is what it does (post | put | delete | patch | limit | unlimit |
-    plan | assign | audit | recount | ttl); ``arg`` the id (put, delete, patch, repairs), the
+    plan | assign | audit | recount | ttl | confirm | expire | reclaim: a confirm of a hold, the
+    sweeper's expiry of the account's holds, a POST refused for room that expires the kind's
+    holds and is judged again, the last two by a process whose clock is past the holds'
+    deadline); ``arg`` the id (put, delete, patch, confirm, repairs), the
     limit (limit), (plan name, limits) (plan: the plan's new limits), the plan name (assign);
     ``units`` a create's units or a resize's target; ``of`` the kind of resource it acts on;
     ``after`` the index of an operation it starts after (once that one has answered), so that
@@ -115,6 +127,7 @@ class OpSpec:
     units: int = 1
     of: str = DEFAULT_KIND
     after: int | None = None
+    hold: bool = False  # a PUT of a hold (hold_seconds=HOLD_SECONDS)
 
     def __str__(self) -> str:
         parts = []
@@ -127,6 +140,8 @@ class OpSpec:
             parts[-1] += f"->{self.units}"
         elif self.units != 1:
             parts.append(f"{self.units}u")
+        if self.hold:
+            parts.append("hold")
         text = f"{self.kind}({', '.join(parts)})" if parts else self.kind
         text = text if self.of == DEFAULT_KIND else f"{text}@{self.of}"
         return text if self.after is None else f"{text} after {chr(65 + self.after)}"
@@ -154,6 +169,7 @@ class Scenario:
     overrides: Limits = ()  # the overrides of the other kinds
     plan: Limits = ()  # the limits of the account's plan ("a"); a kind it does not list: 0
     other_plan: Limits = ()  # the limits of plan "b" (which an "assign" operation moves it to)
+    holds: tuple[str, ...] = ()  # the ids of counted/uncounted made as holds (HOLD_SECONDS)
 
     def make_run(self, world: World, choose: Callable[[Run, list[Choice]], Choice | None]) -> Run:
         """The run that executes a schedule of this scenario (an organization's: orgs.py)."""
@@ -366,16 +382,18 @@ class Run:
         """The run's own plans (plans are global items): ``a`` and ``b`` by the scenario's names."""
         return f"{name}-{self.account}"
 
-    def effects(self, label: str) -> Effects:
+    def effects(self, label: str, late: bool = False) -> Effects:
+        """``late``: a process whose clock is LATE seconds ahead (past the holds' deadline)."""
         serial = iter(range(1_000_000))
+        ahead = LATE if late else 0
         return Effects(
-            clock=lambda: self.now,
+            clock=lambda: self.now + ahead,
             new_id=lambda: f"{label}{next(serial):031x}",
             waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: self.scheduler.sleep_point()),
         )
 
-    def service(self, label: str) -> ResourceService:
-        return ResourceService(self.world.settings, self.world.clients, effects=self.effects(label))
+    def service(self, label: str, late: bool = False) -> ResourceService:
+        return ResourceService(self.world.settings, self.world.clients, effects=self.effects(label, late))
 
     def counter(self) -> EventualCounter:
         return EventualCounter(
@@ -449,7 +467,10 @@ class Run:
 
     def _create_in_setup(self, setup: ResourceService, text: str) -> None:
         kind, rid, units = parse_res(text)
-        setup.create(self.account, f"name-{rid}", {}, resource_id=rid, kind=kind, units=units)
+        hold = HOLD_SECONDS if rid in self.scenario.holds else None
+        setup.create(
+            self.account, f"name-{rid}", {}, resource_id=rid, kind=kind, units=units, hold_seconds=hold
+        )
 
     def _leave_stuck(self, rid: str, how: str) -> None:
         """What a request that died long ago (past the grace period) left under ``rid``."""
@@ -523,11 +544,16 @@ class Run:
             return self._repair(spec, service)
         account, of, units, arg = self.account, spec.of, spec.units, spec.arg
         by = changed_by(index)
+        hold = HOLD_SECONDS if spec.hold else None
+        late = self.service(chr(97 + index), late=True) if spec.kind in ("expire", "reclaim") else service
         flows: dict[str, Callable[[], Any]] = {
             "post": lambda: service.create(account, "posted", {}, kind=of, units=units),
             "put": lambda: service.create(
-                account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units
+                account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units, hold_seconds=hold
             ),
+            "confirm": lambda: service.confirm(account, str(arg), kind=of),
+            "expire": lambda: self._expire_holds(late),
+            "reclaim": lambda: late.create(account, "posted", {}, kind=of, units=units),
             "delete": lambda: service.delete(account, str(arg), kind=of),
             "patch": lambda: service.resize(account, str(arg), units, kind=of),
             "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True, by=by),
@@ -536,6 +562,22 @@ class Run:
             "assign": lambda: service.assign_plan(account, self.plan_id(str(arg)), force=True, by=by),
         }
         return flows[spec.kind]
+
+    def _expire_holds(self, late: ResourceService) -> int:
+        """The sweeper's expiry of holds (HoldFlow.sweep), by a process whose clock is past their
+        deadline, of this run's account: a read of the HoldIndex filtered to past deadlines (the
+        sweeper's Scan, here its Query of the account, so that what earlier runs left in the
+        shared table is not this run's), then each one expired (claim, tombstone, release)."""
+        world, now = self.world, self.now + LATE
+        found = world.clients.dynamodb.query(
+            TableName=world.settings.table_name,
+            IndexName=HOLD_INDEX,
+            KeyConditionExpression="hold_account = :account AND hold_until <= :now",
+            ExpressionAttributeValues={":account": {"S": self.account}, ":now": {"N": f"{now:.3f}"}},
+        )
+        return sum(
+            late.holds.expire(self.account, str(item["resource_id"]["S"]), item) for item in found["Items"]
+        )
 
     def _repair(self, spec: OpSpec, service: ResourceService) -> Callable[[], Any]:
         """A repair as an operation, every call a scheduling point: the audit's work on the
@@ -719,11 +761,21 @@ class Run:
             answer_of(op, spec.kind),
             started=started,
             ended=self.step_no,
-            created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
+            created_id=self._created_id(index, spec, op),
             past_limit_allowed=made_live_without_a_known_refusal(op.calls),
             of=spec.of,
             units=spec.units,
+            hold=spec.hold,
         )
+
+    def _created_id(self, index: int, spec: OpSpec, op: Operation) -> str | None:
+        """The id a POST got (its service's first id). A reclaim's: the one it answered (its
+        first attempt's id was refused; the expiry and the second attempt take ids of their own)."""
+        if spec.kind == "post":
+            return f"{chr(97 + index)}{0:031x}"
+        if spec.kind == "reclaim" and op.error is None:
+            return str(op.result[0].resource_id)
+        return None
 
     def _past_limit_allowed(self, done: Done) -> bool:
         return done.past_limit_allowed
@@ -1033,6 +1085,15 @@ class Run:
         )
         self._check_answers(final)
 
+    def _held(self, snap: Snapshot) -> frozenset[Key]:
+        """The live resources that are still holds (not confirmed, not expired)."""
+        return frozenset(
+            key
+            for key, item in snap.resources.items()
+            if resource_items.state_of(item) == resource_items.LIVE
+            and resource_items.hold_until_of(item) is not None
+        )
+
     def _check_end(self, kind: str) -> None:
         snap, truth = self.snapshot, self.truth
         state = snap.state(kind)
@@ -1115,9 +1176,14 @@ class Run:
             frozenset((*(parse_res(r) for r in (*scenario.counted, *scenario.uncounted)), *claimed)),
             overrides=tuple(sorted(overrides.items())),
             plans=(("a", tuple(sorted(scenario.plan))), ("b", tuple(sorted(scenario.other_plan)))),
+            held=frozenset(
+                (kind, rid)
+                for kind, rid, _ in map(parse_res, (*scenario.counted, *scenario.uncounted))
+                if rid in scenario.holds
+            ),
         )
         done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
-        if explain(initial, done, final) is None:
+        if explain(initial, done, final, self._held(self.snapshot)) is None:
             shown = ", ".join(f"{self.ops[i].name}={d.answer}" for i, d in sorted(self.done.items()))
             self.violations.append(
                 f"end: no sequential order explains the answers ({shown}) and {sorted(final)}"
@@ -1132,13 +1198,12 @@ def changed_by(index: int) -> str:
 def answer_of(op: Operation, kind: str) -> int | str:
     error = op.error
     if error is None:
-        if kind in ("post", "put"):
-            return 201 if op.result[1] else 200
-        return {"delete": 204, "patch": 200}.get(kind, LIMIT_SET)  # LIMIT_SET: limits, plans, repairs
+        return _success(op, kind)
     if isinstance(error, Crash):
         return "crash"
     for error_kind, status in (
         (LimitExceeded, 409),
+        (HoldExpired, HOLD_EXPIRED),
         (IdempotencyConflict, CONFLICT),
         (NotFound, 404),
         (Throttled, 429),
@@ -1148,6 +1213,15 @@ def answer_of(op: Operation, kind: str) -> int | str:
         if isinstance(error, error_kind):
             return status
     return 500
+
+
+def _success(op: Operation, kind: str) -> int:
+    if kind in ("post", "put", "reclaim"):
+        return 201 if op.result[1] else 200
+    if kind == "expire":
+        return int(op.result)  # how many holds it expired
+    # LIMIT_SET: limits, plans, repairs
+    return {"delete": 204, "patch": 200, "confirm": 200}.get(kind, LIMIT_SET)
 
 
 def _admits(call: Call) -> bool:

@@ -32,6 +32,15 @@ were made on (``delete0``, ``create0``): once the id has been created again by a
 the run (``fresh``), they can no longer touch it. Repairs (the audit, the recount, TTL) are not
 API operations: whatever they do must be what one of the dead requests could have done, or the
 undoing of what only a dead create did (its resource never became visible; it is rolled back).
+
+Holds (design.md §12): a hold is a live resource with a deadline (``held``). The deadline is in
+the future for the processes that create and confirm it, and in the past for the ones that
+expire it (the sweeper, a create refused for room), so that, whatever their order, a confirm and
+an expiry meet on the one item. A confirm makes a held resource permanent (200; again: 200); an
+expiry releases every held resource (its kind's, for a reclaim) and remembers it (``expired``):
+a confirm after that answers HoldExpired, never 200, and a confirm of an id that was never a
+hold that expired answers 404. The resources still held at the end must be exactly the model's
+(a confirm that answered 200 left a permanent resource, never one still held).
 """
 
 from __future__ import annotations
@@ -45,6 +54,12 @@ from hybrid_counter.keys import DEFAULT_KIND
 
 CREATED, EXISTS, REFUSED, DELETED, ABSENT, LIMIT_SET, RESIZED = 201, 200, 409, 204, 404, 2000, 200
 CONFLICT = "conflict"  # IdempotencyConflict: a PUT of an existing id with another body (units)
+HOLD_EXPIRED = "expired"  # 409 HoldExpired: a confirm of a hold whose deadline passed (holds.py)
+# Operations on holds: a confirm (by a process whose clock is before the hold's deadline), an
+# expiry (the sweeper's, by a process whose clock is past it: answers how many it expired) and a
+# create refused for room that expires the account's expired holds of its kind and is judged
+# again (a "reclaim": a POST by a process whose clock is past the deadline).
+HOLD_OPS = frozenset({"confirm", "expire", "reclaim"})
 MAYBE = frozenset({429, 503, "crash"})
 NEVER_ENDED = 10**9  # the end step of a request that died before the run
 REPAIR = "repair"
@@ -65,7 +80,7 @@ Limits = tuple[tuple[str, int], ...]  # (kind, limit), sorted
 class Done:
     """An operation as it ended: what it was, its answer, and when it started and ended (steps)."""
 
-    kind: str  # post | put | delete | patch | limit | unlimit | plan | assign | create0 | delete0 | repair
+    kind: str  # post | put | delete | patch | limit | unlimit | plan | assign | create0 | delete0 | repair | confirm | expire | reclaim
     arg: object
     answer: int | str
     started: int
@@ -80,6 +95,7 @@ class Done:
     # (P1's exception there); a membership change saw its account hold an invisible item.
     past_org_limit_allowed: bool = False
     busy: bool = False
+    hold: bool = False  # a create that asks for a hold (hold_seconds)
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,8 @@ class Model:
     dead_created: frozenset[Key] = frozenset()  # live resources only a dead create (create0) made
     org_limits: Limits = ()  # the organization's limit per kind (its kinds are "<who>/<kind>")
     members: frozenset[str] = frozenset()  # the accounts (who) in the organization
+    held: frozenset[Key] = frozenset()  # live resources that are holds not confirmed yet
+    expired: frozenset[Key] = frozenset()  # ids whose hold expired (a confirm answers HoldExpired)
 
     # ---- what the model holds ---------------------------------------------------------------------
     def units_of(self, key: Key) -> int | None:
@@ -125,7 +143,15 @@ class Model:
 
     def without(self, key: Key) -> Model:
         live = frozenset(held for held in self.live if held[:2] != key)
-        return replace(self, live=live, dead_created=self.dead_created - {key})
+        return replace(self, live=live, dead_created=self.dead_created - {key}, held=self.held - {key})
+
+    def expiring(self, kind: str | None = None) -> Model:
+        """Every held resource (of ``kind``) released by an expiry, and remembered as expired."""
+        gone = frozenset(key for key in self.held if kind is None or key[0] == kind)
+        model = self
+        for key in sorted(gone):
+            model = model.without(key)
+        return replace(model, expired=model.expired | gone)
 
     def holding(self, key: Key, units: int) -> Model:
         live = frozenset(held for held in self.live if held[:2] != key) | {(*key, units)}
@@ -139,13 +165,17 @@ class Model:
             return op.answer, self
         if op.kind in MEMBERSHIP_OPS:
             return self._membership(op)
-        key = (op.of, str(op.arg if op.kind != "post" else op.created_id))
+        if op.kind == "expire":
+            return len(self.held), self.expiring()
+        key = (op.of, str(op.arg if op.kind not in ("post", "reclaim") else op.created_id))
         flows = {
             "create0": self._dead,
             "delete0": self._dead,
             "post": self._create,
             "put": self._create,
+            "reclaim": self._create,
             "patch": self._resize,
+            "confirm": self._confirm,
         }
         return flows.get(op.kind, self._delete)(op, key)
 
@@ -184,12 +214,17 @@ class Model:
             )
             if not fits
         ]
+        if full and op.kind == "reclaim" and any(key[0] == op.of for key in self.held):
+            # refused for room: the kind's expired holds released, then judged once more
+            return self.expiring(op.of)._create(replace(op, kind="post"), key)
         if full and "/" not in op.of:
             return REFUSED, self
         if full:  # a member's: the refusal names a level that is full
             named = [f"{REFUSED}/{scope}" for scope in full]
             return (op.answer if op.answer in named else named[0]), self
         made = replace(self.holding(key, op.units), fresh=self.fresh | {key})
+        if op.hold:
+            made = replace(made, held=made.held | {key})
         if op.answer == "crash" and "/" in op.of:
             # A member's create whose process died: it may hold a slot nobody sees until a repair
             # (the sweeper) undoes it, as a dead create's (orgs.py)
@@ -203,6 +238,13 @@ class Model:
         if op.units > units and not self._fits(op.of, op.units - units):
             return REFUSED, self
         return RESIZED, self.holding(key, op.units)
+
+    def _confirm(self, _: Done, key: Key) -> tuple[int | str, Model]:
+        """A hold made permanent (200, again 200: a confirmed resource too); HoldExpired once it
+        expired; 404 if there is no such resource."""
+        if self.units_of(key) is not None:
+            return EXISTS, replace(self, held=self.held - {key})
+        return (HOLD_EXPIRED if key in self.expired else ABSENT), self
 
     def _membership(self, op: Done) -> tuple[int | str, Model]:
         """The account joins or leaves the organization, only while it holds nothing."""
@@ -238,29 +280,42 @@ def _orders(ops: list[Done]) -> Iterable[tuple[Done, ...]]:
             yield order
 
 
-def explain(initial: Model, ops: list[Done], final_live: frozenset[Held]) -> tuple[Done, ...] | None:
-    """An order that explains every answer and the final state, or None."""
+def explain(
+    initial: Model,
+    ops: list[Done],
+    final_live: frozenset[Held],
+    final_held: frozenset[Key] | None = None,
+) -> tuple[Done, ...] | None:
+    """An order that explains every answer and the final state, or None. ``final_held``: the
+    resources still held (holds not confirmed) at the end, checked too when given."""
     for order in _orders(ops):
-        if _fits(initial, order, final_live):
+        if _fits(initial, order, final_live, final_held):
             return order
     return None
 
 
-def _fits(model: Model, order: tuple[Done, ...], final_live: frozenset[Held]) -> bool:
+def _fits(
+    model: Model,
+    order: tuple[Done, ...],
+    final_live: frozenset[Held],
+    final_held: frozenset[Key] | None = None,
+) -> bool:
     if not order:
-        return model.live == final_live
+        return model.live == final_live and (final_held is None or model.held == final_held)
     op, rest = order[0], order[1:]
     if op.answer in MAYBE:
-        if op.kind == "post" and op.created_id is None:
-            return _fits(model, rest, final_live)
+        if op.kind in ("post", "reclaim") and op.created_id is None:
+            return _fits(model, rest, final_live, final_held)
         _, after = model.apply(op)
-        return _fits(model, rest, final_live) or _fits(after, rest, final_live)
+        # a reclaim may also have expired the holds and not been admitted
+        expired = (model.expiring(op.of),) if op.kind == "reclaim" else ()
+        return any(_fits(candidate, rest, final_live, final_held) for candidate in (model, after, *expired))
     if op.kind == REPAIR:
         # A repair may undo what only a dead create did (rolled back, its records lost): that
         # create held its slot, invisibly, until then (design.md P5).
         undone = (model.without(key) for key in sorted(model.dead_created & model.keys()))
-        return any(_fits(candidate, rest, final_live) for candidate in (model, *undone))
+        return any(_fits(candidate, rest, final_live, final_held) for candidate in (model, *undone))
     expected, after = model.apply(op)
     if op.kind in LIMIT_OPS:
-        return _fits(after, rest, final_live)
-    return expected == op.answer and _fits(after, rest, final_live)
+        return _fits(after, rest, final_live, final_held)
+    return expected == op.answer and _fits(after, rest, final_live, final_held)

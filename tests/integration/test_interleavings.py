@@ -23,6 +23,7 @@ import pytest
 from hybrid_counter.settings import Settings
 from localrun.stack.aws_clients import domain_clients
 from tests.explorer.catalogue import (
+    hold_scenarios,
     kind_pair_scenarios,
     pair_scenarios,
     profile,
@@ -409,3 +410,26 @@ def test_d1_a_grow_its_account_refuses_never_refuses_another_accounts_create(wor
     )
     # Then every answer fits some order of the two: B's create found the organization with room
     assert not result.violations, report(scenario, result)
+
+
+def test_holds_confirmed_expired_deleted_and_retried_in_every_order(world):
+    """Holds (design.md §12): a confirm racing the expiry (the sweeper's, or a create refused for
+    room that reclaims), a retried confirm, the caller's DELETE and a retried PUT of the hold racing
+    the expiry. The expiring processes' clock is past the hold's deadline, the others' is not.
+    Every order of their calls (the pairs uncapped; three operations capped per scenario in ci):
+    a confirm answers 200 and the resource ends permanent and counted, or answers HoldExpired and
+    its units are released, never both, never neither."""
+    chosen = profile()
+    total, started = Stats(), time.monotonic()
+    spread = random.Random(chosen.seed)
+    for backgrounds in chosen.background_sets:
+        for scenario in selected(hold_scenarios(backgrounds)):
+            stats = Stats()
+            cap = chosen.repair_schedules if len(scenario.ops) > 2 else 100_000
+            explore(world, scenario, stats, max_schedules=cap, spread=spread)
+            total.merge(stats)
+    FIGURES["holds"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
+    print(f"\nexplorer {chosen.name}, holds: {json.dumps(FIGURES['holds'])}")
+    if total.violations:
+        fail_with(world, total)
+    assert total.complete_schedules > 0
