@@ -108,7 +108,8 @@ sam-build: $(TOOLS)/.installed
 
 # The interleaving explorer and the state machine mostly wait on DynamoDB Local, one call at a
 # time: `make test` runs them beside the rest of the suite, in a pytest process (and a DynamoDB
-# Local) of their own, so the two cores are both busy. Their output follows the rest's.
+# Local) of their own, so the two cores are both busy. Their output follows the rest's. (The
+# explorer's organizations, test_org_interleavings.py, run with the rest: the halves even out.)
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_stateful_counters.py
 
 test: deps $(TOOLS)/.installed
@@ -119,7 +120,7 @@ test: deps $(TOOLS)/.installed
 	$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
 	wait $$exploration; explored=$$?; \
 	echo "---- $(EXPLORATION) (exit $$explored) ----"; cat .local/exploration.log; \
-	cat .local/explorer-figures.json 2>/dev/null; \
+	cat .local/explorer-figures.json .local/explorer-figures-organizations.json 2>/dev/null; \
 	test $$rest -eq 0 -a $$explored -eq 0
 	HC_E2E_TARGET=built $(PY) -m pytest $(E2E_BUILT) $(PYTEST_ARGS)
 

@@ -20,7 +20,7 @@ sequential order fills) is left out of the scenarios that must pass: none of the
 of one account racing another account's create that its account refuses; nor a grow its
 account refuses racing another account's create for the organization's last units (D1 for
 resizes: the grow holds its units there from its move until its undo). Its schedules, and
-those of D2 and D3, are the strict xfail tests of tests/integration/test_interleavings.py.
+those of D2 and D3, are the strict xfail tests of tests/integration/test_org_interleavings.py.
 """
 
 from __future__ import annotations
