@@ -77,7 +77,6 @@ from hybrid_counter.keys import (
 from hybrid_counter.recount_requests import is_request
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
-from hybrid_counter.resources.holds import HOLD_INDEX
 from hybrid_counter.resources.table import ResourceTable
 from hybrid_counter.settings import Settings
 from tests.explorer.scheduler import Call, Crash, Operation, Scheduler
@@ -552,7 +551,7 @@ class Run:
                 account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units, hold_seconds=hold
             ),
             "confirm": lambda: service.confirm(account, str(arg), kind=of),
-            "expire": lambda: self._expire_holds(late),
+            "expire": lambda: self._expire_holds(late, of),
             "reclaim": lambda: late.create(account, "posted", {}, kind=of, units=units),
             "delete": lambda: service.delete(account, str(arg), kind=of),
             "patch": lambda: service.resize(account, str(arg), units, kind=of),
@@ -563,21 +562,13 @@ class Run:
         }
         return flows[spec.kind]
 
-    def _expire_holds(self, late: ResourceService) -> int:
+    def _expire_holds(self, late: ResourceService, kind: str) -> int:
         """The sweeper's expiry of holds (HoldFlow.sweep), by a process whose clock is past their
         deadline, of this run's account: a read of the HoldIndex filtered to past deadlines (the
         sweeper's Scan, here its Query of the account, so that what earlier runs left in the
         shared table is not this run's), then each one expired (claim, tombstone, release)."""
-        world, now = self.world, self.now + LATE
-        found = world.clients.dynamodb.query(
-            TableName=world.settings.table_name,
-            IndexName=HOLD_INDEX,
-            KeyConditionExpression="hold_account = :account AND hold_until <= :now",
-            ExpressionAttributeValues={":account": {"S": self.account}, ":now": {"N": f"{now:.3f}"}},
-        )
-        return sum(
-            late.holds.expire(self.account, str(item["resource_id"]["S"]), item) for item in found["Items"]
-        )
+        expired = late.holds.expired(self.account, kind)
+        return sum(late.holds.expire(self.account, str(item["resource_id"]["S"]), item) for item in expired)
 
     def _repair(self, spec: OpSpec, service: ResourceService) -> Callable[[], Any]:
         """A repair as an operation, every call a scheduling point: the audit's work on the

@@ -113,8 +113,8 @@ class HoldFlow:
         if until is None or until > self._fx.clock() or items.state_of(seen) != items.LIVE:
             return False
         kind, request_id = items.kind_of(seen), self._fx.new_id()
-        claimed = self._table.claim_expired_hold(
-            account_id, rid, request_id, kind=kind, incarnation=items.incarnation_of(seen), until=until
+        claimed = self._table.claim(
+            account_id, rid, request_id, kind=kind, incarnation=items.incarnation_of(seen), expiring=until
         )
         if not claimed.applied or claimed.item is None:
             return False  # confirmed, deleted, resized or expired by another meanwhile
@@ -168,7 +168,7 @@ class HoldFlow:
             FilterExpression="kind = :kind",
             ExpressionAttributeValues={
                 ":account": {"S": account_id},
-                ":now": {"N": f"{self._fx.clock():.3f}"},
+                ":now": items.epoch_number(self._fx.clock()),
                 ":kind": {"S": kind},
             },
             Limit=RECLAIM_PAGE,
@@ -184,7 +184,7 @@ class HoldFlow:
                 "TableName": self._table.name,
                 "IndexName": HOLD_INDEX,
                 "FilterExpression": "hold_until <= :now",
-                "ExpressionAttributeValues": {":now": {"N": f"{self._fx.clock():.3f}"}},
+                "ExpressionAttributeValues": {":now": items.epoch_number(self._fx.clock())},
             }
             if start:
                 scan["ExclusiveStartKey"] = start

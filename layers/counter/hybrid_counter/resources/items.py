@@ -135,6 +135,12 @@ def resource_from_item(item: dict[str, Any]) -> Resource:
     )
 
 
+def epoch_number(seconds: float) -> dict[str, str]:
+    """A hold's deadline, or a clock compared with one, as a DynamoDB number: one format
+    everywhere, since a condition names the deadline by equality (``hold_until = :until``)."""
+    return {"N": f"{seconds:.3f}"}
+
+
 def hold_until_of(item: dict[str, Any]) -> float | None:
     """Until when a hold holds its units unless confirmed (None: not a hold)."""
     until = item.get("hold_until", {}).get("N")
@@ -183,7 +189,7 @@ def pending_item(
         if org_shard:
             item["org_shard"] = {"N": str(org_shard)}
     if hold_until is not None:  # a hold: in the sparse HoldIndex (its account, its deadline)
-        item["hold_until"] = {"N": f"{hold_until:.3f}"}
+        item["hold_until"] = epoch_number(hold_until)
         item["hold_account"] = {"S": account_id}
     return item
 

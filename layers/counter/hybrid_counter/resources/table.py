@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code, retry_conflicts, store_error
 from hybrid_counter.effects import Effects
 from hybrid_counter.keys import DEFAULT_KIND, iso_utc, resource_key
-from hybrid_counter.resources.items import DELETING, LIVE, PENDING, pending_index
+from hybrid_counter.resources.items import DELETING, LIVE, PENDING, epoch_number, pending_index
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
@@ -204,20 +204,37 @@ class ResourceTable:
         taking_over: str | None = None,
         incarnation: str | None = None,
         kind: str = DEFAULT_KIND,
+        expiring: float | None = None,
     ) -> Written:
         """live -> deleting, owned by ``request_id`` (never while a resize is in flight: the
         resize owns the counters until it ends). With ``taking_over``: take a stale claim of that
         request over instead, only on the incarnation it was judged on (``incarnation``): a repair
-        must never act on a resource created again under the same id since it read it.
-        Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        must never act on a resource created again under the same id since it read it. With
+        ``expiring``: a hold's expiry (holds.py), only if ``incarnation`` is still the hold whose
+        deadline that is and it is past by this process's clock (of a confirm and an expiry that
+        race, exactly one applies); ``expired`` marks the claim, so a later confirm answers
+        HoldExpired. Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        now = self._effects.clock()
         values: dict[str, Any] = {
             ":req": {"S": request_id},
-            ":now": {"S": iso_utc(self._effects.clock())},
+            ":now": {"S": iso_utc(now)},
             ":deleting": {"S": DELETING},
         }
+        update = "SET #state = :deleting, delete_request = :req, deleting_since = :now"
         if taking_over is None:
             condition = f"#state = :live AND {NOT_RESIZING}"
             values[":live"] = {"S": LIVE}
+            if expiring is not None:
+                if incarnation is None:
+                    raise ValueError("an expiry names the incarnation of the hold it expires")
+                condition += " AND incarnation = :inc AND hold_until = :until AND hold_until <= :clock"
+                update += ", expired = :true"
+                values |= {
+                    ":inc": {"S": incarnation},
+                    ":until": epoch_number(expiring),
+                    ":clock": epoch_number(now),
+                    ":true": {"BOOL": True},
+                }
         else:
             if incarnation is None:
                 raise ValueError("a takeover names the incarnation whose claim it takes over")
@@ -228,40 +245,10 @@ class ResourceTable:
             account_id,
             resource_id,
             kind,
-            UpdateExpression="SET #state = :deleting, delete_request = :req, deleting_since = :now",
+            UpdateExpression=update,
             ConditionExpression=condition,
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
-            ReturnValues="ALL_NEW",
-        )
-
-    def claim_expired_hold(
-        self, account_id: str, resource_id: str, request_id: str, *, kind: str, incarnation: str, until: float
-    ) -> Written:
-        """live -> deleting, owned by ``request_id``, as a delete's claim, only if this incarnation
-        is still the hold that expires at ``until`` and that is past by this process's clock
-        (holds.py): of a confirm and an expiry that race, exactly one applies. ``expired`` marks
-        the claim, so a confirm that comes later answers HoldExpired."""
-        now = self._effects.clock()
-        return self._update(
-            account_id,
-            resource_id,
-            kind,
-            UpdateExpression="SET #state = :deleting, delete_request = :req, deleting_since = :now, "
-            "expired = :true",
-            ConditionExpression=f"#state = :live AND {NOT_RESIZING} AND incarnation = :inc "
-            "AND hold_until = :until AND hold_until <= :clock",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={
-                ":req": {"S": request_id},
-                ":now": {"S": iso_utc(now)},
-                ":deleting": {"S": DELETING},
-                ":live": {"S": LIVE},
-                ":true": {"BOOL": True},
-                ":inc": {"S": incarnation},
-                ":until": {"N": f"{until:.3f}"},
-                ":clock": {"N": f"{now:.3f}"},
-            },
             ReturnValues="ALL_NEW",
         )
 
@@ -281,8 +268,8 @@ class ResourceTable:
             ExpressionAttributeValues={
                 ":live": {"S": LIVE},
                 ":inc": {"S": incarnation},
-                ":until": {"N": f"{until:.3f}"},
-                ":clock": {"N": f"{self._effects.clock():.3f}"},
+                ":until": epoch_number(until),
+                ":clock": epoch_number(self._effects.clock()),
             },
             ReturnValues="ALL_NEW",
         )
