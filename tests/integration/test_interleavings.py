@@ -14,13 +14,9 @@ import json
 import random
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import botocore.endpoint
 import pytest
 
-from hybrid_counter.settings import Settings
-from localrun.stack.aws_clients import domain_clients
 from tests.explorer.catalogue import (
     hold_scenarios,
     kind_pair_scenarios,
@@ -31,8 +27,9 @@ from tests.explorer.catalogue import (
     resize_repair_scenarios,
     selected,
 )
-from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario, World
-from tests.explorer.search import Stats, explore, random_run, replay, report, shrink
+from tests.explorer.pytest_glue import explorer_world, fail_with, retries_without_backoff, write_figures
+from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario
+from tests.explorer.search import Stats, explore, random_run, replay, report
 
 pytestmark = pytest.mark.integration
 
@@ -42,36 +39,19 @@ FIGURES_FILE = Path(__file__).resolve().parents[2] / ".local" / "explorer-figure
 
 @pytest.fixture(scope="module", autouse=True)
 def figures_on_file():
-    """The run's figures, for docs/reliability.md (make test prints the file after the run)."""
     yield
-    FIGURES_FILE.parent.mkdir(exist_ok=True)
-    FIGURES_FILE.write_text(json.dumps({"profile": profile().name, **FIGURES}, indent=1) + "\n")
+    write_figures(FIGURES_FILE, FIGURES)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def retries_without_backoff():
-    """Botocore still retries every call as its config says, but does not sleep between
-    attempts: the explorer orders each attempt itself and runs the domain on its own clock, so a
-    throttled call's backoff (up to 1 + 2 + 4 + 8 s in standard mode) only cost wall time; it was
-    most of the random schedules' minutes."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=lambda _seconds: None))
+def without_backoff():
+    with retries_without_backoff():
         yield
 
 
 @pytest.fixture(scope="module")
 def world(stack, stream):
-    # Clients of its own: the explorer's scheduling hooks must not reach other tests' clients.
-    clients = domain_clients(stack.dynamodb_url)
-    return World(Settings(table_name=stack.table_name), clients, stream)
-
-
-def fail_with(world: World, stats: Stats) -> None:
-    scenario, result = stats.violations[0]
-    small_scenario, small = shrink(world, scenario, result)
-    pytest.fail(
-        f"{len(stats.violations)} schedule(s) broke an invariant; the smallest found:\n{report(small_scenario, small)}"
-    )
+    return explorer_world(stack, stream)
 
 
 def test_every_pair_of_api_operations_in_every_order(world):

@@ -12,13 +12,9 @@ import json
 import random
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-import botocore.endpoint
 import pytest
 
-from hybrid_counter.settings import Settings
-from localrun.stack.aws_clients import domain_clients
 from tests.explorer.catalogue import profile, selected
 from tests.explorer.org_catalogue import (
     ORG_SCENARIOS,
@@ -31,9 +27,10 @@ from tests.explorer.org_catalogue import patch as org_patch
 from tests.explorer.org_catalogue import post as org_post
 from tests.explorer.org_catalogue import scenario as org_scenario
 from tests.explorer.orgs import site_of
+from tests.explorer.pytest_glue import explorer_world, fail_with, retries_without_backoff, write_figures
 from tests.explorer.runs import Choice, Run, RunResult, Scenario, World
 from tests.explorer.scheduler import Call
-from tests.explorer.search import THROTTLED, Stats, explore, random_run, report, shrink
+from tests.explorer.search import THROTTLED, Stats, explore, random_run, report
 
 pytestmark = pytest.mark.integration
 
@@ -43,34 +40,19 @@ FIGURES_FILE = Path(__file__).resolve().parents[2] / ".local" / "explorer-figure
 
 @pytest.fixture(scope="module", autouse=True)
 def figures_on_file():
-    """The run's figures, for docs/reliability.md (make test prints the file after the run)."""
     yield
-    FIGURES_FILE.parent.mkdir(exist_ok=True)
-    FIGURES_FILE.write_text(json.dumps({"profile": profile().name, **FIGURES}, indent=1) + "\n")
+    write_figures(FIGURES_FILE, FIGURES)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def retries_without_backoff():
-    """As test_interleavings.py's: botocore retries every call, without sleeping between attempts
-    (the explorer orders each attempt itself and runs the domain on its own clock)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(botocore.endpoint, "time", SimpleNamespace(sleep=lambda _seconds: None))
+def without_backoff():
+    with retries_without_backoff():
         yield
 
 
 @pytest.fixture(scope="module")
 def world(stack, stream):
-    # Clients of its own: the explorer's scheduling hooks must not reach other tests' clients.
-    clients = domain_clients(stack.dynamodb_url)
-    return World(Settings(table_name=stack.table_name), clients, stream)
-
-
-def fail_with(world: World, stats: Stats) -> None:
-    scenario, result = stats.violations[0]
-    small_scenario, small = shrink(world, scenario, result)
-    pytest.fail(
-        f"{len(stats.violations)} schedule(s) broke an invariant; the smallest found:\n{report(small_scenario, small)}"
-    )
+    return explorer_world(stack, stream)
 
 
 def _spared(call: Call, fault: str) -> bool:
