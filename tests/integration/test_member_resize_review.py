@@ -17,7 +17,13 @@ from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import account_pk, org_pk
 from hybrid_counter.resources.resize_settlement import ResizeSettlement
 from tests.faults import ProcessDied, injected
-from tests.integration.test_member_resizes import assert_exact, item, split_org, units_of
+from tests.integration.test_member_resizes import (
+    assert_exact,
+    grow_dies_between_the_levels,
+    item,
+    split_org,
+    units_of,
+)
 from tests.integration.test_org_split import SEATS, SplitOrg
 
 pytestmark = pytest.mark.integration
@@ -64,11 +70,7 @@ def test_two_settlements_of_a_dead_grow_release_it_once_at_the_organization(
     org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
     org.drain()
     # And x's grow to 6 died after the organization admitted it (+4 there), before its account's move
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.resize(a, "x", 6, kind=SEATS)
+    grow_dies_between_the_levels(org, a, "x", 6)
     org.drain()  # org_resized marked on the claim
     org.clock.now += org.settings.pending_grace_seconds + 1
     # When a first settlement undoes it at the organization (-4), then dies before reverting the claim
@@ -109,11 +111,7 @@ def test_the_organizations_count_of_a_resource_under_resize_does_not_stall_the_s
     assert drain_pk(org, account_pk(a)) == []
     assert item(org, a, "x")["counter_processed"]["BOOL"] is True
     # And a grow of x to 4 whose process died after its organization's move (the claim stands)
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.resize(a, "x", 4, kind=SEATS)
+    grow_dies_between_the_levels(org, a, "x", 4)
     # When the stream path reads the organization's records (the admission of x, then the grow)
     failed = drain_pk(org, org_pk(org.org_id))
     # Then they are processed (the count left to the end of the resize, the grow marked on the claim)
@@ -134,11 +132,7 @@ def test_a_dead_grow_of_a_resource_not_yet_counted_at_its_organization_is_undone
     org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
     assert drain_pk(org, account_pk(a)) == []
     # And x's grow to 6 dies after its organization admitted it, before its account's move
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.resize(a, "x", 6, kind=SEATS)
+    grow_dies_between_the_levels(org, a, "x", 6)
     # And y grows to 3 (the shard's last_resize is now y's)
     assert org.service.resize(b, "y", 3, kind=SEATS).units == 3
     drain_pk(org, account_pk(b))
@@ -186,11 +180,7 @@ def test_two_settlements_at_once_of_a_dead_grow_release_it_once_at_the_organizat
     org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
     org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
     org.drain()
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.resize(a, "x", 6, kind=SEATS)
+    grow_dies_between_the_levels(org, a, "x", 6)
     org.drain()
     org.clock.now += org.settings.pending_grace_seconds + 1
     seen = item(org, a, "x")

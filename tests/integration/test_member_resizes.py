@@ -51,6 +51,16 @@ def units_of(org: SplitOrg, account: str, rid: str) -> int:
     return int(found["units"]["N"])
 
 
+def grow_dies_between_the_levels(org: SplitOrg, account: str, rid: str, target: int) -> None:
+    """A grow of ``rid`` to ``target`` whose process dies after its organization's move (the
+    first single-attempt write), before its account's: the claim stays."""
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.resize(account, rid, target, kind=SEATS)
+
+
 def assert_exact(org: SplitOrg) -> None:
     """Once drained and swept (a count the stream path found held by a resize is left to the
     sweeper), at the organization and at each member: both counters equal the live units (each
@@ -181,11 +191,7 @@ def test_a_grow_whose_process_died_between_the_levels_is_undone_at_the_organizat
     org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
     org.drain()
     # When its grow to 6 dies after the organization admitted it, before its account's move
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.resize(a, "x", 6, kind=SEATS)
+    grow_dies_between_the_levels(org, a, "x", 6)
     org.drain()  # the stream path notes the organization's move on the claim
     assert item(org, a, "x")["org_resized"]["S"] == item(org, a, "x")["resize_request"]["S"]
     # Then, meanwhile, the organization holds the 4 seats: a create of b's is refused, not admitted
