@@ -13,8 +13,8 @@ its partition's batches. That is the single-account model with the organization'
 partition holds one record per create (the organization's admission; its counting transaction's
 own write adds one a batch), so its batches are bounded by the 99 counts of a transaction, not
 by BatchSize. Split over S items (``put_org(org, plan, shards=S)``, each member's create on one
-of them), each item takes its share: the model is S times one item's rate, a counting
-transaction holding one counter action per item (2 units on each) and up to 100 - S resources.
+of them), each item takes its share: the model is S times one item's rate, each item's counts in
+transactions of their own (one counter action, 2 units, and up to 99 resources).
 The simulator gives each shard item its own bucket (``item:ORG#<org>:COUNTER#<kind>#<s>``), as
 DynamoDB's split for heat would put each hot item on a partition of its own.
 
@@ -73,15 +73,16 @@ ORG_RECORDS_PER_CREATE = 1  # on the organization's partition: its admission's r
 
 def org_stream_units(shards: int) -> Units:
     """Units one of the organization's S counter items pays to count the creates admitted on it
-    in one cycle: 2 per counting transaction of the partition's batch, which holds every item's
-    creates (S times as many) and one counter action per item."""
-    counts_per_transaction = COUNTS_PER_TRANSACTION + 1 - shards
+    in one cycle: 2 per counting transaction that writes it. The partition's batch holds every
+    item's creates (S times as many); each item's counts get transactions of their own (one
+    counter action and up to 99 resources: counting/eventual.py ``plan_chunks``), so an item
+    pays one transaction per batch that holds its creates, or more past 99 of them."""
 
     def units(creates_on_item: float) -> float:
         creates = creates_on_item * shards
         transactions = max(
             1,
-            math.ceil(creates / counts_per_transaction),
+            math.ceil(creates_on_item / COUNTS_PER_TRANSACTION),
             math.ceil(creates * ORG_RECORDS_PER_CREATE / BATCH_RECORDS),
         )
         return 2.0 * transactions

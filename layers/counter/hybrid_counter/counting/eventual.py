@@ -107,15 +107,30 @@ class ApplyReport:
 
 
 def plan_chunks(ops: Sequence[CountOp], mode: CountingMode) -> list[list[int]]:
-    """Positions of ``ops`` split, in order, into chunks that fit one transaction (one counter
-    action per account and kind, plus one per resource) and touch each resource once."""
+    """Positions of ``ops`` split into chunks that fit one transaction (one counter action per
+    account and kind, plus one per resource) and touch each resource once.
+
+    An organization's counter items each get chunks of their own: a transaction that wrote all S
+    items of a split counter would wait for all S of them to have capacity at once (on AWS, and
+    in the benchmark's simulator), where one per item waits for that item alone. The other
+    counts keep their order and share chunks, many accounts to a transaction. Operations commute
+    (ops.py), so the chunks need not follow the records' order; a failure names every position
+    of its chunk and of the chunks after it (``EventualCounter.apply``)."""
     if mode == "per_record":
         return [[index] for index in range(len(ops))]
+    groups: dict[tuple[str, str] | None, list[int]] = {}
+    for index, op in enumerate(ops):
+        groups.setdefault(None if op.org is None else op.counter, []).append(index)
+    return [chunk for positions in groups.values() for chunk in _in_order(ops, positions)]
+
+
+def _in_order(ops: Sequence[CountOp], positions: list[int]) -> list[list[int]]:
     chunks: list[list[int]] = []
     current: list[int] = []
     resources: set[tuple[str, str, str]] = set()
     counters: set[tuple[str, str]] = set()
-    for index, op in enumerate(ops):
+    for index in positions:
+        op = ops[index]
         needed = 1 + (0 if op.counter in counters else 1)
         if current and (op.item in resources or len(resources) + len(counters) + needed > MAX_ACTIONS):
             chunks.append(current)
@@ -161,11 +176,12 @@ class EventualCounter:
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
         heals = {(op.account_id, op.kind, op.org, op.shard) for op in ops if isinstance(op, HealOp)}
         try:
-            for chunk in plan_chunks([op for _, op in counts], self._mode):
+            chunks = plan_chunks([op for _, op in counts], self._mode)
+            for number, chunk in enumerate(chunks):
                 try:
                     report.merge(self._count([counts[i][1] for i in chunk]))
                 except CountingError as error:
-                    failed = [counts[i][0] for i in range(chunk[0], len(counts))]
+                    failed = sorted(counts[i][0] for later in chunks[number:] for i in later)
                     later = [position for position, _ in finishes + censuses]
                     raise ChunkFailed(failed + later, str(error)) from error
             for done, (_, op) in enumerate(finishes):
