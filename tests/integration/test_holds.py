@@ -168,6 +168,38 @@ def test_a_create_refused_for_room_reclaims_the_accounts_expired_holds_first(wor
     assert world.service.get(world.account, "h2", kind=SEATS).units == 2
 
 
+def test_a_refusal_for_room_looks_for_expired_holds_only_on_an_account_that_ever_held(world: World) -> None:
+    # Given an account at its limit of 3 seats that never held, and a count of HoldIndex queries
+    for rid in ("a", "b", "c"):
+        world.service.create(world.account, rid, {}, rid, kind=SEATS)
+    queries: list[str] = []
+
+    def on_query(params: dict[str, Any], **_: Any) -> None:
+        queries.append(str(params.get("IndexName")))
+
+    events = world.clients.dynamodb.meta.events
+    events.register("provide-client-params.dynamodb.Query", on_query)
+    try:
+        # When a create, a dry run and a grow are refused for room
+        with pytest.raises(LimitExceeded) as refused:
+            world.service.create(world.account, "d", {}, "d", kind=SEATS)
+        assert refused.value.holds is False
+        assert not world.service.would_create(world.account, "d", {}, "d", kind=SEATS).would_admit
+        with pytest.raises(LimitExceeded):
+            world.service.resize(world.account, "a", 2, kind=SEATS)
+        # Then none of them looked for expired holds: the counter item says none was ever admitted
+        assert queries == []
+        # And once a hold was admitted (after a delete made room), a refusal looks again
+        world.service.delete(world.account, "c", kind=SEATS)
+        world.hold("h", units=1, seconds=60)
+        with pytest.raises(LimitExceeded) as refused:
+            world.service.create(world.account, "d", {}, "d", kind=SEATS)
+        assert refused.value.holds is True
+        assert queries == ["HoldIndex"]
+    finally:
+        events.unregister("provide-client-params.dynamodb.Query", on_query)
+
+
 def race_once(world: World, rid: str, *, expiry_lag: float = 0.0) -> bool:
     """A hold whose deadline falls between a confirming process's clock and an expiring one's,
     both sent at once (the expiry ``expiry_lag`` seconds later); True if the confirm won."""

@@ -30,16 +30,18 @@ def test_one_org_counter_item_pays_what_one_accounts_does_at_the_simulators_scal
     assert org_stream_units(1)(100) == 4.0
 
 
-def test_split_over_s_items_the_model_is_s_times_one_item_while_one_transaction_holds_a_batch() -> None:
-    one, four = model(SIMULATOR, 1), model(SIMULATOR, 4)
+def test_split_over_s_items_the_model_is_s_times_one_item_each_counted_in_transactions_of_its_own() -> None:
+    one = model(SIMULATOR, 1)
 
-    # Then 4 items take 4 times one item's rate (36 creates a window fit one transaction)
-    assert one["model_per_second"] == pytest.approx(9.0)
-    assert four["model_per_second"] == pytest.approx(4 * one["per_item_per_second"])
-    # And at 16 items a batch needs two transactions (84 counts each), so each item takes less
-    sixteen = model(SIMULATOR, 16)
-    assert sixteen["per_item_per_second"] < one["per_item_per_second"]
-    assert sixteen["model_per_second"] == pytest.approx(16 * sixteen["per_item_per_second"], abs=0.1)
+    # Then S items take S times one item's rate: each item's counts have transactions of their
+    # own (counting/eventual.py plan_chunks), so at 16 items no transaction waits for another item
+    for shards in (4, 16):
+        split = model(SIMULATOR, shards)
+        assert split["per_item_per_second"] == pytest.approx(one["per_item_per_second"])
+        assert split["model_per_second"] == pytest.approx(shards * one["per_item_per_second"])
+    # And past 99 counts of one item in a batch, that item needs a second transaction
+    assert org_stream_units(16)(99) == 2.0 * 6  # 1,584 records: six batches of 300
+    assert org_stream_units(1)(100) == 4.0
 
 
 def test_each_of_an_organizations_counter_items_is_a_bucket_of_its_own() -> None:

@@ -23,7 +23,14 @@ class LimitExceeded(DomainError):
     code = "LimitExceeded"
 
     def __init__(
-        self, limit: int, used: int, kind: str | None = None, units: int = 1, *, scope: str = "account"
+        self,
+        limit: int,
+        used: int,
+        kind: str | None = None,
+        units: int = 1,
+        *,
+        scope: str = "account",
+        holds: bool | None = None,
     ) -> None:
         what = f"{kind} units" if kind else "resources"
         asked = f"; {units} more asked for" if units != 1 else ""
@@ -34,6 +41,9 @@ class LimitExceeded(DomainError):
         self.kind = kind
         self.units = units
         self.scope = scope
+        # Whether the refusing counter item ever admitted a hold (None: not known, say at the
+        # organization): False spares a refusal the search for expired holds (holds.py).
+        self.holds = holds
 
 
 class IdempotencyConflict(DomainError):

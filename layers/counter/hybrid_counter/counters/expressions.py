@@ -18,6 +18,7 @@ from hybrid_counter.counters.state import (
     COUNTER_SHARD,
     EVENTUAL,
     HEALS,
+    HOLDS_USED,
     LAST_ADMISSION,
     LAST_ADMISSION_UNITS,
     LAST_RELEASE,
@@ -159,6 +160,7 @@ def admission(
     membership: Membership | None = None,
     listed: bool = True,
     kind: str = DEFAULT_KIND,
+    hold: bool = False,
 ) -> UpdateExpr:
     """best_effort + units, if and only if both counters leave room for them under the limit
     judged by (``limit_seen``: the override read, None: the plan's), and the account still
@@ -173,6 +175,8 @@ def admission(
         expr.set_once(ORG, membership.org or NO_ORG)
         if membership.org is not None:
             expr.set_once(ORG_KIND, f"{membership.org}#{kind}")
+    if hold:  # from now on a refusal for room on this item looks for expired holds (holds.py)
+        expr.set(HOLDS_USED, expr.value({"BOOL": True}))
     _room_for(expr, units, cap)
     # A limit changed since we read it is judged again (CounterStore.admit).
     _limit_judged(expr, cap, override=limit_seen is not None)

@@ -44,6 +44,8 @@ LAST_ADMISSION_UNITS = "last_admission_units"
 LAST_RESIZE = "last_resize"
 COUNTER_SHARD = "counter_shard"
 HEALS = "heals"
+# (an account's) a hold was ever admitted on it: a refusal for room may reclaim expired holds
+HOLDS_USED = "holds_used"
 ORG = "org"  # on an account's counter item: the organization the account belongs to (orgs/)
 NO_ORG = "-"  # ... in none (absent: not yet known on this item; the account's profile says)
 # A split counter's shard item (split.py): its share of the limit, the limit the shares were laid
@@ -109,6 +111,7 @@ class CounterState:
     basis_source: str | None = None
     epoch: int = 0
     rebasing: int | None = None
+    holds_used: bool = False  # (an account's) a hold was admitted on it once (resources/holds.py)
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -156,6 +159,7 @@ class CounterState:
                 for r in all_ranges()
             },
             heals=_number(item, HEALS),
+            holds_used=HOLDS_USED in item,
             allowance=_optional(item, ALLOWANCE),
             basis=_optional(item, BASIS),
             basis_source=item.get(BASIS_SOURCE, {}).get("S"),

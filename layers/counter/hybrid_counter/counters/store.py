@@ -146,6 +146,7 @@ class CounterStore:
         units: int = 1,
         judge: Judge | None = None,
         membership: expressions.Membership | None = None,
+        hold: bool = False,
     ) -> Admission:
         """best_effort + units if, and only if, both counters leave room for them under the
         limit: one conditional write (on an account's counter item, also conditional on the
@@ -175,6 +176,7 @@ class CounterStore:
                 membership=membership,
                 listed=self._listed,
                 kind=kind,
+                hold=hold,
             ).update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)

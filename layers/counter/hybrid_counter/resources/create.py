@@ -146,13 +146,14 @@ class CreateFlow:
         judged = request.judge(state)
         if not state.admits(judged.limit, units):
             self._obs.count("LimitExceeded")
-            raise AtLimit(LimitExceeded(judged.limit, state.used, kind, units))
+            raise AtLimit(LimitExceeded(judged.limit, state.used, kind, units, holds=state.holds_used))
         org = membership.org
         org_seen: OrgSeen | None = None
         if org is not None:
             try:
                 org_seen = guarded(lambda: self._orgs.precheck(org, kind, units, rid), "the create")
             except LimitExceeded as full:
+                full.holds = state.holds_used  # the account's own holds are what it would reclaim
                 raise AtLimit(full) from None
         if not state.org_known and not guarded(
             lambda: self._orgs.register(account_id, kind, membership), "the create"
@@ -191,6 +192,7 @@ class CreateFlow:
             units=units,
             judge=request.judge,
             membership=membership,
+            hold=request.hold_until is not None,
         )
         if (
             admission.outcome is not AdmissionOutcome.ADMITTED
@@ -285,7 +287,7 @@ class CreateFlow:
         if admission.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
             limit = admission.judged.limit if admission.judged else 0
-            raise LimitExceeded(limit, admission.state.used, kind, units)
+            raise LimitExceeded(limit, admission.state.used, kind, units, holds=admission.state.holds_used)
         if admission.throttled:
             self._obs.count("CreateThrottled")
             raise Throttled("too many requests for this account; the create was not done, retry the request")

@@ -158,7 +158,7 @@ class ResizeFlow:
         if moved.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
             limit = moved.judged.limit if moved.judged else 0
-            raise LimitExceeded(limit, moved.state.used, kind, target - units)
+            raise LimitExceeded(limit, moved.state.used, kind, target - units, holds=moved.state.holds_used)
         if moved.throttled:
             self._obs.count("ResizeThrottled")
             raise Throttled("too many requests for this account; the resize was not done, retry the request")

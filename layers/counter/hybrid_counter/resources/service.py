@@ -382,8 +382,10 @@ class ResourceService:
 
         try:
             return create()
-        except LimitExceeded:
-            if not guarded(lambda: self.holds.reclaim(account_id, kind), "the create"):
+        except LimitExceeded as refused:
+            if refused.holds is False or not guarded(
+                lambda: self.holds.reclaim(account_id, kind), "the create"
+            ):
                 raise
         return create()
 
@@ -430,8 +432,10 @@ class ResourceService:
         judge = self.limits.judge(account_id, kind)
         try:
             return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
-        except LimitExceeded:
-            if not guarded(lambda: self.holds.reclaim(account_id, kind), "the resize"):
+        except LimitExceeded as refused:
+            if refused.holds is False or not guarded(
+                lambda: self.holds.reclaim(account_id, kind), "the resize"
+            ):
                 raise
         return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
 
@@ -459,7 +463,8 @@ class ResourceService:
             if org_id is None
             else guarded(lambda: self.orgs.would_admit(org_id, kind, units), "the read")
         )
-        if not admits or (at_org is not None and not at_org.would_admit):
+        # (an account that never held: nothing to release, and no Query to find that out)
+        if state.holds_used and (not admits or (at_org is not None and not at_org.would_admit)):
             freed = guarded(lambda: self.holds.expired_units(account_id, kind), "the read")
             if freed:
                 admits = admits or state.used - freed + units <= judged.limit
