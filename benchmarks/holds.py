@@ -8,9 +8,10 @@ delete in the same run; and what a refused create pays to reclaim expired holds 
 - **expired**: the same create, then the sweeper's run once the deadline passed: its Scan of the
   HoldIndex, the expiry's claim (conditional on the deadline), the delete's release and removal,
   the tombstone; the stream path after it.
-- **reclaim**: an account at its limit. A create refused with nothing to reclaim pays one Query of
-  the HoldIndex more than a refusal without holds; one refused with expired holds expires them
-  and is judged again (admitted).
+- **reclaim**: an account at its limit. A create refused on an account that never held pays
+  nothing more (its counter item says so: ``holds_used``); on one that held before, with nothing
+  expired, one Query of the HoldIndex more; one refused with expired holds expires them and is
+  judged again (admitted).
 """
 
 from __future__ import annotations
@@ -102,25 +103,30 @@ def _expired(world: BenchWorld, n: int) -> dict[str, Any]:
 
 
 def _reclaim(world: BenchWorld, n: int) -> dict[str, Any]:
-    """n accounts at their limit (1) with nothing to reclaim, then n with an expired hold."""
+    """n accounts at their limit (1) that never held, n whose hold was confirmed (nothing to
+    reclaim either way), then n with an expired hold."""
     clock = Clock(time.time())
     service = world.service(Effects(clock=clock))
-    full = [world.account("full") for _ in range(n)]
+    never = [world.account("full") for _ in range(n)]
+    confirmed = [world.account("confirmed") for _ in range(n)]
     expiring = [world.account("reclaim") for _ in range(n)]
-    for account in full + expiring:
+    for account in never + confirmed + expiring:
         service.set_limit(account, 1)
-    for account in full:
+    for account in never:
         service.create(account, "kept", {})
-    for account in expiring:
-        service.create(account, "held", {}, hold_seconds=HOLD_SECONDS)
+    for account in confirmed + expiring:
+        service.create(account, "held", {}, "held", hold_seconds=HOLD_SECONDS)
+    for account in confirmed:
+        service.confirm(account, "held")
     clock.now += HOLD_SECONDS + 1
     refused = 0
-    with world.meter.labeled("holds:reclaim:nothing"):
-        for account in full:
-            try:
-                service.create(account, "more", {})
-            except LimitExceeded:
-                refused += 1
+    for label, accounts in (("never", never), ("nothing", confirmed)):
+        with world.meter.labeled(f"holds:reclaim:{label}"):
+            for account in accounts:
+                try:
+                    service.create(account, "more", {})
+                except LimitExceeded:
+                    refused += 1
     admitted = 0
     with world.meter.labeled("holds:reclaim:expired"):
         for account in expiring:
@@ -130,6 +136,7 @@ def _reclaim(world: BenchWorld, n: int) -> dict[str, Any]:
         "accounts": n,
         "refused_with_nothing_to_reclaim": refused,
         "admitted_after_reclaiming": admitted,
+        "never": world.meter.tally("holds:reclaim:never").per(n),
         "nothing": world.meter.tally("holds:reclaim:nothing").per(n),
         "expired": world.meter.tally("holds:reclaim:expired").per(n),
     }

@@ -41,8 +41,9 @@ RESULTS: dict[str, Any] = {
         },
         "reclaim": {
             "accounts": 5,
-            "refused_with_nothing_to_reclaim": 5,
+            "refused_with_nothing_to_reclaim": 10,
             "admitted_after_reclaiming": 5,
+            "never": per(1, {"GetItem": 1}, 1, 0),
             "nothing": per(2, {"GetItem": 1, "Query": 1}, 1, 0),
             "expired": per(10, {"Query": 1, "UpdateItem": 4}, 2.5, 9),
         },
@@ -53,7 +54,8 @@ RESULTS: dict[str, Any] = {
 def test_the_section_shows_each_operations_figures() -> None:
     text = "\n".join(report_holds.markdown(RESULTS))
     assert "| confirm | 2 | 1 | 2 | GetItem 1, UpdateItem 1 |" in text
-    assert "5 refused with nothing to reclaim, 5 admitted after expiring" in text
+    assert "10 refused with nothing to reclaim (half of them never held), 5 admitted after expiring" in text
+    assert "| refused, the account never held | 1 | 1 | 0 | GetItem 1 |" in text
     assert report_holds.markdown({}) == []
 
 
@@ -62,6 +64,8 @@ def test_targets_are_met_only_by_the_figures_that_meet_them() -> None:
     worse = copy.deepcopy(RESULTS)
     worse["holds"]["confirmed"]["create"]["requests"] = 5
     worse["holds"]["expired"]["counters_after"] = [1, 0]
+    worse["holds"]["reclaim"]["never"]["requests_by_operation"]["Query"] = 1
     met = {row["target"]: row["met"] for row in report_holds.targets(worse)}
     assert met["a hold's create against a plain create: extra requests"] is False
     assert met["expired holds released exactly, by the sweeper"] is False
+    assert met["a refused create, account that never held: extra requests"] is False
