@@ -107,17 +107,19 @@ sam-build: $(TOOLS)/.installed
 	PATH="$(dir $(PYTHON312)):$$PATH" $(SAM) build --cached
 
 # The interleaving explorer and the state machine mostly wait on DynamoDB Local, one call at a
-# time: `make test` runs them beside the rest of the suite, in a pytest process (and a DynamoDB
-# Local) of their own, so the two cores are both busy. Their output follows the rest's. (The
-# explorer's organizations, test_org_interleavings.py, run with the rest: the halves even out.)
-EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_stateful_counters.py
+# time: `make test` starts them first, in a pytest process (and a DynamoDB Local) of their own,
+# and runs the checks, the build and then the rest of the suite beside them, so the two cores are
+# both busy from the start. Their output follows the rest's. The halves are sized to end
+# together: the explorer's organizations (test_org_interleavings.py) ride with the explorer.
+EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
+	tests/integration/test_stateful_counters.py
 
-test: deps $(TOOLS)/.installed
-	$(MAKE) lint typecheck docs
-	$(MAKE) sam-validate sam-build scan
+test: deps $(TOOLS)/.installed $(CHECKOV_ENV)/.installed
 	@mkdir -p .local
 	@$(PY) -m pytest $(EXPLORATION) $(PYTEST_ARGS) > .local/exploration.log 2>&1 & exploration=$$!; \
-	$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
+	if $(MAKE) lint typecheck docs sam-validate sam-build scan; then \
+		$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
+	else rest=1; echo "---- the checks failed: the rest of the suite was not run ----"; fi; \
 	wait $$exploration; explored=$$?; \
 	echo "---- $(EXPLORATION) (exit $$explored) ----"; cat .local/exploration.log; \
 	cat .local/explorer-figures.json .local/explorer-figures-organizations.json 2>/dev/null; \

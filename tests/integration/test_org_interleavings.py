@@ -1,9 +1,8 @@
 """The interleaving explorer's organizations (issue 24; tests/explorer/orgs.py, org_catalogue.py):
 accounts A and B of one organization, every order of their calls (capped per scenario in ci),
 each account and the organization checked after every step; and the defects it found, pinned by
-strict xfail tests (docs/reliability.md). In a module of its own so that `make test` runs it
-beside the rest of the suite while the account-level explorer (test_interleavings.py) runs in a
-process of its own: the two halves then take about the same time."""
+strict xfail tests (docs/reliability.md). In a module of its own, with its own figures file;
+`make test` runs it in the explorer's process, which starts before the checks (Makefile)."""
 
 from __future__ import annotations
 
