@@ -21,7 +21,7 @@ from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitBelowUsage
 from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
-from hybrid_counter.keys import counter_key, plan_key, profile_key
+from hybrid_counter.keys import account_pk, counter_key, org_pk, plan_key, profile_key
 from hybrid_counter.resources import ResourceService
 from localrun.stack.aws_clients import client
 from tests.explorer.scheduler import Race
@@ -676,3 +676,104 @@ def test_without_a_bus_nothing_is_kept_or_published(settings, clients, account, 
         ExpressionAttributeValues={":pk": {"S": f"ACCOUNT#{account}"}, ":e": {"S": "EVENT#"}},
     )
     assert found["Items"] == []
+
+
+# ---- an organization's crossings: its counter item, or its shards summed -----------------------
+@dataclass
+class EventfulOrg:
+    gov: ResourceService
+    stream: Any
+    counter: Any
+    watcher: ThresholdWatcher
+    bus: dict[str, Any]
+    shards: int
+
+    def __post_init__(self) -> None:
+        self.org_id, plan = f"org-{uuid.uuid4().hex[:8]}", f"plan-{uuid.uuid4().hex[:8]}"
+        self.members = [f"m{n}-{uuid.uuid4().hex[:8]}" for n in range(2)]
+        self.gov.put_plan(plan, {"seats": 10})
+        self.gov.put_org(self.org_id, plan, shards=self.shards)
+        for member in self.members:
+            self.gov.set_limit(member, 100, kind="seats")  # 10 seats of 100: no account crossing
+            self.gov.add_member(self.org_id, member)
+        self.ids: list[tuple[str, str]] = []
+
+    def create(self, n: int) -> None:
+        for _ in range(n):
+            member = self.members[len(self.ids) % 2]
+            self.ids.append((member, self.gov.create(member, "r", {}, kind="seats")[0].resource_id))
+
+    def delete(self, n: int) -> None:
+        for _ in range(n):
+            member, rid = self.ids.pop()
+            self.gov.delete(member, rid, kind="seats")
+
+    def pump(self, *, times: int = 1) -> None:
+        for pk in [account_pk(m) for m in self.members] + [org_pk(self.org_id)]:
+            records = self.stream.records_of(pk)
+            for _ in range(times):
+                assert process_stream_batch(records, self.counter, self.watcher).failed_sequence_numbers == []
+
+    def events(self) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            got = self.bus["sqs"].receive_message(QueueUrl=self.bus["queue_url"], MaxNumberOfMessages=10)
+            for message in got.get("Messages", []):
+                body = json.loads(message["Body"])
+                self.bus["sqs"].delete_message(
+                    QueueUrl=self.bus["queue_url"], ReceiptHandle=message["ReceiptHandle"]
+                )
+                if body["detail"].get("org_id") == self.org_id:
+                    found.append(body)
+            if not got.get("Messages"):
+                time.sleep(0.05)
+        return found
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_an_organizations_crossings_are_events_of_its_own_split_or_not(
+    gov, stream, counter, watcher, bus, shards
+):
+    # Given an organization of 10 seats over `shards` counter items, two members of 100 each
+    org = EventfulOrg(gov, stream, counter, watcher, bus, shards)
+    # When its members create 8: one Reached at 80, of scope organization, naming it
+    org.create(8)
+    org.pump(times=2)  # every record delivered twice
+    events = [e for e in org.events() if e["detail-type"].startswith("Quota Threshold")]
+    assert crossings(events) == [("Reached", 80)]
+    assert len(events) == 1
+    detail = events[0]["detail"]
+    assert (detail["scope"], detail["org_id"], detail["used"], detail["limit"]) == (
+        "organization",
+        org.org_id,
+        8,
+        10,
+    )
+    assert "account_id" not in detail
+    # 2 more: one Reached at 100; then down to 7 (below 75 %): Cleared 100 and Cleared 80
+    org.create(2)
+    org.pump()
+    assert crossings(org.events()) == [("Reached", 100)]
+    org.delete(3)
+    org.pump()
+    assert sorted(crossings(org.events())) == [("Cleared", 80), ("Cleared", 100)]  # one transition
+
+
+def test_an_organization_split_after_a_crossing_does_not_announce_it_again(
+    gov, stream, counter, watcher, bus
+):
+    # Given an organization of 10 seats on one counter item that reached 80 % (8 seats)
+    org = EventfulOrg(gov, stream, counter, watcher, bus, 1)
+    org.create(8)
+    org.pump()
+    assert crossings(org.events()) == [("Reached", 80)]
+    # When it is split over 4 items and its members create a ninth seat, then a tenth
+    gov.set_org_shards(org.org_id, 4)
+    org.create(1)
+    org.pump()
+    # Then 80 % is not reached again (the split state starts from the item's), and 100 % is once
+    assert crossings(org.events()) == []
+    org.create(1)
+    org.pump(times=2)
+    assert crossings(org.events()) == [("Reached", 100)]

@@ -29,6 +29,7 @@ REPAIR_PREFIX = "REPAIR#"  # a requested census of one range (recount_requests.p
 PROFILE_SK = "PLAN"  # the account's plan (absent: the plan "default")
 EVENT_PREFIX = "EVENT#"  # a threshold crossing's event, until published (governance/thresholds.py)
 EXPIRED_PREFIX = "EXPIRED#"  # an expired hold's tombstone (resources/holds.py)
+ALERT_PREFIX = "ALERT#"  # a split organization's threshold state for a kind (governance/thresholds.py)
 HISTORY_PREFIX = "HISTORY#"  # the history of limit changes (governance/history.py)
 CHANGE_PREFIX = "CHANGE#"  # a limit change's record until it is in history (governance/records.py)
 PLANS_PK = "PLANS"
@@ -198,6 +199,11 @@ def org_counter_sk(kind: str, shard: int = 0) -> str:
 def org_counter_key(org_id: str, *, kind: str = DEFAULT_KIND, shard: int = 0) -> dict[str, dict[str, str]]:
     """One of the organization's counter items for a kind (shard 0 of S, orgs/)."""
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": org_counter_sk(kind, shard)}}
+
+
+def org_alert_key(org_id: str, kind: str) -> dict[str, dict[str, str]]:
+    """Which thresholds a split organization's use of a kind has reached (no shard holds it all)."""
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{ALERT_PREFIX}{kind}"}}
 
 
 REBASE_PREFIX = "REBASE#"

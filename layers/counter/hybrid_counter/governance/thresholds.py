@@ -16,6 +16,10 @@ a crossing is recorded once, and its event id (account, kind, transition, thresh
 however often it is published. Then the events are published and taken off the outbox; a
 PutEvents that fails leaves them for the sweeper, and never fails the batch.
 
+A split organization (counters/split.py) has no item that holds its use: a batch that wrote any
+of its shards judges it once, on its shards summed as they are then, with its state on an item
+of its own (``ALERT#<kind>``, design.md §10.7a).
+
 What counts as a crossing is what the counter item's writes show: use that crosses a threshold
 and comes back between two writes of the item shows none. A plan's limits changing moves no
 counter item (a plan may hold a million accounts): the accounts it moves across a threshold are
@@ -41,6 +45,7 @@ from hybrid_counter.keys import (
     account_pk,
     counter_key,
     iso_utc,
+    org_alert_key,
     org_counter_key,
     org_pk,
     parse_account_pk,
@@ -49,6 +54,7 @@ from hybrid_counter.keys import (
     parse_org_pk,
     pending_shard,
 )
+from hybrid_counter.orgs.counters import org_counters
 
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
@@ -98,6 +104,16 @@ class Image:
     reached: int
     seq: int
     scope: str = ACCOUNT
+    # a split organization's (its shards summed): its state lives on an item of its own, which
+    # ``fresh`` says does not exist yet (its first state is the one shard 0 had before the split)
+    split: bool = False
+    fresh: bool = False
+
+    @property
+    def key(self) -> dict[str, dict[str, str]]:
+        if self.split:
+            return org_alert_key(self.account_id, self.kind)
+        return owner_key(self.account_id, self.kind, self.scope)
 
     @classmethod
     def of(cls, account_id: str, kind: str, item: Mapping[str, Any], scope: str = ACCOUNT) -> Image:
@@ -111,9 +127,12 @@ def owner_key(owner: str, kind: str, scope: str) -> dict[str, dict[str, str]]:
     return counter_key(owner, kind=kind) if scope == ACCOUNT else org_counter_key(owner, kind=kind)
 
 
-def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str, str], list[Image]]:
+def counter_images(
+    records: Sequence[Mapping[str, Any]], split: set[tuple[str, str]] | None = None
+) -> dict[tuple[str, str, str], list[Image]]:
     """The new images of the counter items' records, per (scope, owner, kind), in record order:
-    accounts' counter items and organizations' (ORG#)."""
+    accounts' counter items and organizations' (ORG#). A split organization's shards have no
+    image of the whole: its (organization, kind) goes into ``split`` instead."""
     found: dict[tuple[str, str, str], list[Image]] = {}
     for raw in records:
         record = DynamoDBRecord(dict(raw))
@@ -129,8 +148,9 @@ def counter_images(records: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str,
             kind, shard = parse_org_counter_sk(sk)
             image = raw["dynamodb"]["NewImage"]
             if shard or "allowance" in image or "rebasing" in image:
-                # A split counter's shard holds a part of the use: no threshold is judged on
-                # one (design.md §10: threshold events of split counters are not built yet).
+                # A shard holds a part of the use: the organization is judged on them all
+                if split is not None:
+                    split.add((parse_org_pk(pk), kind))
                 continue
             owner, scope = parse_org_pk(pk), ORGANIZATION
         else:
@@ -180,11 +200,19 @@ class ThresholdWatcher:
         if not self._enabled:
             return 0
         published = 0
-        for (scope, account_id, kind), images in counter_images(records).items():
+        split: set[tuple[str, str]] = set()
+        for (scope, account_id, kind), images in counter_images(records, split).items():
             try:
                 published += self._follow(account_id, kind, images, scope)
             except (ClientError, BotoCoreError) as error:
                 raise CrossingNotRecorded(account_id, kind, error) from error
+        for org_id, kind in sorted(split):
+            # one read of its shards a batch: its use as it is now, not as each write left it
+            try:
+                image = self._split_image(org_id, kind)
+                published += self._follow(org_id, kind, [image], ORGANIZATION) if image else 0
+            except (ClientError, BotoCoreError) as error:
+                raise CrossingNotRecorded(org_id, kind, error) from error
         return published
 
     def _follow(self, account_id: str, kind: str, images: list[Image], scope: str = ACCOUNT) -> int:
@@ -196,7 +224,11 @@ class ThresholdWatcher:
                 reached, seq = image.reached, image.seq
             moved = self._move(image, judge(image.state), reached, seq)
             if moved is None:  # refused: the state moved on elsewhere; judge the item as it is now
-                now = self._current(account_id, kind, scope)
+                now = (
+                    self._split_image(account_id, kind)
+                    if image.split
+                    else self._current(account_id, kind, scope)
+                )
                 moved = self._move(now, judge(now.state), now.reached, now.seq) if now else None
                 if moved is not None:
                     events += moved[2]
@@ -242,21 +274,25 @@ class ThresholdWatcher:
             "time": iso_utc(self._clock()),
         }
         pk = account_pk(image.account_id) if image.scope == ACCOUNT else org_pk(image.account_id)
-        key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{seq:012d}#{percent}"}}
+        # (a split organization's outbox items apart from its counter item's, which a record from
+        # before the split may still move: the two never write one key)
+        split = "split#" if image.split else ""
+        key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{split}{seq:012d}#{percent}"}}
         return OutboxEvent(THRESHOLD_REACHED if reached_now else THRESHOLD_CLEARED, detail, key)
 
     def _transition(self, image: Image, seq: int, target: int, events: list[OutboxEvent]) -> bool:
         """One transaction: the counter item's new state (conditional on the state it moves
         from) and the events' outbox items. False if the state was no longer that."""
-        condition = f"{ALERT_SEQ} = :seq" if seq else f"attribute_not_exists({ALERT_SEQ})"
+        exists = seq and not image.fresh
+        condition = f"{ALERT_SEQ} = :seq" if exists else f"attribute_not_exists({ALERT_SEQ})"
         values: dict[str, Any] = {":reached": {"N": str(target)}, ":next": {"N": str(seq + 1)}}
-        if seq:
+        if exists:
             values[":seq"] = {"N": str(seq)}
         actions: list[Any] = [
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": owner_key(image.account_id, image.kind, image.scope),
+                    "Key": image.key,
                     "UpdateExpression": f"SET {ALERT_REACHED} = :reached, {ALERT_SEQ} = :next",
                     "ConditionExpression": condition,
                     "ExpressionAttributeValues": values,
@@ -303,3 +339,29 @@ class ThresholdWatcher:
             TableName=self._table, Key=owner_key(account_id, kind, scope), ConsistentRead=True
         ).get("Item")
         return None if item is None else Image.of(account_id, kind, dict(item), scope)
+
+    def _split_image(self, org_id: str, kind: str) -> Image | None:
+        """A split organization's use of ``kind`` (its shards summed, one consistent Query) with
+        the thresholds it has reached (its alert item; before the first crossing since the split,
+        what shard 0 had reached unsplit, so a crossing from before is not announced again)."""
+        shards = org_counters(self._clients, self._table, org_id).get(kind)
+        if shards is None:
+            return None
+        alert = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=org_alert_key(org_id, kind), ConsistentRead=True
+        ).get("Item")
+        source = alert
+        if source is None:
+            source = self._clients.dynamodb.get_item(
+                TableName=self._table, Key=org_counter_key(org_id, kind=kind), ConsistentRead=True
+            ).get("Item", {})
+        return Image(
+            org_id,
+            kind,
+            shards.total(),
+            int(source.get(ALERT_REACHED, {}).get("N", "0")),
+            int(source.get(ALERT_SEQ, {}).get("N", "0")),
+            ORGANIZATION,
+            split=True,
+            fresh=alert is None,
+        )
