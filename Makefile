@@ -94,9 +94,11 @@ e2e-built: deps sam-build
 scan: $(CHECKOV_ENV)/.installed
 	$(CHECKOV) -f template.yaml --framework cloudformation --compact --quiet --skip-download
 
-# The documentation site (build/site/), strict: a broken link or page fails. Material for
-# MkDocs prints a notice about its end of life (May 2027): docs/operator-guide.md says more.
-docs: $(VENV)/.installed
+# The documentation site (build/site/), strict: a broken link or page fails. The API reference
+# is Swagger UI from node_modules (swagger-ui-dist), copied into the site: no CDN, works offline.
+# NO_MKDOCS_2_WARNING silences Material for MkDocs' notice of its end of life (May 5, 2027) and
+# its successor, Zensical: README.md, "More", says what that means here.
+docs: $(VENV)/.installed node_modules/.installed
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 sam-validate: $(TOOLS)/.installed

@@ -1,8 +1,10 @@
-"""MkDocs hooks: the API reference is the OpenAPI description the service itself serves, and the
-README is the site's home page.
+"""MkDocs hooks: the API reference is the OpenAPI description the service itself serves, rendered
+by Swagger UI, and the README is the site's home page.
 
 The description is asked of the API function's own resolver (GET /openapi.json, as a caller
-would) so the rendered reference cannot drift from what a deployment answers.
+would) so the rendered reference cannot drift from what a deployment answers. Swagger UI comes
+from node_modules (swagger-ui-dist, pinned in package.json; `make deps`) and is copied into the
+site beside the page that shows it, so the site needs no CDN and works offline.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from hybrid_counter.api.access import AccessPolicy
 from hybrid_counter.api.app import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
-# neoteroi's [OAD(...)] reads a path relative to the project; the build keeps it out of git.
-OPENAPI = ROOT / "build" / "docs" / "openapi.json"
+SWAGGER_UI = ROOT / "node_modules" / "swagger-ui-dist"
+# What of swagger-ui-dist the page needs, and its licence (Apache-2.0: LICENSE and NOTICE go along).
+SWAGGER_UI_FILES = ("swagger-ui-bundle.js", "swagger-ui.css", "LICENSE", "NOTICE")
+REFERENCE_PAGE = Path(__file__).with_name("api_reference.html")
 
 
 def served_openapi() -> dict[str, Any]:
@@ -47,14 +51,23 @@ def served_openapi() -> dict[str, Any]:
     return dict(json.loads(answer["body"]))
 
 
-def on_pre_build(config: MkDocsConfig) -> None:
-    OPENAPI.parent.mkdir(parents=True, exist_ok=True)
-    OPENAPI.write_text(json.dumps(served_openapi(), indent=2) + "\n")
+def reference_page(openapi: dict[str, Any]) -> str:
+    """The Swagger UI page with the description inline (no fetch: it opens from a file too). In a
+    script element nothing may read as markup, so every < is a JSON escape."""
+    inline = json.dumps(openapi, separators=(",", ":")).replace("<", "\\u003c")
+    return REFERENCE_PAGE.read_text().replace("__OPENAPI__", inline)
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
+    missing = [name for name in SWAGGER_UI_FILES if not (SWAGGER_UI / name).is_file()]
+    if missing:
+        raise RuntimeError(f"{SWAGGER_UI} lacks {', '.join(missing)}: run `make deps` (npm ci)")
+    openapi = served_openapi()
     files.append(File.generated(config, "index.md", abs_src_path=str(ROOT / "README.md")))
-    files.append(File.generated(config, "api/openapi.json", content=OPENAPI.read_text()))
+    files.append(File.generated(config, "api/openapi.json", content=json.dumps(openapi, indent=2) + "\n"))
+    files.append(File.generated(config, "api/reference/index.html", content=reference_page(openapi)))
+    for name in SWAGGER_UI_FILES:
+        files.append(File.generated(config, f"api/reference/{name}", abs_src_path=str(SWAGGER_UI / name)))
     return files
 
 

@@ -234,7 +234,9 @@ def test_the_api_description_is_public_and_documents_the_security_scheme(target:
     assert scheme["type"] == "http"
     assert scheme["scheme"] == "bearer"
     assert spec["paths"]["/openapi.json"]["get"]["security"] == []
-    assert spec["paths"]["/accounts/{account_id}/limit"]["put"]["security"] == [{"caller": [OPERATOR_SCOPE]}]
+    assert spec["paths"]["/accounts/{account_id}/limit"]["put"]["security"] == [
+        {"bearerAuth": [OPERATOR_SCOPE]}
+    ]
 
 
 # -- 401: what API Gateway's JWT authorizer answers ---------------------------------------------

@@ -134,12 +134,12 @@ def test_the_organization_reads_document_both_ways_in():
     _, document, _ = answer(event_for(openapi))
     # Then the three reads an org admin may make name the operator scope or any token (the org
     # claim, which the scheme's description names), and the writes the operator's scope alone
-    either = [{"caller": ["hc/operator"]}, {"caller": []}]
+    either = [{"bearerAuth": ["hc/operator"]}, {"bearerAuth": []}]
     for path in ("/orgs/{org_id}", "/orgs/{org_id}/usage", "/orgs/{org_id}/limits/history"):
         assert document["paths"][path]["get"]["security"] == either, path
-    scheme = document["components"]["securitySchemes"]["caller"]
+    scheme = document["components"]["securitySchemes"]["bearerAuth"]
     assert "'org_id' claim names the organization" in scheme["description"]
-    assert document["paths"]["/orgs/{org_id}"]["put"]["security"] == [{"caller": ["hc/operator"]}]
+    assert document["paths"]["/orgs/{org_id}"]["put"]["security"] == [{"bearerAuth": ["hc/operator"]}]
 
 
 ERRORS: list[DomainError] = [

@@ -132,7 +132,9 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("GET", "/openapi.json"): Access.PUBLIC,
 }
 
-SECURITY_SCHEME = "caller"
+# The security scheme's name in the OpenAPI description, by mode: renderers and generated clients
+# show it beside the Authorization header it describes.
+SECURITY_SCHEMES: Mapping[AuthMode, str] = {"jwt": "bearerAuth", "iam": "sigv4"}
 NOT_YOUR_ACCOUNT = "this caller may not act on that account"
 NOT_YOUR_ORG = "this caller may not read that organization"
 
@@ -231,7 +233,8 @@ class AccessPolicy:
                 "scheme": "bearer",
                 "bearerFormat": "JWT",
                 "description": (
-                    f"An OIDC access token from the deployment's issuer. Its {self.account_claim!r} claim "
+                    "Send `Authorization: Bearer <token>` with every request but GET /openapi.json: "
+                    f"an OIDC access token from the deployment's issuer. Its {self.account_claim!r} claim "
                     f"names the caller's account (a string matching the account id pattern); the "
                     f"{self.operator_scope!r} scope, checked by API Gateway on the operator routes, is "
                     "needed to set limits, to read any account's limits and usage, and for every "
@@ -248,21 +251,25 @@ class AccessPolicy:
                 "name": "Authorization",
                 "in": "header",
                 "x-amazon-apigateway-authtype": "awsSigv4",
-                "description": "AWS Signature Version 4 (service execute-api); the account is the path's.",
+                "description": "Sign every request but GET /openapi.json with AWS Signature Version 4 "
+                "(service execute-api): the Authorization header, with X-Amz-Date (and X-Amz-Security-Token "
+                "for temporary credentials). The account is the path's; which routes a principal may call "
+                "is its IAM policy on execute-api:Invoke.",
             }
-        schema.setdefault("components", {})["securitySchemes"] = {SECURITY_SCHEME: scheme}
+        name = SECURITY_SCHEMES[self.mode]
+        schema.setdefault("components", {})["securitySchemes"] = {name: scheme}
         for path, operations in schema.get("paths", {}).items():
             for method, operation in operations.items():
                 access = ROUTE_ACCESS.get((method.upper(), path))
                 if access is Access.PUBLIC:
                     operation["security"] = []
                 elif access is Access.OPERATOR and self.mode == "jwt":
-                    operation["security"] = [{SECURITY_SCHEME: [self.operator_scope]}]
+                    operation["security"] = [{name: [self.operator_scope]}]
                 elif access is Access.ORG_READER and self.mode == "jwt":
                     # an operator, or any token (its org claim must name the organization)
-                    operation["security"] = [{SECURITY_SCHEME: [self.operator_scope]}, {SECURITY_SCHEME: []}]
+                    operation["security"] = [{name: [self.operator_scope]}, {name: []}]
                 else:
-                    operation["security"] = [{SECURITY_SCHEME: []}]
+                    operation["security"] = [{name: []}]
         return schema
 
 

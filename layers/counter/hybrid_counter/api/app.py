@@ -12,11 +12,22 @@ from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
     OpenAPIRequestValidationMiddleware,
 )
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.models import Tag
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
 from hybrid_counter.api.body import reject_oversize, strict_json
-from hybrid_counter.api.documented import API_DESCRIPTION, DESCRIPTION, INVALID, with_query_rule
+from hybrid_counter.api.documented import (
+    API_DESCRIPTION,
+    DESCRIBED,
+    DESCRIPTION,
+    INVALID,
+    SERVERS,
+    TAG_GROUPS,
+    TAGS,
+    success_first,
+    with_query_rule,
+)
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.limit_routes import limit_routes
 from hybrid_counter.api.org_routes import org_routes
@@ -68,14 +79,27 @@ def build_app(
     def _not_found(_: Exception) -> Response[str]:
         return error_response(404, "NotFound", "no such route")
 
-    app.include_router(limit_routes(service))
+    # The description lists paths in this order: a tenant's routes first (no route matches another's).
     app.include_router(resource_routes(service))
+    app.include_router(limit_routes(service))
     app.include_router(org_routes(service))
 
-    @app.get("/openapi.json", responses={**INVALID, 200: DESCRIPTION})
+    @app.get(
+        "/openapi.json",
+        summary="Get this OpenAPI description",
+        description="The description of this API, as this deployment serves it. Public: no token.",
+        tags=[DESCRIBED],
+        operation_id="getOpenApiDescription",
+        responses=success_first({**INVALID, 200: DESCRIPTION}),
+    )
     def openapi() -> Response[str]:
         schema = app.get_openapi_json_schema(
-            title="hybrid-counter", version="1.0.0", description=API_DESCRIPTION
+            title="hybrid-counter",
+            version="1.0.0",
+            description=API_DESCRIPTION,
+            tags=[Tag(**tag) for tag in TAGS],
+            servers=SERVERS,
+            openapi_extensions={"x-tagGroups": TAG_GROUPS},
         )
         return Response(
             status_code=200,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
+from aws_lambda_powertools.event_handler.openapi.models import Example
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -99,3 +100,30 @@ class ResourceBody(BaseModel):
 
     def extra_fields(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+
+# ---- examples of the request bodies (the reference shows them; tests/unit/test_openapi_document.py
+# checks each is a valid body) ----------------------------------------------------------------------
+RESOURCE_EXAMPLES = {
+    "seat": Example(summary="One unit of the kind", value={"name": "alice"}),
+    "units": Example(
+        summary="Several units, and a field of the caller's own (returned with the resource)",
+        value={"name": "checkout-42", "units": 3, "team": "payments"},
+    ),
+}
+RESIZE_EXAMPLES = {"resize": Example(summary="Hold 5 units from now on", value={"units": 5})}
+LIMIT_EXAMPLES = {
+    "limit": Example(summary="A limit of 12", value={"limit": 12}),
+    "forced": Example(summary="Below current use, applied anyway", value={"limit": 2, "force": True}),
+}
+PLAN_EXAMPLES = {"plan": Example(summary="A limit per kind", value={"limits": {"projects": 3, "seats": 12}})}
+ACCOUNT_PLAN_EXAMPLES = {
+    "plan": Example(summary="Move the account to the pro plan", value={"plan_id": "pro"})
+}
+ORG_EXAMPLES = {
+    "plan": Example(summary="Create it (or move it) on a plan", value={"plan_id": "enterprise"}),
+    "shards": Example(
+        summary="A busy organization: its counters split over 4 items",
+        value={"plan_id": "enterprise", "shards": 4},
+    ),
+}

@@ -19,11 +19,17 @@ from aws_lambda_powertools.event_handler.openapi.params import Body, Path, Query
 from hybrid_counter.api.access import caller_of
 from hybrid_counter.api.documented import (
     BELOW_USAGE,
+    HISTORY,
     LEAVE_CONFLICT,
+    MEMBER_EXAMPLE,
     MEMBERSHIP_CONFLICT,
     NO_CONTENT,
     NO_SUCH_ORG,
+    ORG_EXAMPLE,
+    ORG_HISTORY_EXAMPLE,
     ORG_NOT_EMPTY,
+    ORG_USAGE_EXAMPLE,
+    ORGANIZATIONS,
     HistoryPageOut,
     MemberOut,
     OrgLimitOut,
@@ -34,7 +40,7 @@ from hybrid_counter.api.documented import (
 )
 from hybrid_counter.api.json_response import json_response
 from hybrid_counter.api.limit_routes import Force, KindFilter
-from hybrid_counter.api.models import LimitBody, OrgBody
+from hybrid_counter.api.models import LIMIT_EXAMPLES, ORG_EXAMPLES, LimitBody, OrgBody
 from hybrid_counter.api.resource_routes import AccountId, Kind, NextToken, PageSize
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
@@ -52,45 +58,94 @@ def org_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.put(
         "/orgs/<org_id>",
+        summary="Create an organization, or move it to a plan",
+        description="Operators: creates the organization on the plan (201), or moves it (200). Refused "
+        "(409 LimitBelowUsage) if a kind would be below its current use, unless forced.",
+        tags=[ORGANIZATIONS],
+        operation_id="putOrg",
         responses=responses(
+            ok(OrgOut, "Created: the new organization", {**ORG_EXAMPLE, "members": 0}, 201),
+            ok(OrgOut, "The organization, moved to the plan (or already on it)", ORG_EXAMPLE),
             BELOW_USAGE,
-            ok(OrgOut, "The organization, moved to the plan (or already on it)"),
-            ok(OrgOut, "Created: the new organization", 201),
         ),
     )
-    def put_org(org_id: OrgId, body: Annotated[OrgBody, Body()]) -> Response[str]:
+    def put_org(
+        org_id: OrgId, body: Annotated[OrgBody, Body(openapi_examples=ORG_EXAMPLES)]
+    ) -> Response[str]:
         org, created = service().put_org(org_id, body.plan_id, force=body.force, by=by(), shards=body.shards)
         return json_response(201 if created else 200, org.to_json())
 
-    @router.get("/orgs/<org_id>", responses=responses(NO_SUCH_ORG, ok(OrgOut, "The organization")))
+    @router.get(
+        "/orgs/<org_id>",
+        summary="Get an organization",
+        description="Operators, or the organization's administrator: its plan and number of members.",
+        tags=[ORGANIZATIONS],
+        operation_id="getOrg",
+        responses=responses(ok(OrgOut, "The organization", ORG_EXAMPLE), NO_SUCH_ORG),
+    )
     def get_org(org_id: OrgId) -> Response[str]:
         return json_response(200, service().get_org(org_id).to_json())
 
-    @router.delete("/orgs/<org_id>", responses=responses(ORG_NOT_EMPTY, NO_SUCH_ORG, NO_CONTENT))
+    @router.delete(
+        "/orgs/<org_id>",
+        summary="Delete an organization",
+        description="Operators: only without members (409 OrganizationNotEmpty otherwise).",
+        tags=[ORGANIZATIONS],
+        operation_id="deleteOrg",
+        responses=responses(NO_CONTENT, NO_SUCH_ORG, ORG_NOT_EMPTY),
+    )
     def delete_org(org_id: OrgId) -> Response[str]:
         service().delete_org(org_id)
         return Response(status_code=204, body="")
 
     @router.put(
         "/orgs/<org_id>/limits/<kind>",
-        responses=responses(BELOW_USAGE, NO_SUCH_ORG, ok(OrgLimitOut, "The organization's override set")),
+        summary="Set the organization's limit for a kind",
+        description="Operators: an override of the organization's limit for the kind, over its plan's; "
+        "refused below current use unless forced; recorded in history.",
+        tags=[ORGANIZATIONS],
+        operation_id="putOrgLimit",
+        responses=responses(
+            ok(
+                OrgLimitOut,
+                "The organization's override set",
+                {"org_id": "acme-group", "kind": "seats", "limit": 100},
+            ),
+            NO_SUCH_ORG,
+            BELOW_USAGE,
+        ),
     )
-    def put_org_limit(org_id: OrgId, kind: Kind, body: Annotated[LimitBody, Body()]) -> Response[str]:
+    def put_org_limit(
+        org_id: OrgId, kind: Kind, body: Annotated[LimitBody, Body(openapi_examples=LIMIT_EXAMPLES)]
+    ) -> Response[str]:
         service().set_org_limit(org_id, kind, body.limit, force=body.force, by=by())
         return json_response(200, {"org_id": org_id, "kind": kind, "limit": body.limit})
 
-    @router.delete("/orgs/<org_id>/limits/<kind>", responses=responses(BELOW_USAGE, NO_SUCH_ORG, NO_CONTENT))
+    @router.delete(
+        "/orgs/<org_id>/limits/<kind>",
+        summary="Remove the organization's override for a kind",
+        description="Operators: its limit for the kind is its plan's again (refused below current use "
+        "unless ?force=true); recorded in history.",
+        tags=[ORGANIZATIONS],
+        operation_id="deleteOrgLimit",
+        responses=responses(NO_CONTENT, NO_SUCH_ORG, BELOW_USAGE),
+    )
     def delete_org_limit(org_id: OrgId, kind: Kind, force: Force = False) -> Response[str]:
         service().set_org_limit(org_id, kind, None, force=force, by=by())
         return Response(status_code=204, body="")
 
     @router.put(
         "/orgs/<org_id>/accounts/<account_id>",
+        summary="Add an account to an organization",
+        description="Operators: the account joins (201), or already was a member (200). Only while it holds "
+        "no resources, and an account belongs to at most one organization (409 otherwise).",
+        tags=[ORGANIZATIONS],
+        operation_id="putOrgMember",
         responses=responses(
-            MEMBERSHIP_CONFLICT,
+            ok(MemberOut, "The account joined the organization", MEMBER_EXAMPLE, 201),
+            ok(MemberOut, "The account already was a member; nothing changed", MEMBER_EXAMPLE),
             NO_SUCH_ORG,
-            ok(MemberOut, "The account already was a member; nothing changed"),
-            ok(MemberOut, "The account joined the organization", 201),
+            MEMBERSHIP_CONFLICT,
         ),
     )
     def put_member(org_id: OrgId, account_id: AccountId) -> Response[str]:
@@ -99,7 +154,11 @@ def org_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.delete(
         "/orgs/<org_id>/accounts/<account_id>",
-        responses=responses(LEAVE_CONFLICT, NO_CONTENT),
+        summary="Remove an account from an organization",
+        description="Operators: only while the account holds no resources (409 AccountNotEmpty otherwise).",
+        tags=[ORGANIZATIONS],
+        operation_id="deleteOrgMember",
+        responses=responses(NO_CONTENT, LEAVE_CONFLICT),
     )
     def delete_member(org_id: OrgId, account_id: AccountId) -> Response[str]:
         service().remove_member(org_id, account_id)
@@ -107,14 +166,26 @@ def org_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.get(
         "/orgs/<org_id>/usage",
-        responses=responses(NO_SUCH_ORG, ok(OrgUsageOut, "The organization's limits and use, per kind")),
+        summary="Get the organization's limits and usage",
+        description="Operators, or the organization's administrator: per kind, its limit, its use, and the "
+        "members that use most (?top).",
+        tags=[ORGANIZATIONS],
+        operation_id="getOrgUsage",
+        responses=responses(
+            ok(OrgUsageOut, "The organization's limits and use, per kind", ORG_USAGE_EXAMPLE), NO_SUCH_ORG
+        ),
     )
     def get_org_usage(org_id: OrgId, top: Top = 5) -> Response[str]:
         return json_response(200, service().org_usage(org_id, top=top).to_json())
 
     @router.get(
         "/orgs/<org_id>/limits/history",
-        responses=responses(ok(HistoryPageOut, "Changes, newest first")),
+        summary="List the organization's limit changes",
+        description="Operators, or the organization's administrator: its overrides and plan changes, who "
+        "made them and when, newest first.",
+        tags=[HISTORY],
+        operation_id="getOrgHistory",
+        responses=responses(ok(HistoryPageOut, "Changes, newest first", ORG_HISTORY_EXAMPLE)),
     )
     def get_org_history(
         org_id: OrgId, kind: KindFilter = None, limit: PageSize = 50, next_token: NextToken = None

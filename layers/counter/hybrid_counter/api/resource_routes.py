@@ -18,10 +18,16 @@ from hybrid_counter.api.documented import (
     CREATED,
     DRY_RUN,
     HOLD_EXPIRED,
+    HOLDS,
     NO_CONTENT,
     NOT_FOUND,
+    PAGE_EXAMPLE,
     PUT_CONFLICT,
+    RESOURCE_EXAMPLE,
     RESOURCE_OR_DRY_RUN,
+    RESOURCES,
+    USAGE,
+    USAGE_EXAMPLE,
     ResourceOut,
     ResourcePageOut,
     UsageOut,
@@ -29,7 +35,14 @@ from hybrid_counter.api.documented import (
     responses,
 )
 from hybrid_counter.api.json_response import json_response
-from hybrid_counter.api.models import KIND_DESCRIPTION, KindId, ResizeBody, ResourceBody
+from hybrid_counter.api.models import (
+    KIND_DESCRIPTION,
+    RESIZE_EXAMPLES,
+    RESOURCE_EXAMPLES,
+    KindId,
+    ResizeBody,
+    ResourceBody,
+)
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
@@ -54,18 +67,34 @@ NextToken = Annotated[str | None, Query(max_length=512)]
 def resource_routes(service: Callable[[], ResourceService]) -> Router:
     router = Router()  # type: ignore[no-untyped-call]
 
-    @router.get("/accounts/<account_id>/usage", responses=responses(ok(UsageOut, "Limits and use, per kind")))
+    @router.get(
+        "/accounts/<account_id>/usage",
+        summary="Get the account's limits and usage",
+        description="Per kind: its limit (and where it comes from: the plan or an override), what is used "
+        "and what remains; for a member of an organization, the organization's room too. The figures a "
+        "create is judged by. The account's own token.",
+        tags=[USAGE],
+        operation_id="getUsage",
+        responses=responses(ok(UsageOut, "Limits and use, per kind", USAGE_EXAMPLE)),
+    )
     def get_usage(account_id: AccountId) -> Response[str]:
         return json_response(200, service().usage(account_id).to_json())
 
     # ---- a kind's resources ---------------------------------------------------------------------
     @router.post(
-        "/accounts/<account_id>/kinds/<kind>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED)
+        "/accounts/<account_id>/kinds/<kind>/resources",
+        summary="Create a resource of a kind",
+        description="Admits the resource and its units under the account's limit for the kind (and its "
+        "organization's), or refuses it with 409 LimitExceeded; the service picks its id. ?dry_run=true "
+        "says whether it would be admitted, writing nothing; ?hold_seconds=N holds the units until confirmed.",
+        tags=[RESOURCES],
+        operation_id="createKindResource",
+        responses=responses(CREATED, DRY_RUN, AT_LIMIT),
     )
     def create_kind_resource(
         account_id: AccountId,
         kind: Kind,
-        body: Annotated[ResourceBody, Body()],
+        body: Annotated[ResourceBody, Body(openapi_examples=RESOURCE_EXAMPLES)],
         dry_run: DryRun = False,
         hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
@@ -75,13 +104,19 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.put(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(PUT_CONFLICT, RESOURCE_OR_DRY_RUN, CREATED),
+        summary="Create a resource of a kind with the caller's id",
+        description="Idempotent: the first PUT creates it (201), a repeat of the same body answers 200 with "
+        "the resource, another body 409 IdempotencyConflict. Refused with 409 LimitExceeded when the kind "
+        "has no room.",
+        tags=[RESOURCES],
+        operation_id="putKindResource",
+        responses=responses(CREATED, RESOURCE_OR_DRY_RUN, PUT_CONFLICT),
     )
     def put_kind_resource(
         account_id: AccountId,
         kind: Kind,
         resource_id: ResourceId,
-        body: Annotated[ResourceBody, Body()],
+        body: Annotated[ResourceBody, Body(openapi_examples=RESOURCE_EXAMPLES)],
         *,
         dry_run: DryRun = False,
         hold_seconds: HoldSeconds = None,
@@ -92,13 +127,18 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.patch(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(AT_LIMIT, NOT_FOUND, RESOURCE_OR_DRY_RUN),
+        summary="Resize a resource",
+        description="Sets how many units the resource holds: growing is admitted under the limit like a "
+        "create (409 LimitExceeded otherwise); shrinking gives units back.",
+        tags=[RESOURCES],
+        operation_id="resizeKindResource",
+        responses=responses(RESOURCE_OR_DRY_RUN, AT_LIMIT, NOT_FOUND),
     )
     def resize_kind_resource(
         account_id: AccountId,
         kind: Kind,
         resource_id: ResourceId,
-        body: Annotated[ResizeBody, Body()],
+        body: Annotated[ResizeBody, Body(openapi_examples=RESIZE_EXAMPLES)],
         dry_run: DryRun = False,
     ) -> Response[str]:
         if dry_run:
@@ -109,14 +149,22 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.get(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(NOT_FOUND, ok(ResourceOut, "The resource")),
+        summary="Get a resource of a kind",
+        description="The resource as created, with the caller's own fields.",
+        tags=[RESOURCES],
+        operation_id="getKindResource",
+        responses=responses(ok(ResourceOut, "The resource", RESOURCE_EXAMPLE), NOT_FOUND),
     )
     def get_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().get(account_id, resource_id, kind=kind).to_json())
 
     @router.get(
         "/accounts/<account_id>/kinds/<kind>/resources",
-        responses=responses(ok(ResourcePageOut, "A page of resources")),
+        summary="List resources of a kind",
+        description="A page of the account's resources of the kind; pass next_token back for the next page.",
+        tags=[RESOURCES],
+        operation_id="listKindResources",
+        responses=responses(ok(ResourcePageOut, "A page of resources", PAGE_EXAMPLE)),
     )
     def list_kind_resources(
         account_id: AccountId, kind: Kind, limit: PageSize = 50, next_token: NextToken = None
@@ -125,7 +173,11 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.delete(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
-        responses=responses(NOT_FOUND, NO_CONTENT),
+        summary="Delete a resource of a kind",
+        description="Deletes it and gives its units back to the kind's limit (and the organization's).",
+        tags=[RESOURCES],
+        operation_id="deleteKindResource",
+        responses=responses(NO_CONTENT, NOT_FOUND),
     )
     def delete_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
         service().delete(account_id, resource_id, kind=kind)
@@ -133,16 +185,30 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.post(
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>/confirm",
-        responses=responses(HOLD_EXPIRED, NOT_FOUND, ok(ResourceOut, "The resource, its hold confirmed")),
+        summary="Confirm a hold",
+        description="Makes a held resource (created with ?hold_seconds) permanent before its deadline "
+        "(expires_at); after it, 409 HoldExpired: its units were released. A repeat answers the same.",
+        tags=[HOLDS],
+        operation_id="confirmKindResource",
+        responses=responses(
+            ok(ResourceOut, "The resource, its hold confirmed", RESOURCE_EXAMPLE), HOLD_EXPIRED, NOT_FOUND
+        ),
     )
     def confirm_kind_resource(account_id: AccountId, kind: Kind, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().confirm(account_id, resource_id, kind=kind).to_json())
 
     # ---- the default kind's resources (the routes from before kinds) ------------------------------
-    @router.post("/accounts/<account_id>/resources", responses=responses(AT_LIMIT, DRY_RUN, CREATED))
+    @router.post(
+        "/accounts/<account_id>/resources",
+        summary="Create a resource (default kind)",
+        description="As createKindResource, for the stack's default kind (DefaultKind).",
+        tags=[RESOURCES],
+        operation_id="createResource",
+        responses=responses(CREATED, DRY_RUN, AT_LIMIT),
+    )
     def create_resource(
         account_id: AccountId,
-        body: Annotated[ResourceBody, Body()],
+        body: Annotated[ResourceBody, Body(openapi_examples=RESOURCE_EXAMPLES)],
         dry_run: DryRun = False,
         hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
@@ -152,12 +218,16 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.put(
         "/accounts/<account_id>/resources/<resource_id>",
-        responses=responses(PUT_CONFLICT, RESOURCE_OR_DRY_RUN, CREATED),
+        summary="Create a resource with the caller's id (default kind)",
+        description="As putKindResource, for the stack's default kind: idempotent.",
+        tags=[RESOURCES],
+        operation_id="putResource",
+        responses=responses(CREATED, RESOURCE_OR_DRY_RUN, PUT_CONFLICT),
     )
     def put_resource(
         account_id: AccountId,
         resource_id: ResourceId,
-        body: Annotated[ResourceBody, Body()],
+        body: Annotated[ResourceBody, Body(openapi_examples=RESOURCE_EXAMPLES)],
         dry_run: DryRun = False,
         hold_seconds: HoldSeconds = None,
     ) -> Response[str]:
@@ -167,13 +237,22 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.get(
         "/accounts/<account_id>/resources/<resource_id>",
-        responses=responses(NOT_FOUND, ok(ResourceOut, "The resource")),
+        summary="Get a resource (default kind)",
+        description="As getKindResource, for the stack's default kind.",
+        tags=[RESOURCES],
+        operation_id="getResource",
+        responses=responses(ok(ResourceOut, "The resource", RESOURCE_EXAMPLE), NOT_FOUND),
     )
     def get_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().get(account_id, resource_id).to_json())
 
     @router.get(
-        "/accounts/<account_id>/resources", responses=responses(ok(ResourcePageOut, "A page of resources"))
+        "/accounts/<account_id>/resources",
+        summary="List resources (default kind)",
+        description="As listKindResources, for the stack's default kind.",
+        tags=[RESOURCES],
+        operation_id="listResources",
+        responses=responses(ok(ResourcePageOut, "A page of resources", PAGE_EXAMPLE)),
     )
     def list_resources(
         account_id: AccountId, limit: PageSize = 50, next_token: NextToken = None
@@ -182,13 +261,24 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
 
     @router.post(
         "/accounts/<account_id>/resources/<resource_id>/confirm",
-        responses=responses(HOLD_EXPIRED, NOT_FOUND, ok(ResourceOut, "The resource, its hold confirmed")),
+        summary="Confirm a hold (default kind)",
+        description="As confirmKindResource, for the stack's default kind.",
+        tags=[HOLDS],
+        operation_id="confirmResource",
+        responses=responses(
+            ok(ResourceOut, "The resource, its hold confirmed", RESOURCE_EXAMPLE), HOLD_EXPIRED, NOT_FOUND
+        ),
     )
     def confirm_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
         return json_response(200, service().confirm(account_id, resource_id).to_json())
 
     @router.delete(
-        "/accounts/<account_id>/resources/<resource_id>", responses=responses(NOT_FOUND, NO_CONTENT)
+        "/accounts/<account_id>/resources/<resource_id>",
+        summary="Delete a resource (default kind)",
+        description="As deleteKindResource, for the stack's default kind.",
+        tags=[RESOURCES],
+        operation_id="deleteResource",
+        responses=responses(NO_CONTENT, NOT_FOUND),
     )
     def delete_resource(account_id: AccountId, resource_id: ResourceId) -> Response[str]:
         service().delete(account_id, resource_id)
