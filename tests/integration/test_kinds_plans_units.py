@@ -192,8 +192,12 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "seats": (10, "plan", 0),
         "volume_gb": (500, "override", 0),
         "gpus": (0, "plan", 1),  # used, no longer included: over its limit, nothing removed
-        service.kind(None): (0, "plan", 0),  # the default kind, which pro does not list
     }
+    # And the stack's default kind, which this plan lacks and the account never used or had an
+    # override for, is not listed; the top-level fields are still its figures: 0 of 0
+    assert service.kind(None) not in usage.kinds
+    top = usage.to_json()
+    assert (top["limit"], top["used"], top["remaining"]) == (0, 0, 0)
     assert usage.plan_id == plan_id
     as_json = usage.to_json()
     assert as_json["kinds"]["gpus"] == {
@@ -205,6 +209,24 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "remaining": 0,
         "held": 0,
     }
+
+
+def test_the_default_kind_is_listed_when_the_plan_has_it_or_an_override_or_use_names_it(
+    service, account, on_plan
+):
+    default = service.kind(None)
+    # Given an account on the built-in default plan: its kind is listed, top level and kinds agree
+    fresh = service.usage(f"acct-{uuid.uuid4().hex[:12]}")
+    assert set(fresh.kinds) == {default}
+    assert fresh.to_json()["limit"] == fresh.kinds[default].limit > 0
+    # Given an account on a plan without the default kind, with an override for it
+    on_plan({"projects": 3}, account)
+    assert default not in service.usage(account).kinds
+    service.set_limit(account, 4)
+    # Then it is listed, as the override, and the top-level fields are the same figures
+    usage = service.usage(account)
+    assert (usage.kinds[default].limit, usage.kinds[default].limit_source) == (4, "override")
+    assert (usage.limit, usage.to_json()["remaining"]) == (4, 4)
 
 
 def test_a_kind_the_plan_does_not_list_has_limit_0_unless_overridden(service, account, snapshot, on_plan):
