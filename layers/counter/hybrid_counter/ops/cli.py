@@ -383,7 +383,7 @@ def parser() -> argparse.ArgumentParser:
 
     _maintenance_commands(commands)
 
-    events = commands.add_parser("events", help='quota events (README "Events")')
+    events = commands.add_parser("events", help='quota events (docs/operator-guide.md "Events")')
     events_commands = events.add_subparsers(dest="events_command", required=True)
     events_tail = events_commands.add_parser(
         "tail", help="print the events QuotaEventsQueue received, one JSON line each, and delete them"
