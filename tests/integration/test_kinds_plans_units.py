@@ -412,6 +412,38 @@ def test_a_plan_change_takes_effect_within_the_cache_time_and_at_once_where_it_w
     assert other.usage(account).kinds["projects"].limit == 3
 
 
+def test_lowering_a_plan_below_an_accounts_use_keeps_everything_and_admits_nothing_until_use_falls(
+    service, account, on_plan
+):
+    # Given an account using 4 of its plan's 5 projects, and another with an override of 5
+    plan_id = on_plan({"projects": 5})
+    service.assign_plan(account, plan_id)
+    made = [service.create(account, f"p{n}", {}, kind="projects")[0] for n in range(4)]
+    other = f"acct-{uuid.uuid4().hex[:12]}"
+    service.assign_plan(other, plan_id)
+    service.set_limit(other, 5, kind="projects")
+    service.create(other, "q", {}, kind="projects")
+    # When the plan is lowered to 2: accepted (no LimitBelowUsage, no force), one write
+    service.put_plan(plan_id, {"projects": 2})
+    # Then nothing is removed, usage shows use over the limit and no room
+    projects = service.usage(account).kinds["projects"]
+    assert (projects.limit, projects.used, projects.remaining) == (2, 4, 0)
+    # And no create is admitted while use + units > limit
+    with pytest.raises(LimitExceeded) as refused:
+        service.create(account, "p4", {}, kind="projects")
+    assert (refused.value.limit, refused.value.used) == (2, 4)
+    # And deletes work; after two, use is 2: still no room; after a third, one create fits again
+    for resource in made[:2]:
+        service.delete(account, resource.resource_id, kind="projects")
+    with pytest.raises(LimitExceeded):
+        service.create(account, "p4", {}, kind="projects")
+    service.delete(account, made[2].resource_id, kind="projects")
+    assert service.create(account, "p4", {}, kind="projects")[0].kind == "projects"
+    # And an account with an override keeps its own limit
+    assert service.usage(other).kinds["projects"].limit == 5
+    service.create(other, "q2", {}, kind="projects")
+
+
 def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(settings, clients, account):
     # Given two processes on one clock and an account on a plan of 1 project, at its limit
     clock = Clock()
