@@ -4,7 +4,8 @@ Where to act: ``--stack NAME`` (a deployed stack's outputs), ``--local`` (the em
 started by ``make dev``, which writes .local/runtime.json), or ``--table`` with
 ``--operator-queue-url``/``--retry-queue-url`` (and the usual AWS environment); ``events tail``
 needs only the quota events queue (``--events-queue-url``, or either of the first two).
-Every command prints JSON (``events tail``: one JSON line per event).
+Every command prints JSON (``events tail``: one JSON line per event). What each command is
+for and when: docs/operator-guide.md "The operator queue and recounts".
 """
 
 from __future__ import annotations
