@@ -309,8 +309,8 @@ class KindUsageOut(_Out):
 class UsageOut(_Out):
     """Per kind in ``kinds``: every kind the account's plan lists, an override names, or the
     account has used. The top-level figures are always the stack's default kind's (the routes
-    without a kind act on it), also when ``kinds`` does not list it: then its plan lacks it and
-    they are its limit 0, used 0, remaining 0."""
+    without a kind act on it), also when ``kinds`` does not list it (the plan lacks it, and no
+    override or use names it): then they are limit 0, used 0, remaining 0."""
 
     account_id: str
     plan_id: str
