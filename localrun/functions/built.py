@@ -12,7 +12,7 @@ environment as Lambda's python3.12 runtime would:
 
 The Lambda runtime would also offer its own boto3/botocore (and their dependencies) after
 the layers. Built mode offers none: the layer ships a pinned SDK (layers/counter/
-requirements.txt, see README "Built mode"), which shadows the runtime's copy entirely on AWS,
+requirements.txt, see docs/local-runtime.md "Built mode"), which shadows the runtime's copy entirely on AWS,
 so anything the layer forgot must fail here rather than silently pick up whatever SDK AWS
 ships that month.
 """

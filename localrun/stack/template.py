@@ -45,8 +45,8 @@ EVENT_BUS_TYPE = "AWS::Events::EventBus"
 EVENT_RULE_TYPE = "AWS::Events::Rule"
 QUEUE_POLICY_TYPE = "AWS::SQS::QueuePolicy"
 
-# Resources that have no behaviour a local run needs (monitoring, permissions: the roles and
-# policies are read by localrun.stack.iam_policies for the least-privilege check).
+# Resources that have no behaviour a local run needs (monitoring and its notifications,
+# permissions: the roles and policies are read by localrun.stack.iam_policies for the least-privilege check).
 IGNORED_RESOURCE_TYPES = frozenset(
     {
         "AWS::CloudWatch::Alarm",
@@ -60,6 +60,8 @@ IGNORED_RESOURCE_TYPES = frozenset(
         "AWS::SNS::Topic",
         "AWS::SNS::Subscription",
         "AWS::SNS::TopicPolicy",
+        # The alarm topic's key: nothing local publishes alarms or encrypts with it.
+        "AWS::KMS::Key",
     }
 )
 

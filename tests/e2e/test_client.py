@@ -280,3 +280,22 @@ def test_the_async_client_reads_an_organization(target):
             return fetched.plan_id, usage.kinds["seats"].limit, whats
 
     assert asyncio.run(scenario()) == (plan_id, 4, ["org_plan"])
+
+
+def test_a_delete_without_the_resources_kind_is_not_found_and_says_where_it_looked(target):
+    account, plan_id = new_id("client"), new_id("plan")
+    with operator(target) as op, tenant(target, account) as api:
+        # Given a seats resource (a plan with seats, the account on it before its first request)
+        op.put_plan(plan_id, {"seats": 5})
+        op.assign_plan(account, plan_id)
+        team = api.create(account, "team", kind="seats", units=2)
+        # When it is deleted without kind=: the routes without a kind look in the default kind
+        with pytest.raises(NotFound) as missed:
+            api.delete(account, team.resource_id)
+        # Then the error says so, and that kind= exists; with its kind the delete works
+        assert missed.value.hint is not None
+        assert "default kind" in str(missed.value)
+        assert "kind=" in str(missed.value)
+        api.delete(account, team.resource_id, kind="seats")
+        with pytest.raises(NotFound):
+            api.get(account, team.resource_id, kind="seats")

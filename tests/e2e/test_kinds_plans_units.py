@@ -275,8 +275,11 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "seats": (10, "plan", 0),
         "volume_gb": (500, "override", 0),
         "gpus": (0, "plan", 1),
-        stack.default_kind: (0, "plan", 0),  # pro does not list it
     }
+    # And the default kind, which the plan lacks and nothing named, is not listed; the top-level
+    # fields (the routes without a kind) are still its figures: none of it
+    assert stack.default_kind not in own["kinds"]
+    assert (own["limit"], own["used"], own["remaining"]) == (0, 0, 0)
     assert own["plan_id"] == plan_id
     assert (operators.status_code, operators.json()["kinds"].keys()) == (200, own["kinds"].keys())
 

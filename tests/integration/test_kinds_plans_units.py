@@ -192,8 +192,12 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "seats": (10, "plan", 0),
         "volume_gb": (500, "override", 0),
         "gpus": (0, "plan", 1),  # used, no longer included: over its limit, nothing removed
-        service.kind(None): (0, "plan", 0),  # the default kind, which pro does not list
     }
+    # And the stack's default kind, which this plan lacks and the account never used or had an
+    # override for, is not listed; the top-level fields are still its figures: 0 of 0
+    assert service.kind(None) not in usage.kinds
+    top = usage.to_json()
+    assert (top["limit"], top["used"], top["remaining"]) == (0, 0, 0)
     assert usage.plan_id == plan_id
     as_json = usage.to_json()
     assert as_json["kinds"]["gpus"] == {
@@ -205,6 +209,24 @@ def test_usage_lists_every_kind_the_plan_lists_overrides_name_or_the_account_use
         "remaining": 0,
         "held": 0,
     }
+
+
+def test_the_default_kind_is_listed_when_the_plan_has_it_or_an_override_or_use_names_it(
+    service, account, on_plan
+):
+    default = service.kind(None)
+    # Given an account on the built-in default plan: its kind is listed, top level and kinds agree
+    fresh = service.usage(f"acct-{uuid.uuid4().hex[:12]}")
+    assert set(fresh.kinds) == {default}
+    assert fresh.to_json()["limit"] == fresh.kinds[default].limit > 0
+    # Given an account on a plan without the default kind, with an override for it
+    on_plan({"projects": 3}, account)
+    assert default not in service.usage(account).kinds
+    service.set_limit(account, 4)
+    # Then it is listed, as the override, and the top-level fields are the same figures
+    usage = service.usage(account)
+    assert (usage.kinds[default].limit, usage.kinds[default].limit_source) == (4, "override")
+    assert (usage.limit, usage.to_json()["remaining"]) == (4, 4)
 
 
 def test_a_kind_the_plan_does_not_list_has_limit_0_unless_overridden(service, account, snapshot, on_plan):
@@ -388,6 +410,38 @@ def test_a_plan_change_takes_effect_within_the_cache_time_and_at_once_where_it_w
     clock.now += 2
     other.create(account, "p2", {}, kind="projects")
     assert other.usage(account).kinds["projects"].limit == 3
+
+
+def test_lowering_a_plan_below_an_accounts_use_keeps_everything_and_admits_nothing_until_use_falls(
+    service, account, on_plan
+):
+    # Given an account using 4 of its plan's 5 projects, and another with an override of 5
+    plan_id = on_plan({"projects": 5})
+    service.assign_plan(account, plan_id)
+    made = [service.create(account, f"p{n}", {}, kind="projects")[0] for n in range(4)]
+    other = f"acct-{uuid.uuid4().hex[:12]}"
+    service.assign_plan(other, plan_id)
+    service.set_limit(other, 5, kind="projects")
+    service.create(other, "q", {}, kind="projects")
+    # When the plan is lowered to 2: accepted (no LimitBelowUsage, no force), one write
+    service.put_plan(plan_id, {"projects": 2})
+    # Then nothing is removed, usage shows use over the limit and no room
+    projects = service.usage(account).kinds["projects"]
+    assert (projects.limit, projects.used, projects.remaining) == (2, 4, 0)
+    # And no create is admitted while use + units > limit
+    with pytest.raises(LimitExceeded) as refused:
+        service.create(account, "p4", {}, kind="projects")
+    assert (refused.value.limit, refused.value.used) == (2, 4)
+    # And deletes work; after two, use is 2: still no room; after a third, one create fits again
+    for resource in made[:2]:
+        service.delete(account, resource.resource_id, kind="projects")
+    with pytest.raises(LimitExceeded):
+        service.create(account, "p4", {}, kind="projects")
+    service.delete(account, made[2].resource_id, kind="projects")
+    assert service.create(account, "p4", {}, kind="projects")[0].kind == "projects"
+    # And an account with an override keeps its own limit
+    assert service.usage(other).kinds["projects"].limit == 5
+    service.create(other, "q2", {}, kind="projects")
 
 
 def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(settings, clients, account):

@@ -32,7 +32,7 @@ from hybrid_counter_client import (
     ValidationError,
 )
 from hybrid_counter_client.errors import error_from_response
-from tests.unit.client_support import RESOURCE, Script, client, error, ok
+from tests.unit.client_support import RESOURCE, Script, async_client, client, error, ok, run
 
 NO_RETRIES = RetryPolicy(max_attempts=1)
 
@@ -320,3 +320,62 @@ def test_a_success_whose_body_is_not_the_apis_is_unexpected_response(body):
 def test_a_success_that_is_not_json_is_unexpected_response():
     with pytest.raises(UnexpectedResponse):
         client(Script(httpx.Response(200, text="<html>a captive portal</html>"))).usage("acme")
+
+
+@pytest.mark.parametrize(
+    ("kind", "path", "hint"),
+    [
+        pytest.param(
+            None,
+            "/accounts/acme/resources/r-1",
+            "looked for it among the stack's default kind, as no kind= was given; "
+            "pass kind= for a resource of another kind",
+            id="no-kind",
+        ),
+        pytest.param(
+            "seats",
+            "/accounts/acme/kinds/seats/resources/r-1",
+            "looked for it among kind 'seats'; pass the resource's own kind as kind=",
+            id="a-kind",
+        ),
+    ],
+)
+def test_a_resource_not_found_by_id_says_which_kind_it_was_looked_for_in(kind, path, hint):
+    # Given a resource the API does not find where the call looks
+    gone = error(404, "NotFound", "resource r-1 not found")
+    sync_script, async_script = Script(gone), Script(gone)
+    # When it is deleted by id, from the sync and the async client
+    with pytest.raises(NotFound) as raised:
+        client(sync_script, policy=NO_RETRIES).delete("acme", "r-1", kind=kind)
+    with pytest.raises(NotFound) as raised_async:
+        run(async_client(async_script, policy=NO_RETRIES).delete("acme", "r-1", kind=kind))
+    # Then the error names the kind it looked in and that kind= exists; the API's message is kept
+    for failure, script in ((raised.value, sync_script), (raised_async.value, async_script)):
+        assert [(r.method, r.url.path) for r in script.requests] == [("DELETE", path)]
+        assert (failure.message, failure.hint) == ("resource r-1 not found", hint)
+        assert str(failure) == f"404 NotFound: resource r-1 not found ({hint})"
+
+
+def test_each_by_id_resource_call_hints_at_the_kind_and_others_do_not():
+    gone = error(404, "NotFound", "not found")
+    calls = {
+        "get": lambda api: api.get("acme", "r-1"),
+        "confirm": lambda api: api.confirm("acme", "r-1"),
+        "resize": lambda api: api.resize("acme", "r-1", 3, kind="seats"),
+        "would_resize": lambda api: api.would_resize("acme", "r-1", 3, kind="seats"),
+        "get_plan": lambda api: api.get_plan("pro"),
+    }
+    hints = {}
+    for name, call in calls.items():
+        with pytest.raises(NotFound) as raised:
+            call(client(Script(gone), policy=NO_RETRIES))
+        hints[name] = raised.value.hint
+    assert hints["get"] == hints["confirm"]
+    assert hints["get"] is not None
+    assert "no kind= was given" in hints["get"]
+    assert (
+        hints["resize"]
+        == hints["would_resize"]
+        == "looked for it among kind 'seats'; pass the resource's own kind as kind="
+    )
+    assert hints["get_plan"] is None  # a plan has no kind: its 404 is the API's alone

@@ -46,6 +46,7 @@ class Call[T]:
     body: object | None = None
     writes_nothing: bool = False
     idempotent: bool = False  # a POST whose second arrival does what the first did (a confirm)
+    not_found_hint: str | None = None  # added to a 404's NotFound (errors.NotFound.hint)
 
     @property
     def retryable(self) -> bool:
@@ -68,6 +69,14 @@ def resources_path(account_id: str, kind: str | None) -> str:
     """A kind's resources, or (kind None) the stack's default kind's through the routes from before kinds."""
     account = f"/accounts/{segment(account_id)}"
     return f"{account}/resources" if kind is None else f"{account}/kinds/{segment(kind)}/resources"
+
+
+def looked_in(kind: str | None) -> str:
+    """A by-id call's hint for its 404: the API says only that the resource is not there, and a
+    resource of another kind than the one asked for is not there either."""
+    if kind is None:
+        return "looked for it among the stack's default kind, as no kind= was given; pass kind= for a resource of another kind"
+    return f"looked for it among kind {kind!r}; pass the resource's own kind as kind="
 
 
 def resource_body(name: str, units: int, fields: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -216,11 +225,12 @@ def confirm(account_id: str, kind: str | None, resource_id: str) -> Call[Resourc
     """A hold made permanent. Idempotent (a confirmed resource's confirm answers it again), so
     retried like a PUT although it is a POST."""
     path = f"{resources_path(account_id, kind)}/{segment(resource_id)}/confirm"
-    return Call("POST", path, _resource, idempotent=True)
+    return Call("POST", path, _resource, idempotent=True, not_found_hint=looked_in(kind))
 
 
 def get(account_id: str, kind: str | None, resource_id: str) -> Call[Resource]:
-    return Call("GET", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _resource)
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    return Call("GET", path, _resource, not_found_hint=looked_in(kind))
 
 
 def resources_page(
@@ -230,17 +240,26 @@ def resources_page(
 
 
 def delete(account_id: str, kind: str | None, resource_id: str) -> Call[None]:
-    return Call("DELETE", f"{resources_path(account_id, kind)}/{segment(resource_id)}", _nothing)
+    path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
+    return Call("DELETE", path, _nothing, not_found_hint=looked_in(kind))
 
 
 def resize(account_id: str, kind: str, resource_id: str, units: int) -> Call[Resource]:
     path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
-    return Call("PATCH", path, _resource, body={"units": units})
+    return Call("PATCH", path, _resource, body={"units": units}, not_found_hint=looked_in(kind))
 
 
 def would_resize(account_id: str, kind: str, resource_id: str, units: int) -> Call[WouldAdmit]:
     path = f"{resources_path(account_id, kind)}/{segment(resource_id)}"
-    return Call("PATCH", path, _would_admit, params=_dry(True), body={"units": units}, writes_nothing=True)
+    return Call(
+        "PATCH",
+        path,
+        _would_admit,
+        params=_dry(True),
+        body={"units": units},
+        writes_nothing=True,
+        not_found_hint=looked_in(kind),
+    )
 
 
 # ---- the operators' calls -----------------------------------------------------------------------

@@ -32,7 +32,12 @@ import httpx
 
 from hybrid_counter_client._calls import Call
 from hybrid_counter_client.auth import AsyncBearerTokens, BearerTokens, SigV4
-from hybrid_counter_client.errors import HybridCounterError, UnexpectedResponse, error_from_response
+from hybrid_counter_client.errors import (
+    HybridCounterError,
+    NotFound,
+    UnexpectedResponse,
+    error_from_response,
+)
 
 log = logging.getLogger("hybrid_counter_client")
 
@@ -127,7 +132,10 @@ class Settings:
 def answer[T](call: Call[T], response: httpx.Response) -> T:
     """A 2xx answer read into the call's result; anything else raised as its error."""
     if not response.is_success:
-        raise error_from_response(response)
+        failure = error_from_response(response)
+        if isinstance(failure, NotFound) and call.not_found_hint is not None:
+            failure.hint = call.not_found_hint
+        raise failure
     try:
         return call.read(response)
     except (ValueError, KeyError, TypeError) as error:

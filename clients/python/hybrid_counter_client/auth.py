@@ -1,6 +1,6 @@
 """Credentials: a bearer token from a provider (JWT mode), or SigV4 signatures (IAM mode).
 
-A stack runs in one of two modes (README, "Authentication and authorization"): API Gateway
+A stack runs in one of two modes (README, "Authentication"): API Gateway
 validates an OIDC access token, or a SigV4 signature for `execute-api`. The client takes either.
 """
 

@@ -67,9 +67,19 @@ class Forbidden(HybridCounterError):
 
 
 class NotFound(HybridCounterError):
-    """404: no such resource or plan (or it is already deleted), or no such route."""
+    """404: no such resource or plan (or it is already deleted), or no such route.
+
+    For a resource by id (`get`, `delete`, `confirm`, `resize`, `would_resize`), `hint` says
+    which kind it was looked for in (without `kind=`: the stack's default kind) and that `kind=`
+    names another; it is part of the exception's text, not of `message` (the API's own).
+    """
 
     default_code = "NotFound"
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        text = super().__str__()
+        return text if self.hint is None else f"{text} ({self.hint})"
 
 
 class LimitExceeded(HybridCounterError):

@@ -124,8 +124,9 @@ class KindUsage:
 @dataclass(frozen=True, slots=True)
 class Usage:
     """An account's usage. The top-level numbers are the stack's default kind's (what the
-    routes without a kind act on); `kinds` has every kind its plan lists, an override names,
-    or it has used. `org_id`: the organization it belongs to (None: none)."""
+    routes without a kind act on), also when its plan lacks that kind (then 0 of 0); `kinds` has
+    every kind its plan lists, an override names, or it has used (the default kind only on those
+    terms too). `org_id`: the organization it belongs to (None: none)."""
 
     account_id: str
     plan_id: str

@@ -118,9 +118,11 @@ class OrgUsage:
 
 @dataclass(frozen=True)
 class Usage:
-    """An account's usage. The top-level fields are the default kind's (the routes without a
-    kind, and their callers, read those); ``kinds`` holds every kind the plan lists, an override
-    names, or the account has used."""
+    """An account's usage. The top-level fields are always the default kind's (the routes without
+    a kind, and their callers, read those): on a plan that does not list it, and with no override
+    or use of it, they say limit 0, used 0, remaining 0, which is what a create on those routes
+    would meet. ``kinds`` holds every kind the plan lists, an override names, or the account has
+    used (the default kind only on those same terms)."""
 
     account_id: str
     limit: int

@@ -440,7 +440,10 @@ class KindUsageOut(_Out):
 
 
 class UsageOut(_Out):
-    """Per kind in ``kinds``; the top-level figures are the stack's default kind's."""
+    """Per kind in ``kinds``: every kind the account's plan lists, an override names, or the
+    account has used. The top-level figures are always the stack's default kind's (the routes
+    without a kind act on it), also when ``kinds`` does not list it (the plan lacks it, and no
+    override or use names it): then they are limit 0, used 0, remaining 0."""
 
     account_id: str
     plan_id: str

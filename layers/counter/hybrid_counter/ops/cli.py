@@ -4,7 +4,8 @@ Where to act: ``--stack NAME`` (a deployed stack's outputs), ``--local`` (the em
 started by ``make dev``, which writes .local/runtime.json), or ``--table`` with
 ``--operator-queue-url``/``--retry-queue-url`` (and the usual AWS environment); ``events tail``
 needs only the quota events queue (``--events-queue-url``, or either of the first two).
-Every command prints JSON (``events tail``: one JSON line per event).
+Every command prints JSON (``events tail``: one JSON line per event). What each command is
+for and when: docs/operator-guide.md "The operator queue and recounts".
 """
 
 from __future__ import annotations
@@ -383,7 +384,7 @@ def parser() -> argparse.ArgumentParser:
 
     _maintenance_commands(commands)
 
-    events = commands.add_parser("events", help='quota events (README "Events")')
+    events = commands.add_parser("events", help='quota events (docs/operator-guide.md "Events")')
     events_commands = events.add_subparsers(dest="events_command", required=True)
     events_tail = events_commands.add_parser(
         "tail", help="print the events QuotaEventsQueue received, one JSON line each, and delete them"

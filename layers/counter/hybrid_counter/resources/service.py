@@ -167,7 +167,11 @@ class ResourceService:
         states = guarded(lambda: self.counters.read_all(account_id), "the read")
         plan_id = guarded(lambda: self.limits.plan_id_of(account_id), "the read")
         plan = guarded(lambda: self.limits.plan(plan_id), "the read")
-        kinds = {self._settings.default_kind, *states, *(plan.limits if plan else {})}
+        # Listed: the plan's kinds and every kind with a counter item (used, held or overridden,
+        # now or before). The default kind is judged for the top-level fields even when the plan
+        # lacks it, but listed only as any other kind is: a plan without it does not grow it.
+        listed = {*states, *(plan.limits if plan else {})}
+        kinds = listed | {self._settings.default_kind}
         # The account's organization (its profile, read with its plan: one more Query for a
         # member only, of its organization's counters)
         org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
@@ -194,7 +198,13 @@ class ResourceService:
                     )
         default = per_kind[self._settings.default_kind]
         return Usage(
-            account_id, default.limit, default.best_effort, default.eventual, plan_id, per_kind, org_id
+            account_id,
+            default.limit,
+            default.best_effort,
+            default.eventual,
+            plan_id,
+            {kind: per_kind[kind] for kind in listed},
+            org_id,
         )
 
     def _org_rooms(self, org_id: str) -> dict[str, OrgRoom]:
