@@ -29,7 +29,7 @@ def files() -> list[Path]:
 
 def target(source: Path, doc: str) -> Path:
     """README: the nearest one up from the source (a package's own README before the project's)."""
-    if doc == "README":
+    if doc in ("README", "README.md"):
         for folder in source.parents:
             if (folder / "README.md").is_file():
                 return folder / "README.md"
