@@ -168,14 +168,15 @@ def test_a_create_refused_for_room_reclaims_the_accounts_expired_holds_first(wor
     assert world.service.get(world.account, "h2", kind=SEATS).units == 2
 
 
-def test_a_refusal_for_room_looks_for_expired_holds_only_on_an_account_that_ever_held(world: World) -> None:
+def test_a_refusal_for_room_and_usage_look_for_holds_only_on_an_account_that_ever_held(world: World) -> None:
     # Given an account at its limit of 3 seats that never held, and a count of HoldIndex queries
     for rid in ("a", "b", "c"):
         world.service.create(world.account, rid, {}, rid, kind=SEATS)
     queries: list[str] = []
 
     def on_query(params: dict[str, Any], **_: Any) -> None:
-        queries.append(str(params.get("IndexName")))
+        if params.get("IndexName") == "HoldIndex":  # (usage's read of the counter items is a Query too)
+            queries.append("HoldIndex")
 
     events = world.clients.dynamodb.meta.events
     events.register("provide-client-params.dynamodb.Query", on_query)
@@ -189,6 +190,9 @@ def test_a_refusal_for_room_looks_for_expired_holds_only_on_an_account_that_ever
             world.service.resize(world.account, "a", 2, kind=SEATS)
         # Then none of them looked for expired holds: the counter item says none was ever admitted
         assert queries == []
+        # (nor does the usage read, which shows nothing held)
+        assert world.service.usage(world.account).kinds[SEATS].held == 0
+        assert queries == []
         # And once a hold was admitted (after a delete made room), a refusal looks again
         world.service.delete(world.account, "c", kind=SEATS)
         world.hold("h", units=1, seconds=60)
@@ -196,6 +200,9 @@ def test_a_refusal_for_room_looks_for_expired_holds_only_on_an_account_that_ever
             world.service.create(world.account, "d", {}, "d", kind=SEATS)
         assert refused.value.holds is True
         assert queries == ["HoldIndex"]
+        # and the usage read looks for the holds too: one held seat
+        assert world.service.usage(world.account).kinds[SEATS].held == 1
+        assert queries == ["HoldIndex", "HoldIndex"]
     finally:
         events.unregister("provide-client-params.dynamodb.Query", on_query)
 

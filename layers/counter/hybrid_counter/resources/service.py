@@ -176,7 +176,9 @@ class ResourceService:
         # member only, of its organization's counters)
         org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
         rooms = guarded(lambda: self._org_rooms(org_id), "the read") if org_id is not None else {}
-        held = guarded(lambda: self.holds.held_units(account_id), "the read")
+        # (an account whose counter items never admitted a hold has none: no Query for them)
+        ever_held = any(state.holds_used for state in states.values())
+        held = guarded(lambda: self.holds.held_units(account_id), "the read") if ever_held else {}
         per_kind = {
             kind: replace(
                 KindUsage.of(
