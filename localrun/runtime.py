@@ -43,6 +43,7 @@ from localrun.functions.environment import (
 from localrun.functions.invoke import FunctionInvoker, Wrapper
 from localrun.functions.launch import Launch, source_launch
 from localrun.gateway.auth import GatewayAuth
+from localrun.gateway.authorization import CONSOLE_CLIENT_ID, CONSOLE_ISSUER_VARIABLE
 from localrun.gateway.limits import HttpLimits, RouteLimit, route_limit
 from localrun.gateway.oidc_issuer import LocalIssuer
 from localrun.gateway.routes import Route, RouteTable
@@ -336,6 +337,17 @@ class LocalRuntime:
             limits=self._http_limits,
         )
         self._gateway.start()
+        if self._issuer is not None:
+            self._serve_console_sign_in(template, self._issuer, self._gateway.url)
+
+    def _serve_console_sign_in(self, template: Template, issuer: LocalIssuer, api_url: str) -> None:
+        """The operator console signs in at the local issuer: its client and redirect URI are
+        registered there, and the API function is told the issuer (JwtIssuer is empty locally)."""
+        client_id = template.parameter_values.get("ConsoleClientId") or CONSOLE_CLIENT_ID
+        issuer.register_client(client_id, [f"{api_url}/console"])
+        for invoker in self._invokers.values():
+            if invoker.environment.get(CONSOLE_ISSUER_VARIABLE) == "":
+                invoker.environment[CONSOLE_ISSUER_VARIABLE] = issuer.url
 
     def _call_log_variable(self) -> dict[str, str]:
         directory = self.options.record_calls_to
