@@ -156,6 +156,7 @@ def test_an_operator_raises_an_override_and_sees_the_history_entry_and_the_event
     expect(page.locator("#refusal-projects")).to_contain_text("LimitBelowUsage")
     expect(page.locator("#refusal-projects")).to_contain_text("projects: limit 3 < 4 in use")
     expect(page.locator("#force-projects")).to_be_visible()
+    expect(page.locator("#force-projects")).to_have_class("danger")
     shot(page, "limit-below-usage")
     assert (limits_of(target, account)["limit"], limits_of(target, account)["limit_source"]) == (5, "plan")
 

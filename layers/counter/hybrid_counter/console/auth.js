@@ -37,6 +37,7 @@ export function redirectUri() {
 }
 
 export async function signIn(config) {
+  if (!config.issuer) throw new Error("no identity provider: the console signs in with AuthMode=jwt (JwtIssuer)");
   const provider = await discovery(config.issuer);
   const verifier = randomText(48);
   const state = randomText(16);

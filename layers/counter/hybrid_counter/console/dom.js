@@ -5,6 +5,7 @@ export function h(tag, attributes = {}, ...children) {
   for (const [name, value] of Object.entries(attributes)) {
     if (value === undefined || value === null || value === false) continue;
     if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else if (name === "className") element.className = value;
     else if (name in element && typeof value !== "string") element[name] = value;
     else element.setAttribute(name, value === true ? "" : String(value));
   }
