@@ -19,43 +19,56 @@ const accountLink = (id) => h("a", { href: `#/account/${enc(id)}` }, id);
 // --- accounts near their limits (GET /usage/over) ------------------------------------------------
 
 export async function nearLimitView(view, call, notify) {
-  const threshold = h("input", { type: "number", id: "threshold", min: "1", max: "1000", value: "80" });
+  const threshold = h("input", { type: "number", id: "threshold", min: "1", max: "1000", placeholder: "lowest" });
   const kind = h("input", { id: "near-kind", placeholder: "kind (optional)" });
   const results = h("div", { id: "near-results" });
-  async function load() {
-    const query = new URLSearchParams({ threshold: threshold.value });
+  const rowsOf = (items) =>
+    items.map((item) =>
+      h(
+        "tr",
+        { "data-account": item.account_id || "", "data-org": item.org_id || "" },
+        h("td", {}, item.account_id ? accountLink(item.account_id) : `organization ${item.org_id}`),
+        h("td", {}, item.kind),
+        h("td", {}, usageMeter(item.used, item.limit), ` ${item.used} / ${item.limit}`),
+        h("td", {}, `${item.threshold} %`),
+        h("td", {}, item.since || ""),
+      ),
+    );
+  // One page at a time, newest crossing first; "More" reads the next (next_token).
+  async function load(after = null) {
+    const query = new URLSearchParams();
+    if (threshold.value.trim()) query.set("threshold", threshold.value.trim());
     if (kind.value.trim()) query.set("kind", kind.value.trim());
+    if (after) query.set("next_token", after);
+    let page;
     try {
-      const page = await call("GET", `/usage/over?${query}`);
-      const rows = page.items.map((item) =>
-        h(
-          "tr",
-          { "data-account": item.account_id || "" },
-          h("td", {}, item.account_id ? accountLink(item.account_id) : `organization ${item.org_id}`),
-          h("td", {}, item.kind),
-          h("td", {}, usageMeter(item.used, item.limit), ` ${item.used} / ${item.limit}`),
-          h("td", {}, `${item.threshold} %`),
-          h("td", {}, item.since || ""),
-        ),
-      );
-      results.replaceChildren(
-        rows.length
-          ? table(["Account", "Kind", "Use", "Threshold", "Since"], rows, { id: "near-table" })
-          : h("p", { id: "near-empty" }, "No account is at or above this threshold."),
-        page.next ? h("p", { className: "muted" }, "More on the next page (narrow by kind).") : null,
-      );
+      page = await call("GET", `/usage/over?${query}`);
     } catch (error) {
-      if (error instanceof ApiError && error.status === 404) {
-        results.replaceChildren(
-          h("p", { id: "near-unavailable", className: "error" }, "This API has no GET /usage/over: open an account by its id above."),
-        );
-      } else throw error;
+      if (!(error instanceof ApiError && error.status === 404)) throw error;
+      results.replaceChildren(
+        h("p", { id: "near-unavailable", className: "error" }, "This API has no GET /usage/over: open an account by its id above."),
+      );
+      return;
     }
+    const next = page.next_token ?? page.next ?? null;
+    const more = next ? h("button", { type: "button", id: "near-more", onclick: () => load(next).catch((e) => notify(e.message, true)) }, "More") : null;
+    if (after && results.querySelector("#near-table tbody")) {
+      results.querySelector("#near-table tbody").append(...rowsOf(page.items));
+      results.querySelector("#near-more")?.remove();
+      if (more) results.append(more);
+      return;
+    }
+    results.replaceChildren(
+      page.items.length
+        ? table(["Account", "Kind", "Use", "Threshold", "Since"], rowsOf(page.items), { id: "near-table" })
+        : h("p", { id: "near-empty" }, "No account or organization is at or above this threshold."),
+      more,
+    );
   }
   view.append(
     h("h2", {}, "Accounts near their limits"),
     h("form", { onsubmit: (event) => { event.preventDefault(); load().catch((e) => notify(e.message, true)); } },
-      h("label", {}, "At or above ", threshold, " % of the limit "), kind, " ", h("button", { type: "submit", id: "near-show" }, "Show")),
+      h("label", {}, "At or above ", threshold, " % of the limit (a configured threshold) "), kind, " ", h("button", { type: "submit", id: "near-show" }, "Show")),
     results,
   );
   await load();
@@ -234,7 +247,7 @@ export async function eventsView(view, call, notify) {
     const changes = histories.flatMap((page) => page.items).map((item) => ({ at: item.at, node: changeEvents([item])[0] }));
     let thresholds = [];
     try {
-      const over = await call("GET", "/usage/over?threshold=80");
+      const over = await call("GET", "/usage/over"); // from the lowest configured threshold
       thresholds = over.items.map((item) => ({
         at: item.since || "",
         node: h("li", {}, h("strong", {}, "Quota Threshold Reached"), ` ${item.since || ""} ${item.account_id ? `account ${item.account_id}` : `organization ${item.org_id}`} ${item.kind}: ${item.used} / ${item.limit} (≥ ${item.threshold} %)`),
