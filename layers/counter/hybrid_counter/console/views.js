@@ -62,7 +62,7 @@ export async function nearLimitView(view, call, notify) {
       page.items.length
         ? table(["Account", "Kind", "Use", "Threshold", "Since"], rowsOf(page.items), { id: "near-table" })
         : h("p", { id: "near-empty" }, "No account or organization is at or above this threshold."),
-      more,
+      ...(more ? [more] : []),
     );
   }
   view.append(
