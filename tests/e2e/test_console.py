@@ -184,10 +184,13 @@ def test_an_operator_raises_an_override_and_sees_the_history_entry_and_the_event
     expect(page.locator("#history tbody tr").first).to_contain_text("override projects: 10 → 2 (forced)")
     assert limits_of(target, account)["limit"] == 2
 
-    # And the recent events, watched, list the account's changes
+    # And the recent events, watched, list the changes of the account and of its plan
     page.goto(f"{target.api_url}/console#/events")
     expect(page.locator(f"#recent-events li[data-event-id='{change['change_id']}']")).to_contain_text(
         f"account {account}"
+    )
+    expect(page.locator("#recent-events")).to_contain_text(
+        f'plan {plan}: plan_limits: none → {{"projects":5}}'
     )
     shot(page, "events")
 

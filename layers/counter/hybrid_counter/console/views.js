@@ -3,15 +3,17 @@ import { ApiError, enc } from "./api.js";
 import { h, table, usageMeter } from "./dom.js";
 
 const WATCH_SECONDS = 5;
-const WATCHED_KEY = "hybrid-counter.console.watched";
+// The accounts and plans this tab has opened (the last 20 of each): whose changes the recent
+// events view reads, so its cost per refresh stays bounded whatever the number of accounts.
+const WATCHED = { account: "hybrid-counter.console.accounts", plan: "hybrid-counter.console.plans" };
 
-function watched() {
-  return JSON.parse(sessionStorage.getItem(WATCHED_KEY) || "[]");
+function watched(what) {
+  return JSON.parse(sessionStorage.getItem(WATCHED[what]) || "[]");
 }
 
-function watch(accountId) {
-  const accounts = [accountId, ...watched().filter((id) => id !== accountId)].slice(0, 20);
-  sessionStorage.setItem(WATCHED_KEY, JSON.stringify(accounts));
+function watch(what, id) {
+  const ids = [id, ...watched(what).filter((known) => known !== id)].slice(0, 20);
+  sessionStorage.setItem(WATCHED[what], JSON.stringify(ids));
 }
 
 const accountLink = (id) => h("a", { href: `#/account/${enc(id)}` }, id);
@@ -100,13 +102,14 @@ function historyRows(items) {
 }
 
 export async function accountView(view, call, accountId, notify) {
-  watch(accountId);
+  watch("account", accountId);
   const path = `/accounts/${enc(accountId)}`;
   async function render() {
     const [usage, history] = await Promise.all([
       call("GET", `${path}/limits`),
       call("GET", `${path}/limits/history?limit=20`),
     ]);
+    watch("plan", usage.plan_id);
     let plan = null;
     try {
       plan = await call("GET", `/plans/${enc(usage.plan_id)}`);
@@ -209,6 +212,7 @@ export async function plansView(view, call, notify) {
         parsed[kind] = Number(limit);
       }
       await call("PUT", `/plans/${enc(id.value.trim())}`, { limits: parsed });
+      watch("plan", id.value.trim());
       notify(`plan ${id.value.trim()} saved`);
       await render();
     }
@@ -223,15 +227,15 @@ export async function plansView(view, call, notify) {
 // --- recent events -------------------------------------------------------------------------------
 
 // What the console can see of the events without a store of its own: the limit changes (each
-// published as "Quota Limit Changed") in the history of every plan and of the accounts opened in
-// this tab, and the thresholds accounts are above (GET /usage/over, "Quota Threshold Reached"
-// since). Refreshed every WATCH_SECONDS while the view is open.
+// published as "Quota Limit Changed") in the history of the accounts and plans opened in this tab,
+// and who is at or over a threshold now (GET /usage/over: "Quota Threshold Reached", since when).
+// Refreshed every WATCH_SECONDS while the view is open.
 export async function eventsView(view, call, notify) {
   const list = h("ul", { id: "recent-events" });
   const stamp = h("p", { className: "muted", id: "events-refreshed" });
   view.append(
     h("h2", {}, "Recent events"),
-    h("p", { className: "muted" }, `Limit changes of every plan and of the accounts opened in this tab, and thresholds reached; refreshed every ${WATCH_SECONDS} s.`),
+    h("p", { className: "muted" }, `Limit changes of the accounts and plans opened in this tab, and who is at or over a threshold; refreshed every ${WATCH_SECONDS} s.`),
     stamp,
     list,
   );
@@ -239,10 +243,9 @@ export async function eventsView(view, call, notify) {
   let stopped = false;
 
   async function collect() {
-    const plans = await call("GET", "/plans?limit=100");
     const histories = await Promise.all([
-      ...plans.items.map((plan) => call("GET", `/plans/${enc(plan.plan_id)}/history?limit=10`)),
-      ...watched().map((id) => call("GET", `/accounts/${enc(id)}/limits/history?limit=10`).catch(() => ({ items: [] }))),
+      ...watched("plan").map((id) => call("GET", `/plans/${enc(id)}/history?limit=10`)),
+      ...watched("account").map((id) => call("GET", `/accounts/${enc(id)}/limits/history?limit=10`)),
     ]);
     const changes = histories.flatMap((page) => page.items).map((item) => ({ at: item.at, node: changeEvents([item])[0] }));
     let thresholds = [];
