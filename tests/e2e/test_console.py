@@ -227,3 +227,23 @@ def test_the_console_lists_the_accounts_near_their_limits(
     shot(page, "near-limit")
     row.locator("a").click()
     expect(page.locator("#account-title")).to_have_text(f"Account {account}")
+
+
+def test_a_token_without_the_operator_scope_gets_the_api_s_refusal(
+    local_runtime: LocalRuntime, target: Target, page: Page
+) -> None:
+    # Given the console holding a tenant's token (signed by the issuer, no operator scope)
+    _, account = account_at_80_percent(target)
+    tenant = local_runtime.issuer.mint({"account_id": account, "sub": f"tenant-{account}"})
+    page.goto(f"{target.api_url}/console")
+    page.evaluate(
+        "token => sessionStorage.setItem('hybrid-counter.console.token',"
+        " JSON.stringify({token, expiresAt: Date.now() + 600000}))",
+        tenant,
+    )
+    # When it opens the tenant's own account
+    page.goto(f"{target.api_url}/console#/account/{account}")
+    # Then the API refuses (the operators' read of limits needs the scope), and the page says so
+    expect(page.locator("#notice")).to_have_text("Forbidden")
+    expect(page.locator("#kinds")).to_have_count(0)
+    assert limits_of(target, account)["limit"] == 5
