@@ -336,18 +336,25 @@ class LocalRuntime:
             auth=self._gateway_auth,
             limits=self._http_limits,
         )
+        if self._issuer is not None:  # before the first request starts an API environment
+            self._tell_functions_the_issuer(self._issuer)
         self._gateway.start()
         if self._issuer is not None:
-            self._serve_console_sign_in(template, self._issuer, self._gateway.url)
+            self._register_console(template, self._issuer, self._gateway.url)
 
-    def _serve_console_sign_in(self, template: Template, issuer: LocalIssuer, api_url: str) -> None:
-        """The operator console signs in at the local issuer: its client and redirect URI are
-        registered there, and the API function is told the issuer (JwtIssuer is empty locally)."""
-        client_id = template.parameter_values.get("ConsoleClientId") or CONSOLE_CLIENT_ID
-        issuer.register_client(client_id, [f"{api_url}/console"])
+    def _tell_functions_the_issuer(self, issuer: LocalIssuer) -> None:
+        """The operator console signs in at the local issuer: the API function, which tells the
+        page where to sign in, gets its URL (the template's JwtIssuer is empty locally)."""
         for invoker in self._invokers.values():
             if invoker.environment.get(CONSOLE_ISSUER_VARIABLE) == "":
                 invoker.environment[CONSOLE_ISSUER_VARIABLE] = issuer.url
+
+    @staticmethod
+    def _register_console(template: Template, issuer: LocalIssuer, api_url: str) -> None:
+        """The console's client at the local issuer, with its redirect URI (by either loopback name)."""
+        client_id = template.parameter_values.get("ConsoleClientId") or CONSOLE_CLIENT_ID
+        pages = [f"{api_url}/console", f"{api_url.replace('://127.0.0.1:', '://localhost:')}/console"]
+        issuer.register_client(client_id, list(dict.fromkeys(pages)))
 
     def _call_log_variable(self) -> dict[str, str]:
         directory = self.options.record_calls_to
