@@ -61,7 +61,14 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-deps: $(VENV)/.installed node_modules/.installed
+# The operator console's browser test (tests/e2e/test_console.py) drives Debian's Chromium through
+# Playwright (no browser download). Installed here when missing: a Debian machine, as root.
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	@command -v apt-get >/dev/null || { echo "$(CHROMIUM) is missing and there is no apt-get: install Chromium" >&2; exit 1; }
+	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
+
+deps: $(VENV)/.installed node_modules/.installed $(CHROMIUM)
 
 dev: deps
 	$(VENV)/bin/hybrid-counter-local

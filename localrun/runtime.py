@@ -43,6 +43,7 @@ from localrun.functions.environment import (
 from localrun.functions.invoke import FunctionInvoker, Wrapper
 from localrun.functions.launch import Launch, source_launch
 from localrun.gateway.auth import GatewayAuth
+from localrun.gateway.authorization import CONSOLE_CLIENT_ID, CONSOLE_ISSUER_VARIABLE
 from localrun.gateway.limits import HttpLimits, RouteLimit, route_limit
 from localrun.gateway.oidc_issuer import LocalIssuer
 from localrun.gateway.routes import Route, RouteTable
@@ -335,7 +336,25 @@ class LocalRuntime:
             auth=self._gateway_auth,
             limits=self._http_limits,
         )
+        if self._issuer is not None:  # before the first request starts an API environment
+            self._tell_functions_the_issuer(self._issuer)
         self._gateway.start()
+        if self._issuer is not None:
+            self._register_console(template, self._issuer, self._gateway.url)
+
+    def _tell_functions_the_issuer(self, issuer: LocalIssuer) -> None:
+        """The operator console signs in at the local issuer: the API function, which tells the
+        page where to sign in, gets its URL (the template's JwtIssuer is empty locally)."""
+        for invoker in self._invokers.values():
+            if invoker.environment.get(CONSOLE_ISSUER_VARIABLE) == "":
+                invoker.environment[CONSOLE_ISSUER_VARIABLE] = issuer.url
+
+    @staticmethod
+    def _register_console(template: Template, issuer: LocalIssuer, api_url: str) -> None:
+        """The console's client at the local issuer, with its redirect URI (by either loopback name)."""
+        client_id = template.parameter_values.get("ConsoleClientId") or CONSOLE_CLIENT_ID
+        pages = [f"{api_url}/console", f"{api_url.replace('://127.0.0.1:', '://localhost:')}/console"]
+        issuer.register_client(client_id, list(dict.fromkeys(pages)))
 
     def _call_log_variable(self) -> dict[str, str]:
         directory = self.options.record_calls_to

@@ -25,6 +25,20 @@ def _http_status(*allowed: int) -> Callable[[Any], None]:
     return check
 
 
+def _console_file(content_type: str) -> Callable[[Any], None]:
+    """The console's page or a file of it (api/console_routes.py): not JSON, with its CSP."""
+
+    def check(response: Any) -> None:
+        assert isinstance(response, dict), response
+        assert response.get("statusCode") == 200, response
+        headers = {name.lower(): value for name, value in response["headers"].items()}
+        assert headers["content-type"].startswith(content_type), headers
+        assert "default-src 'self'" in headers["content-security-policy"], headers
+        assert response["body"], response
+
+    return check
+
+
 def _would_admit(expected: bool) -> Callable[[Any], None]:
     def check(response: Any) -> None:
         _http_status(200)(response)
@@ -111,6 +125,9 @@ SAMPLE_EVENTS = [
     SampleEvent("api_get_org_history.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_delete_org_member.json", "ApiFunction", _http_status(204)),
     SampleEvent("api_delete_org.json", "ApiFunction", _http_status(204)),
+    # The operator console: its page (as the identity provider redirects back to it) and a script
+    SampleEvent("api_get_console.json", "ApiFunction", _console_file("text/html")),
+    SampleEvent("api_get_console_asset.json", "ApiFunction", _console_file("text/javascript")),
     SampleEvent("stream_insert_resource.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_admission.json", "StreamCounterFunction", _no_batch_failures),
     SampleEvent("stream_modify_claim.json", "StreamCounterFunction", _no_batch_failures),

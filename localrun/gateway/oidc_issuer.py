@@ -8,7 +8,12 @@ serves, on 127.0.0.1:
 - `POST /token`: an OAuth 2.0 client-credentials token endpoint without client
   authentication (local use only): form fields `scope` (space-separated), `claims` (a JSON
   object of extra claims, e.g. `{"account_id": "acme"}`; `sub` and `client_id`, if given, non-empty
-  strings), `expires_in` (seconds, at most 24 h).
+  strings), `expires_in` (seconds, at most 24 h);
+- `GET /authorize` and `POST /token` with `grant_type=authorization_code`: the authorization-code
+  flow with PKCE (RFC 7636, S256 only) for browser clients such as the operator console
+  (authorization.py). Locally there is no password: the form it serves signs in **any user name
+  typed into it**, and grants whatever scopes the client asked for (the operator scope included).
+  That is the point of a local stand-in, and why it listens on 127.0.0.1 only.
 
 The issuer owns the registered claims `iss`, `aud`, `exp`, `nbf`, `iat` and `jti` (and `scope`,
 which the `scope` field sets): a request that sets one in `claims` is refused rather than given a
@@ -37,6 +42,13 @@ import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from localrun.gateway.authorization import (
+    AuthorizationCodes,
+    AuthorizationRefused,
+    Page,
+    authorization_form,
+    redirect_after_sign_in,
+)
 from localrun.gateway.redaction import RedactSecrets
 
 DEFAULT_LIFETIME_SECONDS = 3600
@@ -68,6 +80,7 @@ class LocalIssuer:
         self._server.daemon_threads = True
         self.url = f"http://{host}:{self._server.server_address[1]}"
         self._thread: threading.Thread | None = None
+        self.codes = AuthorizationCodes()
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -95,13 +108,23 @@ class LocalIssuer:
     def token_endpoint(self) -> str:
         return f"{self.url}/token"
 
+    @property
+    def authorization_endpoint(self) -> str:
+        return f"{self.url}/authorize"
+
+    def register_client(self, client_id: str, redirect_uris: list[str]) -> None:
+        """A public client of the authorization-code flow (the console), with its redirect URIs."""
+        self.codes.register(client_id, redirect_uris)
+
     def discovery(self) -> dict[str, Any]:
         return {
             "issuer": self.url,
             "jwks_uri": self.jwks_uri,
             "token_endpoint": self.token_endpoint,
-            "grant_types_supported": ["client_credentials"],
-            "response_types_supported": ["token"],
+            "authorization_endpoint": self.authorization_endpoint,
+            "grant_types_supported": ["client_credentials", "authorization_code"],
+            "response_types_supported": ["token", "code"],
+            "code_challenge_methods_supported": ["S256"],
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["RS256"],
             "token_endpoint_auth_methods_supported": ["none"],
@@ -142,8 +165,11 @@ class LocalIssuer:
         return jwt.encode(payload, self._key, algorithm="RS256", headers={"kid": self.kid})
 
     def token_response(self, form: dict[str, str]) -> Answer:
-        """The token endpoint's answer to a client-credentials request's form fields."""
-        if form.get("grant_type", "client_credentials") != "client_credentials":
+        """The token endpoint's answer to a client-credentials or authorization-code request."""
+        grant_type = form.get("grant_type", "client_credentials")
+        if grant_type == "authorization_code":
+            return self.exchange_code(form)
+        if grant_type != "client_credentials":
             return 400, {"error": "unsupported_grant_type"}
         try:
             claims = requested_claims(form.get("claims") or "{}")
@@ -152,6 +178,39 @@ class LocalIssuer:
             return refusal.answer()
         token = self.mint(claims, (form.get("scope") or "").split(), expires_in=lifetime)
         return 200, {"access_token": token, "token_type": "Bearer", "expires_in": lifetime}
+
+    def exchange_code(self, form: dict[str, str]) -> Answer:
+        """An authorization code for an access token: the code once, with its client, redirect
+        URI and PKCE verifier; the token names the user signed in and carries the scopes asked for."""
+        try:
+            grant = self.codes.redeem(form)
+        except AuthorizationRefused as refusal:
+            return 400, {"error": refusal.error, "error_description": str(refusal)}
+        claims = {"sub": grant.subject, "client_id": grant.client_id}
+        token = self.mint(claims, grant.scopes)
+        return 200, {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": DEFAULT_LIFETIME_SECONDS,
+            "scope": " ".join(grant.scopes),
+        }
+
+    def authorize_page(self, query: str) -> Page:
+        """`GET /authorize`: the sign-in form, or why the request is refused."""
+        try:
+            request = self.codes.authorization_request(parse_form(query.encode()))
+        except AuthorizationRefused as refusal:
+            return refusal.page()
+        return authorization_form(request, self.authorization_endpoint)
+
+    def sign_in(self, form: dict[str, str]) -> Page:
+        """`POST /authorize`: the form sent back with a user name: a code, by redirect."""
+        try:
+            request = self.codes.authorization_request(form)
+            code = self.codes.issue(request, form.get("username", ""))
+        except AuthorizationRefused as refusal:
+            return refusal.page()
+        return redirect_after_sign_in(request, code)
 
 
 def requested_claims(text: str) -> dict[str, Any]:
@@ -214,10 +273,20 @@ def content_length(value: str | None) -> int:
 def _handler_for(issuer: LocalIssuer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            self._answer(self._document)
+            path, _, query = self.path.partition("?")
+            if path == "/authorize":
+                self._page(lambda: issuer.authorize_page(query))
+            else:
+                self._answer(self._document)
 
         def do_POST(self) -> None:
-            self._answer(self._token)
+            if self.path.partition("?")[0] == "/authorize":
+                self._page(lambda: issuer.sign_in(self._form()))
+            else:
+                self._answer(self._token)
+
+        def _form(self) -> dict[str, str]:
+            return parse_form(self.rfile.read(content_length(self.headers.get("Content-Length"))))
 
         def _document(self) -> Answer:
             if self.path == "/.well-known/openid-configuration":
@@ -229,8 +298,24 @@ def _handler_for(issuer: LocalIssuer) -> type[BaseHTTPRequestHandler]:
         def _token(self) -> Answer:
             if self.path.partition("?")[0] != "/token":
                 return 404, {"error": "not_found"}
-            body = self.rfile.read(content_length(self.headers.get("Content-Length")))
-            return issuer.token_response(parse_form(body))
+            return issuer.token_response(self._form())
+
+        def _page(self, respond: Callable[[], Page]) -> None:
+            try:
+                status, headers, body = respond()
+            except InvalidTokenRequest as refusal:
+                self.close_connection = True
+                status, headers, body = AuthorizationRefused(str(refusal)).page()
+            except Exception:
+                log.exception("%s %s failed", self.command, self.path)
+                status, headers, body = AuthorizationRefused("the issuer failed").page(500)
+            self.send_response(status)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
 
         def _answer(self, respond: Callable[[], Answer]) -> None:
             """Whatever the request, an answer: a refusal, or 500 for what nothing here foresaw."""
@@ -250,6 +335,9 @@ def _handler_for(issuer: LocalIssuer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.send_header("Cache-Control", "no-store")
+            # Browser clients (the console, on the API's origin) read the discovery document and
+            # redeem codes from another origin; no cookies are involved, so any origin may read.
+            self.send_header("Access-Control-Allow-Origin", "*")
             self.end_headers()
             self.wfile.write(payload)
 

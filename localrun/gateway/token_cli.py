@@ -44,6 +44,7 @@ def banner_lines(description: dict[str, Any], api_url: str) -> list[str]:
                 "                  OP=$(.venv/bin/hybrid-counter-token --operator)          # operator scope",
                 "                  ADMIN=$(.venv/bin/hybrid-counter-token --org widgets)    # org admin of widgets",
                 f'                  curl -H "Authorization: Bearer $TOKEN" {api_url}/accounts/acme/usage',
+                f"  console         {api_url}/console   (the local issuer signs in any user name, as an operator)",
             ]
         return lines
     if mode == "iam":

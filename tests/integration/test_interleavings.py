@@ -54,6 +54,9 @@ def world(stack, stream):
     return explorer_world(stack, stream)
 
 
+# About 8 minutes on a quiet machine: the suite's 10-minute limit per test (a hang's) would fail a
+# slow machine's run, not a hang; 20 minutes still catches one.
+@pytest.mark.timeout(1200)
 def test_every_pair_of_api_operations_in_every_order(world):
     chosen = profile()
     stats, started = Stats(), time.monotonic()

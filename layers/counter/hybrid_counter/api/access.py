@@ -130,6 +130,9 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("DELETE", "/accounts/{account_id}/resources/{resource_id}"): Access.OWN_ACCOUNT,
     ("POST", "/accounts/{account_id}/resources/{resource_id}/confirm"): Access.OWN_ACCOUNT,
     ("GET", "/openapi.json"): Access.PUBLIC,
+    # The operator console's page and files (api/console_routes.py): no data; its calls are API calls
+    ("GET", "/console"): Access.PUBLIC,
+    ("GET", "/console/{asset}"): Access.PUBLIC,
 }
 
 # The security scheme's name in the OpenAPI description, by mode: renderers and generated clients

@@ -17,6 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.api.access import AccessPolicy, access_middleware, documented
 from hybrid_counter.api.body import reject_oversize, strict_json
+from hybrid_counter.api.console_routes import console_routes
 from hybrid_counter.api.documented import (
     API_DESCRIPTION,
     DESCRIBED,
@@ -83,6 +84,7 @@ def build_app(
     app.include_router(resource_routes(service))
     app.include_router(limit_routes(service))
     app.include_router(org_routes(service))
+    app.include_router(console_routes())
 
     @app.get(
         "/openapi.json",
