@@ -27,6 +27,7 @@ from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
 from hybrid_counter.governance.usage_over import OVER_INDEX, OVER_KIND_INDEX
 from hybrid_counter.keys import counter_key, org_pk
+from hybrid_counter.ops import cli
 from hybrid_counter.resources import ResourceService
 from localrun.gateway.payload import HttpRequest, build_event
 from localrun.stack.aws_clients import client
@@ -278,3 +279,30 @@ def test_the_indexes_exist_on_the_local_table_with_their_projection(clients, set
         "over_used",
         "over_limit",
     }
+
+
+def test_the_ops_tool_prints_the_same_list(
+    svc, new_account, kind, pump, api, stack, settings, capsys, monkeypatch
+):
+    # Given two accounts over 80 % of the kind
+    first, second = new_account(), new_account()
+    for account in (first, second):
+        svc.set_limit(account, 5, kind=kind)
+        use(svc, account, kind, 4)
+        pump(f"ACCOUNT#{account}")
+    # When an operator runs `hybrid-counter-ops top` on the table (its own IAM, no API)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", stack.dynamodb_url)
+    where = ["--table", settings.table_name]
+    capsys.readouterr()  # what the service printed so far (its metrics)
+    assert cli.main([*where, "top", "--kind", kind, "--limit", "1"]) == 0
+    first_page = json.loads(capsys.readouterr().out)
+    assert cli.main([*where, "top", "--kind", kind, "--next-token", first_page["next_token"]]) == 0
+    second_page = json.loads(capsys.readouterr().out)
+    # Then it prints what the route answers, a page at a time
+    assert first_page["items"] + second_page["items"] == api(f"kind={kind}")[1]["items"]
+    assert owners(first_page["items"] + second_page["items"]) == [(second, 80), (first, 80)]
+    assert second_page["next_token"] is None
+    # And refuses a threshold that is not configured, saying which are
+    with pytest.raises(SystemExit) as refused:
+        cli.main([*where, "top", "--threshold", "90"])
+    assert "80, 100" in str(refused.value)
