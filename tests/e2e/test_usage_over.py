@@ -6,6 +6,7 @@ other tests' crossings out of the per-kind listing."""
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ def test_an_operator_lists_who_is_over_a_threshold_and_a_tenant_may_not(target: 
             assert created.status_code == 201, created.text
             made[account].append(created.json()["resource_id"])
         target.settle()
-        eventually(lambda account=account: _listed_once(target, kind, account), timeout=60)
+        eventually(partial(_listed_once, target, kind, account), timeout=60)
     # Then an operator sees both, newest crossing first, each at its highest threshold
     assert listed(target, f"kind={kind}") == [(second, 100, 5), (first, 80, 4)]
     assert listed(target, f"kind={kind}&threshold=100") == [(second, 100, 5)]
