@@ -257,7 +257,7 @@ class ThresholdWatcher:
         if seq:
             values[":seq"] = {"N": str(seq)}
         key = owner_key(image.account_id, image.kind, image.scope)
-        over, over_values = index_update(
+        over = index_update(
             str(key["pk"]["S"]),
             image.kind,
             highest_reached(target, self._thresholds.percents),
@@ -265,16 +265,15 @@ class ThresholdWatcher:
             used=image.state.used,
             limit=limit,
         )
-        values |= over_values
-        state = f"SET {ALERT_REACHED} = :reached, {ALERT_SEQ} = :next"
+        values |= over.values
+        expression = ", ".join((f"{ALERT_REACHED} = :reached", f"{ALERT_SEQ} = :next", *over.sets))
+        expression = f"SET {expression}" + (f" REMOVE {', '.join(over.removes)}" if over.removes else "")
         actions: list[Any] = [
             {
                 "Update": {
                     "TableName": self._table,
                     "Key": key,
-                    "UpdateExpression": f"{state} {over}"
-                    if over.startswith("REMOVE")
-                    else f"{state}, {over}",
+                    "UpdateExpression": expression,
                     "ConditionExpression": condition,
                     "ExpressionAttributeValues": values,
                 }

@@ -71,22 +71,30 @@ def over_shard(owner_pk: str, kind: str) -> int:
     return zlib.crc32(f"{owner_pk}/{kind}".encode()) % OVER_SHARDS
 
 
+@dataclass(frozen=True)
+class IndexUpdate:
+    """What the threshold transaction's UpdateExpression adds: clauses for its SET, names for a
+    REMOVE, and their values."""
+
+    sets: tuple[str, ...]
+    removes: tuple[str, ...]
+    values: dict[str, dict[str, str]]
+
+
 def index_update(
     owner_pk: str, kind: str, percent: int | None, *, since: str, used: int, limit: int
-) -> tuple[str, dict[str, dict[str, str]]]:
-    """The clause (to join to the transition's UpdateExpression) and its values that put the
-    counter item in the indexes at ``percent``, or take it out of them (``percent`` None)."""
+) -> IndexUpdate:
+    """The counter item's place in the indexes at ``percent``, or out of them (``percent`` None)."""
     if percent is None:
-        return f"REMOVE {OVER_KIND}, {OVER_ALL}, {OVER_SINCE}, {OVER_USED}, {OVER_LIMIT}", {}
+        return IndexUpdate((), (OVER_KIND, OVER_ALL, OVER_SINCE, OVER_USED, OVER_LIMIT), {})
     values = {
-        ":over_kind": {"S": f"{kind}#{percent}"},
-        ":over_all": {"S": f"{percent}#{over_shard(owner_pk, kind)}"},
-        ":over_since": {"S": since},
-        ":over_used": {"N": str(used)},
-        ":over_limit": {"N": str(limit)},
+        f":{OVER_KIND}": {"S": f"{kind}#{percent}"},
+        f":{OVER_ALL}": {"S": f"{percent}#{over_shard(owner_pk, kind)}"},
+        f":{OVER_SINCE}": {"S": since},
+        f":{OVER_USED}": {"N": str(used)},
+        f":{OVER_LIMIT}": {"N": str(limit)},
     }
-    names = (OVER_KIND, OVER_ALL, OVER_SINCE, OVER_USED, OVER_LIMIT)
-    return ", ".join(f"{name} = :{name}" for name in names), values
+    return IndexUpdate(tuple(f"{name[1:]} = {name}" for name in values), (), values)
 
 
 @dataclass(frozen=True)
