@@ -7,7 +7,6 @@ Local (tests/integration/test_usage_over.py)."""
 from __future__ import annotations
 
 import base64
-import json
 
 import pytest
 
@@ -74,24 +73,33 @@ def test_a_page_size_out_of_bounds_is_refused(size):
         listing().page(page_size=size)
 
 
-def token(value: object) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value).encode()).decode()
+def token(value: str) -> str:
+    return base64.urlsafe_b64encode(value.encode()).decode()
 
 
 @pytest.mark.parametrize(
     "bad",
     [
         "not base64!",
-        token({"x": {}}),
-        token([[], []]),  # one partition too many for threshold 100 of a kind
-        token([["2026", "ACCOUNT#a"]]),  # a place without its sort key
-        token([["", "ACCOUNT#a", "COUNTER#seats"]]),
-        token([[1, 2, 3]]),
+        token('{"x": {}}'),
+        token("2026-11-26T00:00:00.000Z"),  # a time without the item's digest
+        token("2026-11-26T00:00:00Z#0123456789abcdef"),  # not the items' time format
+        token("2026-11-26T00:00:00.000Z#0123456789ABCDEF"),
+        token("2026-11-26T00:00:00.000Z#0123456789abcdef "),
     ],
 )
-def test_a_token_not_made_for_this_listing_is_refused_before_any_read(bad):
+def test_a_token_not_made_here_is_refused_before_any_read(bad):
     with pytest.raises(ValidationError):
         listing().page(threshold=100, kind="seats", next_token=bad)
+
+
+def test_the_range_key_is_the_crossings_time_then_the_items_digest():
+    placed = index_update("ACCOUNT#a", "seats", 80, since="2026-11-26T00:00:00.000Z", used=8, limit=10)
+    other = index_update("ACCOUNT#b", "seats", 80, since="2026-11-26T00:00:00.000Z", used=8, limit=10)
+    since, digest = placed.values[":over_since"]["S"].split("#")
+    assert since == "2026-11-26T00:00:00.000Z"
+    assert len(digest) == 16
+    assert placed.values[":over_since"] != other.values[":over_since"]  # one total order
 
 
 def test_a_row_names_an_account_or_an_organization():
@@ -100,12 +108,13 @@ def test_a_row_names_an_account_or_an_organization():
             "pk": {"S": pk},
             "sk": {"S": sk},
             "over_kind": {"S": "seats#100"},
-            "over_since": {"S": "2026-11-26T00:00:00.000Z"},
+            "over_since": {"S": "2026-11-26T00:00:00.000Z#0123456789abcdef"},
             "over_used": {"N": "10"},
             "over_limit": {"N": "10"},
         }
 
     account = OverRow.of(item("ACCOUNT#acme", "COUNTER#seats")).to_json()
+    assert account["since"] == "2026-11-26T00:00:00.000Z"
     assert (account["account_id"], account["scope"], account["kind"], account["threshold"]) == (
         "acme",
         "account",

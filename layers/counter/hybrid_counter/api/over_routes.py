@@ -28,8 +28,11 @@ Threshold = Annotated[
         "Lists the items whose highest reached threshold is this one or above; any other value is a 400.",
     ),
 ]
-# A page's place in each partition it reads (up to eight): longer than other routes' tokens.
-OverToken = Annotated[str | None, Query(max_length=2048, description="next_token of the previous page")]
+# A page's place: one range key of the index (usage_over.py), base64url.
+OverToken = Annotated[
+    str | None,
+    Query(max_length=128, pattern=r"^[A-Za-z0-9_=-]+$", description="next_token of the previous page"),
+]
 OverKind = Annotated[KindId | None, Query(description="Only this kind (default: every kind)")]
 
 

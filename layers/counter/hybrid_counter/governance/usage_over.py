@@ -10,13 +10,16 @@ counter writes of the best-effort and eventual paths change no key or projected 
 indexes, so they write neither index (docs/design.md, "Who is near a limit").
 
 - ``OverKindIndex``: ``over_kind`` = "<kind>#<percent>" (the highest threshold reached), range
-  ``over_since``: one kind's items at one threshold, newest crossing first.
+  ``over_since`` = "<the crossing's time>#<64-bit digest of the item>": one kind's items at one
+  threshold, newest crossing first, in one total order (the digest tells apart two items that
+  crossed in the same millisecond), so a page's place is one range key, whatever the partitions.
 - ``OverIndex``: ``over_all`` = "<percent>#<n>", n a hash of the item in 0..OVER_SHARDS-1, range
   ``over_since``: every kind's, for a listing without a kind; the hash spreads the crossings of all
   kinds over OVER_SHARDS partitions (a GSI partition takes about 1000 writes a second).
 
 "At or over t" is the items whose highest reached threshold is t or above: one Query per
-configured threshold >= t (times OVER_SHARDS without a kind), merged newest first. ``t`` must be
+configured threshold >= t (times OVER_SHARDS without a kind), each of the range keys older than
+the page's place (``next_token``), merged newest first. ``t`` must be
 a configured threshold: the state says which thresholds were reached, not the percentage of the
 limit used, so "at or over 90" with thresholds 80 and 100 is not knowable from it (ValidationError).
 
@@ -29,10 +32,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import heapq
-import json
+import re
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +75,13 @@ def over_shard(owner_pk: str, kind: str) -> int:
     return zlib.crc32(f"{owner_pk}/{kind}".encode()) % OVER_SHARDS
 
 
+def item_digest(owner_pk: str, kind: str) -> str:
+    """64 bits naming the counter item: after the crossing's time in the range key, it makes the
+    range keys one total order (two items crossing in the same millisecond differ), so a page's
+    place is one range key whatever the partitions."""
+    return hashlib.sha256(f"{owner_pk}/{kind}".encode()).hexdigest()[:16]
+
+
 @dataclass(frozen=True)
 class IndexUpdate:
     """What the threshold transaction's UpdateExpression adds: clauses for its SET, names for a
@@ -90,7 +101,7 @@ def index_update(
     values = {
         f":{OVER_KIND}": {"S": f"{kind}#{percent}"},
         f":{OVER_ALL}": {"S": f"{percent}#{over_shard(owner_pk, kind)}"},
-        f":{OVER_SINCE}": {"S": since},
+        f":{OVER_SINCE}": {"S": f"{since}#{item_digest(owner_pk, kind)}"},
         f":{OVER_USED}": {"N": str(used)},
         f":{OVER_LIMIT}": {"N": str(limit)},
     }
@@ -133,7 +144,7 @@ class OverRow:
             threshold=int(str(item[OVER_KIND]["S"]).rsplit("#", 1)[1]),
             used=int(item[OVER_USED]["N"]),
             limit=int(item[OVER_LIMIT]["N"]),
-            since=str(item[OVER_SINCE]["S"]),
+            since=str(item[OVER_SINCE]["S"]).split("#", 1)[0],
         )
 
 
@@ -171,36 +182,21 @@ class UsageOver:
             raise ValidationError(
                 f"threshold must be one of the configured thresholds ({configured}), not {percent}"
             )
-        partitions = self.partitions(percent, kind)
+        after = _decode(next_token) if next_token else None
         index = OVER_INDEX if kind is None else OVER_KIND_INDEX
         hash_name = OVER_ALL if kind is None else OVER_KIND
-        start: dict[str, dict[str, Any] | None] = {partition: {} for partition in partitions}
-        cursors = _decode(next_token, partitions, hash_name) if next_token else start
-        read: dict[str, list[dict[str, Any]]] = {}
-        more: dict[str, bool] = {}
-        for partition, cursor in cursors.items():
-            if cursor is None:  # read to its end on an earlier page
-                continue
+        read: list[list[dict[str, Any]]] = []
+        more = False
+        for partition in self.partitions(percent, kind):
             # one more than a page: a partition read to its end is known to be, with no empty page after
-            read[partition], more[partition] = self._query(index, hash_name, partition, cursor, page_size + 1)
-        merged = heapq.merge(
-            *(_tagged(partition, items) for partition, items in read.items()),
-            key=lambda pair: str(pair[1][OVER_SINCE]["S"]),
-            reverse=True,
-        )
-        taken: list[tuple[str, dict[str, Any]]] = [
-            pair for _, pair in zip(range(page_size), merged, strict=False)
-        ]
-        next_cursors: dict[str, dict[str, Any] | None] = dict(cursors)
-        for partition, items in read.items():
-            used = [item for name, item in taken if name == partition]
-            if used:
-                next_cursors[partition] = _cursor(used[-1], hash_name)
-            if len(used) == len(items) and not more[partition]:
-                next_cursors[partition] = None
-        rows = [OverRow.of(item) for _, item in taken]
-        done = all(cursor is None for cursor in next_cursors.values())
-        return OverPage(rows, None if done else _encode(next_cursors))
+            items, left = self._query(index, hash_name, partition, after, page_size + 1)
+            read.append(items)
+            more = more or left
+        merged = list(heapq.merge(*read, key=lambda item: str(item[OVER_SINCE]["S"]), reverse=True))
+        taken = merged[:page_size]
+        more = more or len(merged) > len(taken)
+        token = _encode(str(taken[-1][OVER_SINCE]["S"])) if more and taken else None
+        return OverPage([OverRow.of(item) for item in taken], token)
 
     def partitions(self, percent: int, kind: str | None) -> list[str]:
         """The index partitions holding the items at or over ``percent``."""
@@ -210,79 +206,50 @@ class UsageOver:
         return [f"{p}#{n}" for p in at_or_over for n in range(OVER_SHARDS)]
 
     def _query(
-        self, index: str, hash_name: str, partition: str, cursor: dict[str, Any], page_size: int
+        self, index: str, hash_name: str, partition: str, after: str | None, wanted: int
     ) -> tuple[list[dict[str, Any]], bool]:
-        """Up to ``page_size`` items of one partition after ``cursor``, newest first, and whether
-        it holds more. Reads on until it has them (a Query may stop early at 1 MB), so the merge
-        never passes over an item a partition did not return."""
+        """Up to ``wanted`` items of one partition older than ``after`` (a range key), newest
+        first, and whether it holds more. Reads on until it has them (a Query may stop early at
+        1 MB), so the merge never passes over an item a partition did not return."""
         found: list[dict[str, Any]] = []
-        start = cursor or None
+        start: dict[str, Any] | None = None
+        condition = "#h = :h" if after is None else "#h = :h AND #r < :after"
+        names = {"#h": hash_name} | ({} if after is None else {"#r": OVER_SINCE})
+        values = {":h": {"S": partition}} | ({} if after is None else {":after": {"S": after}})
         while True:
             query: dict[str, Any] = {
                 "TableName": self._table,
                 "IndexName": index,
-                "KeyConditionExpression": "#h = :h",
-                "ExpressionAttributeNames": {"#h": hash_name},
-                "ExpressionAttributeValues": {":h": {"S": partition}},
+                "KeyConditionExpression": condition,
+                "ExpressionAttributeNames": names,
+                "ExpressionAttributeValues": values,
                 "ScanIndexForward": False,
-                "Limit": page_size - len(found),
+                "Limit": wanted - len(found),
             }
             if start:
                 query["ExclusiveStartKey"] = start
             response = self._clients.dynamodb.query(**query)
             found += response.get("Items", [])
             start = response.get("LastEvaluatedKey")
-            if not start or len(found) >= page_size:
+            if not start or len(found) >= wanted:
                 return found, bool(start)
 
 
-def _tagged(partition: str, items: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
-    for item in items:
-        yield partition, item
+# The range key a page ended on: the crossing's time (ISO 8601 UTC, milliseconds) and the digest.
+_PLACE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[0-9a-f]{16}")
 
 
-def _cursor(item: dict[str, Any], hash_name: str) -> dict[str, Any]:
-    """The index key of ``item``: where its partition's next page starts."""
-    return {name: item[name] for name in ("pk", "sk", hash_name, OVER_SINCE)}
+def _encode(place: str) -> str:
+    return base64.urlsafe_b64encode(place.encode()).decode()
 
 
-def _encode(cursors: dict[str, dict[str, Any] | None]) -> str:
-    """The cursors in the partitions' order, each [since, pk, sk] (its hash key is the partition),
-    [] where none was read yet, null where read to its end: at most about 1,500 characters (eight
-    partitions, the longest ids) before base64, well inside API Gateway's 10,240 bytes of a request
-    line and headers."""
-    plain = [
-        None if cursor is None else [cursor[name]["S"] for name in (OVER_SINCE, "pk", "sk")] if cursor else []
-        for cursor in cursors.values()
-    ]
-    return base64.urlsafe_b64encode(json.dumps(plain, separators=(",", ":")).encode()).decode()
-
-
-def _decode(token: str, partitions: list[str], hash_name: str) -> dict[str, dict[str, Any] | None]:
-    """The cursors a page ended on, strictly: a token of another threshold or kind (another count
-    of partitions), or one not made here, is refused (ValidationError), never handed to DynamoDB;
-    one of the same count of partitions but another kind finds that kind's items not after its
-    cursors (the cursors name items, not the query)."""
+def _decode(token: str) -> str:
+    """The range key a page ended on, strictly (a token not made here is refused, never handed to
+    DynamoDB). A token of another listing is a place in the same order: it lists what is older."""
     try:
-        plain = json.loads(base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode())
+        place = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError) as error:
         raise ValidationError("next_token is not valid") from error
-    if not isinstance(plain, list) or len(plain) != len(partitions):
-        raise ValidationError("next_token is not valid (or is another query's)")
-    cursors: dict[str, dict[str, Any] | None] = {}
-    for partition, cursor in zip(partitions, plain, strict=True):
-        if cursor is None or cursor == []:  # read to its end; not read yet
-            cursors[partition] = None if cursor is None else {}
-            continue
-        if not (
-            isinstance(cursor, list) and len(cursor) == 3 and all(isinstance(v, str) and v for v in cursor)
-        ):
-            raise ValidationError("next_token is not valid")
-        since, pk, sk = cursor
-        cursors[partition] = {
-            hash_name: {"S": partition},
-            OVER_SINCE: {"S": since},
-            "pk": {"S": pk},
-            "sk": {"S": sk},
-        }
-    return cursors
+    if not _PLACE.fullmatch(place):
+        raise ValidationError("next_token is not valid")
+    return place
