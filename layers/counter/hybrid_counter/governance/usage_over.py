@@ -18,10 +18,10 @@ indexes, so they write neither index (docs/design.md, "Who is near a limit").
   kinds over OVER_SHARDS partitions (a GSI partition takes about 1000 writes a second).
 
 "At or over t" is the items whose highest reached threshold is t or above: one Query per
-configured threshold >= t (times OVER_SHARDS without a kind), each of the range keys older than
-the page's place (``next_token``), merged newest first. ``t`` must be
-a configured threshold: the state says which thresholds were reached, not the percentage of the
-limit used, so "at or over 90" with thresholds 80 and 100 is not knowable from it (ValidationError).
+configured threshold >= t (times OVER_SHARDS without a kind), each for the range keys older than
+the page's place (``next_token``), merged newest first. ``t`` must be a configured threshold: the
+state says which thresholds were reached, not the percentage of the limit used, so "at or over
+90" with thresholds 80 and 100 is not knowable from it (ValidationError).
 
 ``used`` and ``limit`` in a row are those of the crossing (the transition that made ``threshold``
 the highest reached), as its event carried them: reading them now would need each item's counter
@@ -185,17 +185,15 @@ class UsageOver:
         after = _decode(next_token) if next_token else None
         index = OVER_INDEX if kind is None else OVER_KIND_INDEX
         hash_name = OVER_ALL if kind is None else OVER_KIND
-        read: list[list[dict[str, Any]]] = []
-        more = False
-        for partition in self.partitions(percent, kind):
-            # one more than a page: a partition read to its end is known to be, with no empty page after
-            items, left = self._query(index, hash_name, partition, after, page_size + 1)
-            read.append(items)
-            more = more or left
+        # one more than a page from each: when nothing is left beyond the page, no token (no empty
+        # page after it)
+        read = [
+            self._query(index, hash_name, partition, after, page_size + 1)
+            for partition in self.partitions(percent, kind)
+        ]
         merged = list(heapq.merge(*read, key=lambda item: str(item[OVER_SINCE]["S"]), reverse=True))
         taken = merged[:page_size]
-        more = more or len(merged) > len(taken)
-        token = _encode(str(taken[-1][OVER_SINCE]["S"])) if more and taken else None
+        token = _encode(str(taken[-1][OVER_SINCE]["S"])) if len(merged) > page_size else None
         return OverPage([OverRow.of(item) for item in taken], token)
 
     def partitions(self, percent: int, kind: str | None) -> list[str]:
@@ -207,10 +205,10 @@ class UsageOver:
 
     def _query(
         self, index: str, hash_name: str, partition: str, after: str | None, wanted: int
-    ) -> tuple[list[dict[str, Any]], bool]:
+    ) -> list[dict[str, Any]]:
         """Up to ``wanted`` items of one partition older than ``after`` (a range key), newest
-        first, and whether it holds more. Reads on until it has them (a Query may stop early at
-        1 MB), so the merge never passes over an item a partition did not return."""
+        first. Reads on until it has them (a Query may stop early at 1 MB), so the merge never
+        passes over an item a partition did not return."""
         found: list[dict[str, Any]] = []
         start: dict[str, Any] | None = None
         condition = "#h = :h" if after is None else "#h = :h AND #r < :after"
@@ -232,7 +230,7 @@ class UsageOver:
             found += response.get("Items", [])
             start = response.get("LastEvaluatedKey")
             if not start or len(found) >= wanted:
-                return found, bool(start)
+                return found
 
 
 # The range key a page ended on: the crossing's time (ISO 8601 UTC, milliseconds) and the digest.
