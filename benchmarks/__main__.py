@@ -6,6 +6,7 @@
     python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
     python -m benchmarks --parts governance     # what threshold events and limit history cost
     python -m benchmarks --parts orgs   # organizations: membership's cost, org usage, the org's ceiling
+    python -m benchmarks --parts usage_over  # who is near a limit: an answer of N rows of 10,000 accounts
     python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
 Figures are counts (requests, read and write units, item sizes) and ratios measured in one run;
@@ -38,10 +39,22 @@ from benchmarks import (
     report,
     two_kinds,
     units,
+    usage_over,
 )
 from benchmarks.world import bench_world
 
-PARTS = ("cost", "kinds", "governance", "growth", "ceiling", "two_kinds", "orgs", "holds", "latency")
+PARTS = (
+    "cost",
+    "kinds",
+    "governance",
+    "growth",
+    "ceiling",
+    "two_kinds",
+    "orgs",
+    "holds",
+    "usage_over",
+    "latency",
+)
 BURSTS = (0.25, 1.0)  # seconds of capacity a bucket holds; the default run uses 0.5
 
 
@@ -179,6 +192,9 @@ def _in_world(
     if "holds" in parts:
         results["holds"] = holds.run(world, sizes.org_creates)
         clock.done("holds")
+    if "usage_over" in parts:
+        results["usage_over"] = usage_over.run(world)
+        clock.done("usage_over")
     if "bursts" in parts:
         results["ceiling_bursts"] = ceiling.burst_check(world, quick=quick, bursts=BURSTS)
         clock.done("bursts")

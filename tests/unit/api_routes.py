@@ -39,6 +39,7 @@ QUERY_VALUES = {
     "next_token": "abc",
     "kind": "projects",
     "top": "3",
+    "threshold": "80",
     "hold_seconds": "60",
 }
 BODIES = {  # a valid body of each body model, by its name

@@ -10,6 +10,7 @@ import pytest
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound
 from hybrid_counter.governance.history import HistoryPage
+from hybrid_counter.governance.usage_over import OverPage
 from hybrid_counter.orgs import Org
 from hybrid_counter.plans import Plan, PlanPage
 from hybrid_counter.resources import Resource, ResourcePage, Usage
@@ -42,6 +43,10 @@ class RecordingService:
     def account_history(self, account_id: str, *, kind=None, page_size=50, next_token=None):
         self._record("account_history", (account_id,), {"kind": kind})
         return HistoryPage([{"what": "override", "new": 5}], None)
+
+    def usage_over(self, *, threshold=None, kind=None, page_size=50, next_token=None):
+        self._record("usage_over", (), {"threshold": threshold, "kind": kind})
+        return OverPage([], None)
 
     def plan_history(self, plan_id: str, *, page_size=50, next_token=None):
         self._record("plan_history", (plan_id,), {})

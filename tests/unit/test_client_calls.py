@@ -28,6 +28,7 @@ from hybrid_counter_client import (
     OrgRoom,
     OrgUsage,
     Override,
+    OverRow,
     Page,
     Paginator,
     Plan,
@@ -84,6 +85,18 @@ ORG_CHANGE = {
     "account_id": None,
     "org_id": "acme-group",
 }
+OVER_ROW = {
+    "org_id": "acme-group",
+    "scope": "organization",
+    "kind": "projects",
+    "threshold": 80,
+    "used": 8,
+    "limit": 10,
+    "since": "2026-11-26T00:00:00.000Z",
+}
+OVER_ROW_OBJECT = OverRow(
+    "organization", "projects", 80, 8, 10, "2026-11-26T00:00:00.000Z", org_id="acme-group"
+)
 ORG_CHANGE_OBJECT = ChangeRecord(
     "c-1",
     "2026-11-21T00:00:00.000Z",
@@ -605,6 +618,17 @@ CALLS: list[Any] = [
         [ORG_CHANGE_OBJECT],
         id="org_history",
     ),
+    pytest.param(
+        Invoke("usage_over", threshold=80, kind="projects", page_size=10),
+        "GET",
+        "/usage/over",
+        {"limit": "10", "kind": "projects", "threshold": "80"},
+        None,
+        200,
+        {"items": [OVER_ROW], "next_token": None},
+        [OVER_ROW_OBJECT],
+        id="usage_over",
+    ),
 ]
 
 
@@ -845,14 +869,21 @@ def public_methods(cls: type) -> dict[str, inspect.Signature]:
 def test_the_async_client_has_the_sync_clients_methods_with_the_same_parameters():
     sync, asynchronous = public_methods(Client), public_methods(AsyncClient)
     assert sync.keys() == asynchronous.keys()
-    listings = {"list_resources", "list_plans", "account_history", "plan_history", "org_history"}
+    listings = {
+        "list_resources",
+        "list_plans",
+        "account_history",
+        "plan_history",
+        "org_history",
+        "usage_over",
+    }
     for name, signature in sync.items():
         assert list(signature.parameters) == list(asynchronous[name].parameters), name
         assert [p.default for p in signature.parameters.values()] == [
             p.default for p in asynchronous[name].parameters.values()
         ], name
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name)) is (name not in listings), name
-    assert len(sync) == 30
+    assert len(sync) == 31
 
 
 @pytest.mark.parametrize(("call", "method", "path", "query", "body", "status", "answer", "result"), CALLS)

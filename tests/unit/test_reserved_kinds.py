@@ -16,7 +16,8 @@ from tests.unit.api_routes import answer, event_for, every_route, route_id
 
 ROUTES = every_route()
 KIND_ROUTES = [route for route in ROUTES if "{kind}" in route.openapi_path]
-# The routes that take a kind as a filter (?kind=): the account's and the organization's history
+# The routes that take a kind as a filter (?kind=): the account's and the organization's history,
+# and who is at or over a threshold
 FILTER_ROUTES = [route for route in ROUTES if "kind" in declared_query(route)]
 
 
@@ -72,10 +73,11 @@ def test_a_plan_cannot_give_a_reserved_kind_a_limit():
     assert_refused_naming(status, body, calls, "history")
 
 
-def test_the_history_filters_are_the_accounts_and_the_organizations():
+def test_the_kind_filters_are_the_histories_and_the_near_limit_list():
     assert sorted(map(route_id, FILTER_ROUTES)) == [
         "GET /accounts/{account_id}/limits/history",
         "GET /orgs/{org_id}/limits/history",
+        "GET /usage/over",
     ]
 
 

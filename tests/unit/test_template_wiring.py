@@ -61,13 +61,32 @@ def test_retry_queue_redrives_to_the_operator_queue_and_outlasts_its_consumer(te
 def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
     table = template.tables["ResourcesTable"]
     indexes = {index["IndexName"]: index for index in table.global_secondary_indexes}
-    assert set(indexes) == {"PendingIndex", "CounterIndex", "OrgUsageIndex", "HoldIndex"}
+    assert set(indexes) == {
+        "PendingIndex",
+        "CounterIndex",
+        "OrgUsageIndex",
+        "HoldIndex",
+        "OverKindIndex",
+        "OverIndex",
+    }
     keys = {name: [k["AttributeName"] for k in index["KeySchema"]] for name, index in indexes.items()}
     assert keys == {
         "PendingIndex": ["pending_shard", "pending_since"],
         "CounterIndex": ["counter_shard", "pk"],
         "OrgUsageIndex": ["org_kind", "eventual"],
         "HoldIndex": ["hold_account", "hold_until"],
+        "OverKindIndex": ["over_kind", "over_since"],
+        "OverIndex": ["over_all", "over_since"],
+    }
+    # Who is near a limit: only what the threshold transaction writes, so no counter write
+    # (which changes none of these) writes either index (governance/usage_over.py).
+    assert indexes["OverKindIndex"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["over_used", "over_limit"],
+    }
+    assert indexes["OverIndex"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["over_kind", "over_used", "over_limit"],
     }
     # Expiry (the sweeper, a refused admission) acts on what the projection holds of a hold.
     assert indexes["HoldIndex"]["Projection"] == {

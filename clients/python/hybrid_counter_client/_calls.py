@@ -22,6 +22,7 @@ from hybrid_counter_client.models import (
     OrgOverride,
     OrgUsage,
     Override,
+    OverRow,
     Page,
     Plan,
     Resource,
@@ -177,6 +178,10 @@ def _org_usage(response: httpx.Response) -> OrgUsage:
     return OrgUsage.from_json(response.json())
 
 
+def _over_rows(response: httpx.Response) -> Page[OverRow]:
+    return page_from_json(response.json(), OverRow.from_json)
+
+
 # ---- the tenant's calls -------------------------------------------------------------------------
 def usage(account_id: str) -> Call[Usage]:
     return Call("GET", f"/accounts/{segment(account_id)}/usage", _usage)
@@ -308,6 +313,15 @@ def account_history_page(
 
 def plan_history_page(plan_id: str, page_size: int, next_token: str | None) -> Call[Page[ChangeRecord]]:
     return Call("GET", f"/plans/{segment(plan_id)}/history", _changes, params=_paging(page_size, next_token))
+
+
+def usage_over_page(
+    threshold: int | None, kind: str | None, page_size: int, next_token: str | None
+) -> Call[Page[OverRow]]:
+    params = _paging(page_size, next_token) | ({"kind": kind} if kind else {})
+    return Call(
+        "GET", "/usage/over", _over_rows, params=params | ({"threshold": threshold} if threshold else {})
+    )
 
 
 # ---- organizations (writes: operators; the reads: operators and the organization's administrator)

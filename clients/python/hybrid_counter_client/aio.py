@@ -25,6 +25,7 @@ from hybrid_counter_client.models import (
     OrgOverride,
     OrgUsage,
     Override,
+    OverRow,
     Page,
     Plan,
     Resource,
@@ -263,6 +264,18 @@ class AsyncClient:
 
     async def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
         return await self._send(_calls.org_usage(org_id, top))
+
+    def usage_over(
+        self,
+        *,
+        threshold: int | None = None,
+        kind: str | None = None,
+        page_size: int = 50,
+        next_token: str | None = None,
+    ) -> AsyncPaginator[OverRow]:
+        return AsyncPaginator(
+            lambda token: self._send(_calls.usage_over_page(threshold, kind, page_size, token)), next_token
+        )
 
     def org_history(
         self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None

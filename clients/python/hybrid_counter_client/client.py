@@ -23,6 +23,7 @@ from hybrid_counter_client.models import (
     OrgOverride,
     OrgUsage,
     Override,
+    OverRow,
     Page,
     Plan,
     Resource,
@@ -329,6 +330,20 @@ class Client:
     def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
         """Per kind, the organization's limit and use, and its `top` (0 to 100) members by use."""
         return self._send(_calls.org_usage(org_id, top))
+
+    def usage_over(
+        self,
+        *,
+        threshold: int | None = None,
+        kind: str | None = None,
+        page_size: int = 50,
+        next_token: str | None = None,
+    ) -> Paginator[OverRow]:
+        """Who is at or over a usage threshold (operators): newest crossing first; `threshold` a
+        configured one (default the lowest), `kind` one kind (default every kind)."""
+        return Paginator(
+            lambda token: self._send(_calls.usage_over_page(threshold, kind, page_size, token)), next_token
+        )
 
     def org_history(
         self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None

@@ -414,6 +414,36 @@ class ChangeRecord:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class OverRow:
+    """An account's (or, `scope` "organization", an organization's) kind at or over a usage
+    threshold (`GET /usage/over`): `threshold` is the highest reached; `used` and `limit` are those
+    of the crossing, at `since` (ISO 8601 UTC), when it became the highest reached."""
+
+    scope: str
+    kind: str
+    threshold: int
+    used: int
+    limit: int
+    since: str
+    account_id: str | None = None
+    org_id: str | None = None
+
+    @classmethod
+    def from_json(cls, data: object) -> OverRow:
+        body = _object(data)
+        return cls(
+            scope=_str(body, "scope"),
+            kind=_str(body, "kind"),
+            threshold=_int(body, "threshold"),
+            used=_int(body, "used"),
+            limit=_int(body, "limit"),
+            since=_str(body, "since"),
+            account_id=_optional_str(body, "account_id"),
+            org_id=_optional_str(body, "org_id"),
+        )
+
+
 def page_from_json[T](data: object, item: Callable[[object], T]) -> Page[T]:
     """`{"items": [...], "next_token": ...}` with each item read by `item`."""
     body = _object(data)

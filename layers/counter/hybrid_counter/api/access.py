@@ -110,6 +110,7 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("DELETE", "/orgs/{org_id}/limits/{kind}"): Access.OPERATOR,
     ("PUT", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
     ("DELETE", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
+    ("GET", "/usage/over"): Access.OPERATOR,
     # Operators, and the organization's administrator (no AuthorizationScopes: the function decides)
     ("GET", "/orgs/{org_id}"): Access.ORG_READER,
     ("GET", "/orgs/{org_id}/usage"): Access.ORG_READER,

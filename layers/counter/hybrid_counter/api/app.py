@@ -32,6 +32,7 @@ from hybrid_counter.api.documented import (
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
 from hybrid_counter.api.limit_routes import limit_routes
 from hybrid_counter.api.org_routes import org_routes
+from hybrid_counter.api.over_routes import over_routes
 from hybrid_counter.api.query import refuse_undeclared_query
 from hybrid_counter.api.resource_routes import resource_routes
 from hybrid_counter.aws import store_error
@@ -85,6 +86,7 @@ def build_app(
     app.include_router(limit_routes(service))
     app.include_router(org_routes(service))
     app.include_router(console_routes())
+    app.include_router(over_routes(service))
 
     @app.get(
         "/openapi.json",

@@ -39,6 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import error_code
 from hybrid_counter.counters import CounterState, Judged
 from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
+from hybrid_counter.governance.usage_over import highest_reached, index_update
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     ORG_PREFIX,
@@ -251,7 +252,7 @@ class ThresholdWatcher:
             for index, percent in enumerate(self._thresholds.percents)
             if (target ^ reached) & (1 << index)
         ]
-        if not self._transition(image, seq, target=target, events=events):
+        if not self._transition(image, seq, target=target, events=events, limit=judged.limit):
             return None
         self._obs.count("ThresholdCrossings", len(events))
         return target, seq + 1, events
@@ -280,20 +281,35 @@ class ThresholdWatcher:
         key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{split}{seq:012d}#{percent}"}}
         return OutboxEvent(THRESHOLD_REACHED if reached_now else THRESHOLD_CLEARED, detail, key)
 
-    def _transition(self, image: Image, seq: int, target: int, events: list[OutboxEvent]) -> bool:
+    def _transition(
+        self, image: Image, seq: int, target: int, events: list[OutboxEvent], *, limit: int
+    ) -> bool:
         """One transaction: the counter item's new state (conditional on the state it moves
-        from) and the events' outbox items. False if the state was no longer that."""
+        from), with its place in the near-limit indexes (usage_over.py), and the events' outbox
+        items. False if the state was no longer that."""
         exists = seq and not image.fresh
         condition = f"{ALERT_SEQ} = :seq" if exists else f"attribute_not_exists({ALERT_SEQ})"
         values: dict[str, Any] = {":reached": {"N": str(target)}, ":next": {"N": str(seq + 1)}}
         if exists:
             values[":seq"] = {"N": str(seq)}
+        key = image.key  # (a split organization's: its ALERT# item)
+        over = index_update(
+            str(key["pk"]["S"]),
+            image.kind,
+            highest_reached(target, self._thresholds.percents),
+            since=str(events[0].detail["time"]) if events else iso_utc(self._clock()),
+            used=image.state.used,
+            limit=limit,
+        )
+        values |= over.values
+        expression = ", ".join((f"{ALERT_REACHED} = :reached", f"{ALERT_SEQ} = :next", *over.sets))
+        expression = f"SET {expression}" + (f" REMOVE {', '.join(over.removes)}" if over.removes else "")
         actions: list[Any] = [
             {
                 "Update": {
                     "TableName": self._table,
-                    "Key": image.key,
-                    "UpdateExpression": f"SET {ALERT_REACHED} = :reached, {ALERT_SEQ} = :next",
+                    "Key": key,
+                    "UpdateExpression": expression,
                     "ConditionExpression": condition,
                     "ExpressionAttributeValues": values,
                 }

@@ -27,6 +27,8 @@ from hybrid_counter.counting.ops import CensusOp, HealOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record
 from hybrid_counter.counting.replay import ReplayFailed
 from hybrid_counter.effects import Effects
+from hybrid_counter.errors import ValidationError
+from hybrid_counter.governance.usage_over import UsageOver
 from hybrid_counter.keys import resource_key
 from hybrid_counter.observability import Observability
 from hybrid_counter.ops.clock import ClockUnknown, ServerClock, calibrate
@@ -54,11 +56,13 @@ class Target:
     grace_seconds: int = DEFAULT_GRACE
     events_queue_url: str | None = None  # QuotaEventsQueue, for `events tail`
     sqs_endpoint: str | None = None  # None: boto3's own (AWS, or AWS_ENDPOINT_URL_SQS)
+    usage_thresholds: str | None = None  # the stack's UsageThresholds, for `top`
 
 
 def resolve_target(args: argparse.Namespace) -> Target:
     endpoints: dict[str, str] = {}
     grace = int(os.environ.get("PENDING_GRACE_SECONDS", DEFAULT_GRACE))
+    thresholds = os.environ.get("USAGE_THRESHOLDS")
     table = args.table or os.environ.get("TABLE_NAME")
     queues: dict[str, str | None] = {
         "operator": args.operator_queue_url or os.environ.get("OPERATOR_QUEUE_URL"),
@@ -89,6 +93,7 @@ def resolve_target(args: argparse.Namespace) -> Target:
         outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
         parameters = {p["ParameterKey"]: p.get("ParameterValue") for p in stack.get("Parameters", [])}
         grace = int(parameters.get("PendingGraceSeconds") or grace)
+        thresholds = parameters.get("UsageThresholds") or thresholds
         table = outputs["TableName"]
         queues = {"operator": outputs.get("OperatorQueueUrl"), "retry": outputs.get("RetryQueueUrl")}
         events_queue = outputs.get("QuotaEventsQueueUrl")
@@ -105,7 +110,9 @@ def resolve_target(args: argparse.Namespace) -> Target:
         dynamodb_single_attempt=client("dynamodb", SINGLE_ATTEMPT),
         streams=client("dynamodbstreams"),
     )
-    return Target(table or "", queues, clients, client("sqs"), grace, events_queue, endpoints.get("sqs"))
+    return Target(
+        table or "", queues, clients, client("sqs"), grace, events_queue, endpoints.get("sqs"), thresholds
+    )
 
 
 def _queue(target: Target, which: str) -> FailureQueue:
@@ -288,6 +295,24 @@ def cmd_heal(target: Target, args: argparse.Namespace) -> Any:
     ]
 
 
+def cmd_top(target: Target, args: argparse.Namespace) -> Any:
+    """Who is at or over a threshold, newest crossing first: what GET /usage/over answers, read
+    from the same indexes with the operator's IAM on the table (governance/usage_over.py)."""
+    text = args.thresholds or target.usage_thresholds or "80,100"
+    try:
+        thresholds = Settings.from_env({"TABLE_NAME": target.table_name, "USAGE_THRESHOLDS": text})
+    except RuntimeError as error:
+        raise SystemExit(f"top: {error}") from None
+    listing = UsageOver(target.table_name, thresholds.usage_thresholds, target.clients)
+    try:
+        page = listing.page(
+            threshold=args.threshold, kind=args.kind, page_size=args.limit, next_token=args.next_token
+        )
+    except ValidationError as error:
+        raise SystemExit(f"top: {error}") from None
+    return {"items": [row.to_json() for row in page.rows], "next_token": page.next_token}
+
+
 def cmd_events_tail(target: Target, args: argparse.Namespace) -> None:
     """Streams its own JSON lines (nothing for main() to print)."""
     if not target.events_queue_url:
@@ -383,6 +408,17 @@ def parser() -> argparse.ArgumentParser:
     recount.set_defaults(handler=cmd_recount)
 
     _maintenance_commands(commands)
+
+    top = commands.add_parser("top", help="who is at or over a usage threshold, newest crossing first")
+    top.add_argument("--threshold", type=int, help="a configured threshold (default: the lowest)")
+    top.add_argument("--kind", help="one kind (default: every kind)")
+    top.add_argument("--limit", type=int, default=20, help="rows per page, 1-100 (default: %(default)s)")
+    top.add_argument("--next-token", help="the next page of an earlier run (its next_token)")
+    top.add_argument(
+        "--thresholds",
+        help="the stack's UsageThresholds (default: the stack's with --stack, else $USAGE_THRESHOLDS, else 80,100)",
+    )
+    top.set_defaults(handler=cmd_top)
 
     events = commands.add_parser("events", help='quota events (docs/operator-guide.md "Events")')
     events_commands = events.add_subparsers(dest="events_command", required=True)

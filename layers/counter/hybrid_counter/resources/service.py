@@ -16,6 +16,7 @@ from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.governance.changes import LimitChanges
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
 from hybrid_counter.governance.publisher import EventPublisher
+from hybrid_counter.governance.usage_over import OverPage, UsageOver
 from hybrid_counter.keys import (
     HISTORY_PREFIX,
     account_pk,
@@ -338,6 +339,21 @@ class ResourceService:
             lambda: self.history.page(
                 f"{HISTORY_PREFIX}ORG#{org_id}", kind=kind, page_size=page_size, next_token=next_token
             ),
+            "the read",
+        )
+
+    def usage_over(
+        self,
+        *,
+        threshold: int | None = None,
+        kind: str | None = None,
+        page_size: int = 50,
+        next_token: str | None = None,
+    ) -> OverPage:
+        """Who is at or over a usage threshold, newest crossing first (governance/usage_over.py)."""
+        listing = UsageOver(self._settings.table_name, self._settings.usage_thresholds, self._clients)
+        return guarded(
+            lambda: listing.page(threshold=threshold, kind=kind, page_size=page_size, next_token=next_token),
             "the read",
         )
 
