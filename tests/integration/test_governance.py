@@ -751,6 +751,13 @@ def test_an_organizations_crossings_are_events_of_its_own_split_or_not(
         10,
     )
     assert "account_id" not in detail
+    # And the near-limit list names it (a split organization's row comes from its ALERT# item)
+    rows = [
+        r for r in gov.usage_over(threshold=80, kind="seats", page_size=100).rows if r.owner == org.org_id
+    ]
+    assert [(r.scope, r.kind, r.threshold, r.used, r.limit) for r in rows] == [
+        ("organization", "seats", 80, 8, 10)
+    ]
     # 2 more: one Reached at 100; then down to 7 (below 75 %): Cleared 100 and Cleared 80
     org.create(2)
     org.pump()
@@ -758,6 +765,9 @@ def test_an_organizations_crossings_are_events_of_its_own_split_or_not(
     org.delete(3)
     org.pump()
     assert sorted(crossings(org.events())) == [("Cleared", 80), ("Cleared", 100)]  # one transition
+    assert not [
+        r for r in gov.usage_over(threshold=80, kind="seats", page_size=100).rows if r.owner == org.org_id
+    ]
 
 
 def test_an_organization_split_after_a_crossing_does_not_announce_it_again(
