@@ -7,7 +7,7 @@ index attributes below on the counter item (``index_update``), or removes them w
 is cleared, so an item under every threshold is in neither index and each index is exactly as
 current as the events are. Only those writes touch them, and each index projects only them: the
 counter writes of the best-effort and eventual paths change no key or projected attribute of the
-indexes, so they write neither index (docs/design.md, "Who is near a limit").
+indexes, so they write neither index (docs/design.md §13).
 
 - ``OverKindIndex``: ``over_kind`` = "<kind>#<percent>" (the highest threshold reached), range
   ``over_since`` = "<the crossing's time>#<64-bit digest of the item>": one kind's items at one
