@@ -784,6 +784,14 @@ def test_an_organization_split_after_a_crossing_does_not_announce_it_again(
     org.pump()
     # Then 80 % is not reached again (the split state starts from the item's), and 100 % is once
     assert crossings(org.events()) == []
+
+    def listed() -> list[tuple[int, int]]:
+        rows = gov.usage_over(threshold=80, kind="seats", page_size=100).rows
+        return [(r.threshold, r.used) for r in rows if r.owner == org.org_id]
+
+    # And the near-limit list names it once (its ALERT# item took over shard 0's row)
+    assert listed() == [(80, 9)]
     org.create(1)
     org.pump(times=2)
     assert crossings(org.events()) == [("Reached", 100)]
+    assert listed() == [(100, 10)]

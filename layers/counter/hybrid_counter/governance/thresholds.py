@@ -39,7 +39,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import error_code
 from hybrid_counter.counters import CounterState, Judged
 from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
-from hybrid_counter.governance.usage_over import highest_reached, index_update
+from hybrid_counter.governance.usage_over import (
+    OVER_ALL,
+    OVER_KIND,
+    OVER_LIMIT,
+    OVER_SINCE,
+    OVER_USED,
+    highest_reached,
+    index_update,
+)
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     ORG_PREFIX,
@@ -245,8 +253,10 @@ class ThresholdWatcher:
         the events to publish; the same if none; None if the item's state was no longer that."""
         used = image.state.used
         target = self._thresholds.reached(reached, used, judged.limit)
-        if target == reached:
+        if target == reached and not image.fresh:
             return reached, seq, []
+        # (a split organization's first judgement writes its ALERT# item even with no crossing:
+        # it takes over the near-limit row shard 0 had, _split_image)
         events = [
             self._event(image, judged, seq + 1, percent, reached_now=bool(target & (1 << index)))
             for index, percent in enumerate(self._thresholds.percents)
@@ -371,6 +381,8 @@ class ThresholdWatcher:
             source = self._clients.dynamodb.get_item(
                 TableName=self._table, Key=org_counter_key(org_id, kind=kind), ConsistentRead=True
             ).get("Item", {})
+            if OVER_KIND in source:
+                self._unlist_shard_zero(org_id, kind)
         return Image(
             org_id,
             kind,
@@ -381,3 +393,18 @@ class ThresholdWatcher:
             split=True,
             fresh=alert is None,
         )
+
+    def _unlist_shard_zero(self, org_id: str, kind: str) -> None:
+        """Shard 0's near-limit row, from before the split, leaves the indexes before the ALERT#
+        item's first write lists the organization again (the other order, cut short by a crash,
+        would list it twice for good; this one, at worst, not at all until its next batch)."""
+        try:
+            self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=org_counter_key(org_id, kind=kind),
+                UpdateExpression=f"REMOVE {OVER_KIND}, {OVER_ALL}, {OVER_SINCE}, {OVER_USED}, {OVER_LIMIT}",
+                ConditionExpression="attribute_exists(allowance)",
+            )
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
