@@ -256,6 +256,14 @@ def test_pages_and_since_bound_what_is_read(svc, account, api):
     assert [
         row["detail"]["new"] for row in logged(api, account, f"limit=100&since={later.replace('+', '%2B')}")
     ] == [7]
+    # And a token whose place is older than since (a since moved on between pages) lists nothing
+    status, first = api(f"limit=1&since={since}")
+    assert status == 200
+    past_it = datetime.fromisoformat(first["items"][0]["time"].replace("Z", "+00:00")) + timedelta(
+        milliseconds=1
+    )
+    query = f"limit=1&since={past_it.isoformat().replace('+00:00', 'Z')}&next_token={first['next_token']}"
+    assert api(query) == (200, {"items": [], "next_token": None})
     # And a since older than the log keeps (EventLogDays, 7) is refused, saying so
     old = (datetime.now(UTC) - timedelta(days=8)).isoformat().replace("+00:00", "Z")
     status, body = api(f"since={old}")

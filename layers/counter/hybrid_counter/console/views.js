@@ -77,7 +77,7 @@ function describeChange(item) {
 function changeEvents(items) {
   return items.map((item) =>
     h("li", { "data-event-id": item.change_id }, h("strong", {}, "Quota Limit Changed"), ` ${item.at} `,
-      h("code", {}, item.change_id), ` ${item.account_id ? `account ${item.account_id}` : `plan ${item.plan_id}`}: ${describeChange(item)} by ${item.by}`),
+      h("code", {}, item.change_id), ` ${item.account_id ? `account ${item.account_id}` : item.org_id ? `organization ${item.org_id}` : `plan ${item.plan_id}`}: ${describeChange(item)} by ${item.by}`),
   );
 }
 

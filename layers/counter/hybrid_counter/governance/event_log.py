@@ -126,6 +126,10 @@ class EventLog:
             )
         lower = iso_utc(start.timestamp())
         before = _decode(next_token) if next_token else None
+        if before is not None and before < lower:
+            return EventPage(
+                [], None
+            )  # a place older than since: nothing between (BETWEEN needs lower <= upper)
         newest = now if before is None else min(now, _parse_time(before.split("#", 1)[0]))
         found: list[dict[str, Any]] = []
         day = newest.date()
