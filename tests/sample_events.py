@@ -105,6 +105,7 @@ SAMPLE_EVENTS = [
     SampleEvent("api_get_account_history.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_get_plan_history.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_list_usage_over.json", "ApiFunction", _http_status(200)),
+    SampleEvent("api_list_events.json", "ApiFunction", _http_status(200)),
     SampleEvent("api_create_kind_resource.json", "ApiFunction", _http_status(201)),
     SampleEvent("api_put_kind_resource.json", "ApiFunction", _http_status(200, 201)),
     SampleEvent("api_patch_kind_resource.json", "ApiFunction", _http_status(200)),

@@ -4,7 +4,8 @@ An operator signs in at the local issuer (authorization code with PKCE: the page
 its form, the code comes back and is redeemed), opens an account at 80 % of its plan's limit,
 tries an override below its use (the API's LimitBelowUsage is shown and nothing changes),
 raises it, and sees the change in the account's history and as its "Quota Limit Changed" event,
-in the account and in the recent events; then forces a limit below use, deliberately, and edits
+in the account and in the recent events (the API's event log, with the account's "Quota Threshold
+Reached"); then forces a limit below use, deliberately, and edits
 a plan. Every check waits for an element, never for a fixed time. With HC_CONSOLE_SCREENSHOTS set
 to a folder, the test saves its screenshots there (docs/screenshots/console-*.png come from it).
 
@@ -193,6 +194,11 @@ def test_an_operator_raises_an_override_and_sees_the_history_entry_and_the_event
     expect(page.locator("#recent-events")).to_contain_text(
         f'plan {plan}: plan_limits: none → {{"projects":5}}'
     )
+    # And the crossing its creates made (4 of the plan's 5), from the API's event log
+    reached = page.locator(
+        f"#recent-events li[data-detail-type='Quota Threshold Reached'][data-account='{account}']"
+    ).first
+    expect(reached).to_contain_text("projects: 4 / 5 (80 %)")
     shot(page, "events")
 
     # When the operator edits the plan: every account on it gets the new limit

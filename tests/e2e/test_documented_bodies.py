@@ -97,6 +97,7 @@ def test_a_walk_through_every_kind_of_answer_matches_the_description(target: Tar
     call("GET", f"/accounts/{account}/limits/history")
     call("GET", f"/plans/{plan}/history")
     call("GET", "/usage/over?limit=5")  # who is near a limit (operator)
+    call("GET", "/events?limit=5")  # the events published recently (operator)
     call("DELETE", f"{base}/{created['resource_id']}")
     assert call("GET", f"{base}/{created['resource_id']}").status_code == 404
     call("DELETE", f"/accounts/{account}/limits/seats?force=true")

@@ -41,6 +41,7 @@ QUERY_VALUES = {
     "top": "3",
     "threshold": "80",
     "hold_seconds": "60",
+    "since": "2026-11-26T00:00:00Z",
 }
 BODIES = {  # a valid body of each body model, by its name
     "ResourceBody": {"name": "x"},

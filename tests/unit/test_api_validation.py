@@ -9,6 +9,7 @@ import pytest
 
 from hybrid_counter.api.app import build_app
 from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound
+from hybrid_counter.governance.event_log import EventPage
 from hybrid_counter.governance.history import HistoryPage
 from hybrid_counter.governance.usage_over import OverPage
 from hybrid_counter.orgs import Org
@@ -47,6 +48,10 @@ class RecordingService:
     def usage_over(self, *, threshold=None, kind=None, page_size=50, next_token=None):
         self._record("usage_over", (), {"threshold": threshold, "kind": kind})
         return OverPage([], None)
+
+    def events(self, *, since=None, page_size=50, next_token=None):
+        self._record("events", (), {"since": since})
+        return EventPage([], None)
 
     def plan_history(self, plan_id: str, *, page_size=50, next_token=None):
         self._record("plan_history", (plan_id,), {})

@@ -21,6 +21,7 @@ from hybrid_counter_client import (
     ChangeRecord,
     Client,
     KindUsage,
+    LoggedEvent,
     Membership,
     Org,
     OrgKindUsage,
@@ -96,6 +97,18 @@ OVER_ROW = {
 }
 OVER_ROW_OBJECT = OverRow(
     "organization", "projects", 80, 8, 10, "2026-11-26T00:00:00.000Z", org_id="acme-group"
+)
+LOGGED = {
+    "event_id": "acme/projects/3/80/reached",
+    "detail_type": "Quota Threshold Reached",
+    "time": "2026-11-26T00:00:00.120Z",
+    "detail": {"event_id": "acme/projects/3/80/reached", "account_id": "acme", "threshold": 80},
+}
+LOGGED_OBJECT = LoggedEvent(
+    "acme/projects/3/80/reached",
+    "Quota Threshold Reached",
+    "2026-11-26T00:00:00.120Z",
+    {"event_id": "acme/projects/3/80/reached", "account_id": "acme", "threshold": 80},
 )
 ORG_CHANGE_OBJECT = ChangeRecord(
     "c-1",
@@ -629,6 +642,17 @@ CALLS: list[Any] = [
         [OVER_ROW_OBJECT],
         id="usage_over",
     ),
+    pytest.param(
+        Invoke("events", since="2026-11-25T00:00:00Z", page_size=10),
+        "GET",
+        "/events",
+        {"limit": "10", "since": "2026-11-25T00:00:00Z"},
+        None,
+        200,
+        {"items": [LOGGED], "next_token": None},
+        [LOGGED_OBJECT],
+        id="events",
+    ),
 ]
 
 
@@ -876,6 +900,7 @@ def test_the_async_client_has_the_sync_clients_methods_with_the_same_parameters(
         "plan_history",
         "org_history",
         "usage_over",
+        "events",
     }
     for name, signature in sync.items():
         assert list(signature.parameters) == list(asynchronous[name].parameters), name
@@ -883,7 +908,7 @@ def test_the_async_client_has_the_sync_clients_methods_with_the_same_parameters(
             p.default for p in asynchronous[name].parameters.values()
         ], name
         assert inspect.iscoroutinefunction(getattr(AsyncClient, name)) is (name not in listings), name
-    assert len(sync) == 31
+    assert len(sync) == 32
 
 
 @pytest.mark.parametrize(("call", "method", "path", "query", "body", "status", "answer", "result"), CALLS)

@@ -53,6 +53,7 @@ STABLE_IDS = {
     "DELETE /orgs/{org_id}/accounts/{account_id}": "deleteOrgMember",
     "GET /orgs/{org_id}/usage": "getOrgUsage",
     "GET /orgs/{org_id}/limits/history": "getOrgHistory",
+    "GET /events": "listEvents",
     "GET /openapi.json": "getOpenApiDescription",
 }
 # The sections a tenant reads, before any operator's.

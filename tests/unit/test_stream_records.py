@@ -159,3 +159,21 @@ def test_the_write_ending_a_members_resize_counts_it_at_its_organization_if_noth
     # Then it is counted there with the units it holds now, unless it was counted already
     expected = [CountOp("acct-a", "r1", "inc1", "seats", 5, "acme", shard=2)]
     assert ops == ([] if counted else expected)
+
+
+@pytest.mark.parametrize("pk", ["ACCOUNT#acct-a", "ORG#acme"])
+def test_a_published_events_take_off_and_its_ttl_removal_carry_no_work(pk: str) -> None:
+    # Given a threshold event's item: taken off the outbox into the event log, then expired by TTL
+    sk = "EVENT#seats#000000000003#80"
+    logged = {
+        "events_day": "2026-11-26#2",
+        "events_at": "2026-11-26T01:02:03.512Z#e",
+        "expires_at": 1795900000,
+    }
+    take_off = _record("MODIFY", pk, sk, {"event": "{}", "pending_shard": "x"}, logged)
+    expired = _record("REMOVE", pk, sk, logged, {})
+    del expired["dynamodb"]["NewImage"]
+    expired["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    # Then neither asks the stream path for anything
+    assert ops_from_record(take_off) == []
+    assert ops_from_record(expired) == []

@@ -68,6 +68,7 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
         "HoldIndex",
         "OverKindIndex",
         "OverIndex",
+        "EventsIndex",
     }
     keys = {name: [k["AttributeName"] for k in index["KeySchema"]] for name, index in indexes.items()}
     assert keys == {
@@ -77,6 +78,7 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
         "HoldIndex": ["hold_account", "hold_until"],
         "OverKindIndex": ["over_kind", "over_since"],
         "OverIndex": ["over_all", "over_since"],
+        "EventsIndex": ["events_day", "events_at"],
     }
     # Who is near a limit: only what the threshold transaction writes, so no counter write
     # (which changes none of these) writes either index (governance/usage_over.py).
@@ -87,6 +89,11 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
     assert indexes["OverIndex"]["Projection"] == {
         "ProjectionType": "INCLUDE",
         "NonKeyAttributes": ["over_kind", "over_used", "over_limit"],
+    }
+    # The event log: only what the take-off of a published event writes (governance/event_log.py).
+    assert indexes["EventsIndex"]["Projection"] == {
+        "ProjectionType": "INCLUDE",
+        "NonKeyAttributes": ["events_log"],
     }
     # Expiry (the sweeper, a refused admission) acts on what the projection holds of a hold.
     assert indexes["HoldIndex"]["Projection"] == {

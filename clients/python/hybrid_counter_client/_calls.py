@@ -17,6 +17,7 @@ import httpx
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    LoggedEvent,
     Membership,
     Org,
     OrgOverride,
@@ -182,6 +183,10 @@ def _over_rows(response: httpx.Response) -> Page[OverRow]:
     return page_from_json(response.json(), OverRow.from_json)
 
 
+def _events(response: httpx.Response) -> Page[LoggedEvent]:
+    return page_from_json(response.json(), LoggedEvent.from_json)
+
+
 # ---- the tenant's calls -------------------------------------------------------------------------
 def usage(account_id: str) -> Call[Usage]:
     return Call("GET", f"/accounts/{segment(account_id)}/usage", _usage)
@@ -322,6 +327,11 @@ def usage_over_page(
     return Call(
         "GET", "/usage/over", _over_rows, params=params | ({"threshold": threshold} if threshold else {})
     )
+
+
+def events_page(since: str | None, page_size: int, next_token: str | None) -> Call[Page[LoggedEvent]]:
+    params = _paging(page_size, next_token) | ({"since": since} if since else {})
+    return Call("GET", "/events", _events, params=params)
 
 
 # ---- organizations (writes: operators; the reads: operators and the organization's administrator)

@@ -20,6 +20,7 @@ from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    LoggedEvent,
     Membership,
     Org,
     OrgOverride,
@@ -275,6 +276,13 @@ class AsyncClient:
     ) -> AsyncPaginator[OverRow]:
         return AsyncPaginator(
             lambda token: self._send(_calls.usage_over_page(threshold, kind, page_size, token)), next_token
+        )
+
+    def events(
+        self, *, since: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> AsyncPaginator[LoggedEvent]:
+        return AsyncPaginator(
+            lambda token: self._send(_calls.events_page(since, page_size, token)), next_token
         )
 
     def org_history(

@@ -18,6 +18,7 @@ from hybrid_counter_client.errors import NotFound
 from hybrid_counter_client.models import (
     AccountPlan,
     ChangeRecord,
+    LoggedEvent,
     Membership,
     Org,
     OrgOverride,
@@ -344,6 +345,13 @@ class Client:
         return Paginator(
             lambda token: self._send(_calls.usage_over_page(threshold, kind, page_size, token)), next_token
         )
+
+    def events(
+        self, *, since: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> Paginator[LoggedEvent]:
+        """The events published since `since` (ISO 8601; default 24 hours ago, at most EventLogDays
+        back), every account's and organization's, newest first (operators)."""
+        return Paginator(lambda token: self._send(_calls.events_page(since, page_size, token)), next_token)
 
     def org_history(
         self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None

@@ -444,6 +444,29 @@ class OverRow:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class LoggedEvent:
+    """An event published on the bus (`GET /events`, operators): `event_id` is its
+    `detail.event_id` (what consumers dedupe on), `detail_type` its DetailType ("Quota Threshold
+    Reached", "Quota Threshold Cleared", "Quota Limit Changed"), `time` when it was published (ISO
+    8601 UTC), `detail` its detail as EventBridge carried it."""
+
+    event_id: str
+    detail_type: str
+    time: str
+    detail: Mapping[str, Any]
+
+    @classmethod
+    def from_json(cls, data: object) -> LoggedEvent:
+        body = _object(data)
+        return cls(
+            event_id=_str(body, "event_id"),
+            detail_type=_str(body, "detail_type"),
+            time=_str(body, "time"),
+            detail=_object(body.get("detail")),
+        )
+
+
 def page_from_json[T](data: object, item: Callable[[object], T]) -> Page[T]:
     """`{"items": [...], "next_token": ...}` with each item read by `item`."""
     body = _object(data)

@@ -25,6 +25,7 @@ class Settings:
     threshold_hysteresis_percent: int = 5
     history_retention_days: int = 0  # 0: keep every history record for ever
     hold_max_seconds: int = 86_400  # the longest hold a create may ask for (holds.py)
+    event_log_days: int = 7  # how far back GET /events reads, and how long EVENT# items stay
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
@@ -58,6 +59,9 @@ class Settings:
         hold_max = int(env.get("HOLD_MAX_SECONDS", "86400"))
         if hold_max < 1:
             raise RuntimeError("HOLD_MAX_SECONDS must be >= 1")
+        log_days = int(env.get("EVENT_LOG_DAYS", "7"))
+        if log_days < 1:
+            raise RuntimeError("EVENT_LOG_DAYS must be >= 1")
         return cls(
             table_name=table_name,
             default_limit=default_limit,
@@ -70,6 +74,7 @@ class Settings:
             threshold_hysteresis_percent=hysteresis,
             history_retention_days=retention,
             hold_max_seconds=hold_max,
+            event_log_days=log_days,
         )
 
 

@@ -111,6 +111,7 @@ ROUTE_ACCESS: Mapping[tuple[str, str], Access] = {
     ("PUT", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
     ("DELETE", "/orgs/{org_id}/accounts/{account_id}"): Access.OPERATOR,
     ("GET", "/usage/over"): Access.OPERATOR,
+    ("GET", "/events"): Access.OPERATOR,
     # Operators, and the organization's administrator (no AuthorizationScopes: the function decides)
     ("GET", "/orgs/{org_id}"): Access.ORG_READER,
     ("GET", "/orgs/{org_id}/usage"): Access.ORG_READER,

@@ -30,6 +30,7 @@ from hybrid_counter.api.documented import (
     with_query_rule,
 )
 from hybrid_counter.api.errors import domain_error_response, error_response, validation_message
+from hybrid_counter.api.events_routes import events_routes
 from hybrid_counter.api.limit_routes import limit_routes
 from hybrid_counter.api.org_routes import org_routes
 from hybrid_counter.api.over_routes import over_routes
@@ -87,6 +88,7 @@ def build_app(
     app.include_router(org_routes(service))
     app.include_router(console_routes())
     app.include_router(over_routes(service))
+    app.include_router(events_routes(service))
 
     @app.get(
         "/openapi.json",

@@ -57,6 +57,7 @@ OVERRIDES = "Overrides"
 PLANS = "Plans"
 ORGANIZATIONS = "Organizations"
 HISTORY = "History"
+EVENTS = "Events"
 DESCRIBED = "API description"
 TAGS: list[dict[str, str]] = [
     {
@@ -94,12 +95,17 @@ TAGS: list[dict[str, str]] = [
         "description": "Every limit change, who made it and when, newest first: an account's, a plan's, an "
         "organization's.",
     },
+    {
+        "name": EVENTS,
+        "description": "Operators: the events published recently (threshold reached and cleared, limit "
+        "changed), every account's and organization's, newest first.",
+    },
     {"name": DESCRIBED, "description": "This OpenAPI description (public)."},
 ]
 # Redoc (and other renderers) group the sections; Swagger UI shows TAGS' order and ignores this.
 TAG_GROUPS: list[dict[str, Any]] = [
     {"name": "Tenants", "tags": [RESOURCES, HOLDS, USAGE]},
-    {"name": "Operators", "tags": [OVERRIDES, PLANS, ORGANIZATIONS, HISTORY]},
+    {"name": "Operators", "tags": [OVERRIDES, PLANS, ORGANIZATIONS, HISTORY, EVENTS]},
     {"name": "About", "tags": [DESCRIBED]},
 ]
 

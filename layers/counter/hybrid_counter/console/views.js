@@ -3,19 +3,6 @@ import { ApiError, enc } from "./api.js";
 import { h, table, usageMeter } from "./dom.js";
 
 const WATCH_SECONDS = 5;
-// The accounts and plans this tab has opened (the last 20 of each): whose changes the recent
-// events view reads, so its cost per refresh stays bounded whatever the number of accounts.
-const WATCHED = { account: "hybrid-counter.console.accounts", plan: "hybrid-counter.console.plans" };
-
-function watched(what) {
-  return JSON.parse(sessionStorage.getItem(WATCHED[what]) || "[]");
-}
-
-function watch(what, id) {
-  const ids = [id, ...watched(what).filter((known) => known !== id)].slice(0, 20);
-  sessionStorage.setItem(WATCHED[what], JSON.stringify(ids));
-}
-
 const accountLink = (id) => h("a", { href: `#/account/${enc(id)}` }, id);
 
 // --- accounts near their limits (GET /usage/over) ------------------------------------------------
@@ -90,7 +77,7 @@ function describeChange(item) {
 function changeEvents(items) {
   return items.map((item) =>
     h("li", { "data-event-id": item.change_id }, h("strong", {}, "Quota Limit Changed"), ` ${item.at} `,
-      h("code", {}, item.change_id), ` ${item.account_id ? `account ${item.account_id}` : `plan ${item.plan_id}`}: ${describeChange(item)} by ${item.by}`),
+      h("code", {}, item.change_id), ` ${item.account_id ? `account ${item.account_id}` : item.org_id ? `organization ${item.org_id}` : `plan ${item.plan_id}`}: ${describeChange(item)} by ${item.by}`),
   );
 }
 
@@ -102,14 +89,12 @@ function historyRows(items) {
 }
 
 export async function accountView(view, call, accountId, notify) {
-  watch("account", accountId);
   const path = `/accounts/${enc(accountId)}`;
   async function render() {
     const [usage, history] = await Promise.all([
       call("GET", `${path}/limits`),
       call("GET", `${path}/limits/history?limit=20`),
     ]);
-    watch("plan", usage.plan_id);
     let plan = null;
     try {
       plan = await call("GET", `/plans/${enc(usage.plan_id)}`);
@@ -212,7 +197,6 @@ export async function plansView(view, call, notify) {
         parsed[kind] = Number(limit);
       }
       await call("PUT", `/plans/${enc(id.value.trim())}`, { limits: parsed });
-      watch("plan", id.value.trim());
       notify(`plan ${id.value.trim()} saved`);
       await render();
     }
@@ -224,48 +208,76 @@ export async function plansView(view, call, notify) {
   return () => {};
 }
 
-// --- recent events -------------------------------------------------------------------------------
+// --- recent events (GET /events) ----------------------------------------------------------------
 
-// What the console can see of the events without a store of its own: the limit changes (each
-// published as "Quota Limit Changed") in the history of the accounts and plans opened in this tab,
-// and who is at or over a threshold now (GET /usage/over: "Quota Threshold Reached", since when).
-// Refreshed every WATCH_SECONDS while the view is open.
+// One published event as a list item: a limit change reads as in an account's history (its detail
+// is the change record), a threshold crossing as who, which kind, how much of the limit.
+function eventItem(event) {
+  const detail = event.detail || {};
+  if (event.detail_type === "Quota Limit Changed") {
+    const [item] = changeEvents([{ ...detail, change_id: detail.change_id || event.event_id }]);
+    item.dataset.detailType = event.detail_type;
+    item.dataset.published = event.time;
+    return item;
+  }
+  const who = detail.account_id ? ["account ", accountLink(detail.account_id)] : [`organization ${detail.org_id}`];
+  return h(
+    "li",
+    { "data-event-id": event.event_id, "data-detail-type": event.detail_type, "data-account": detail.account_id || "", "data-org": detail.org_id || "", "data-published": event.time },
+    h("strong", {}, event.detail_type),
+    ` ${event.time} `,
+    h("code", {}, event.event_id),
+    " ",
+    ...who,
+    ` ${detail.kind}: ${detail.used} / ${detail.limit} (${detail.threshold} %)`,
+  );
+}
+
+// The events published recently, every account's and organization's, newest first, from the API's
+// event log (GET /events: threshold reached and cleared, limit changed). The first page is read
+// again every WATCH_SECONDS while the view is open and what is new goes on top; "More" reads the
+// next older page (next_token).
 export async function eventsView(view, call, notify) {
   const list = h("ul", { id: "recent-events" });
   const stamp = h("p", { className: "muted", id: "events-refreshed" });
+  const footer = h("div", { id: "events-footer" });
   view.append(
     h("h2", {}, "Recent events"),
-    h("p", { className: "muted" }, `Limit changes of the accounts and plans opened in this tab, and who is at or over a threshold; refreshed every ${WATCH_SECONDS} s.`),
+    h("p", { className: "muted" }, `Every event published in the last 24 hours, newest first; refreshed every ${WATCH_SECONDS} s.`),
     stamp,
     list,
+    footer,
   );
+  const shown = new Set();
+  let older = null; // next_token of the oldest page shown
   let timer = null;
   let stopped = false;
 
-  async function collect() {
-    const histories = await Promise.all([
-      ...watched("plan").map((id) => call("GET", `/plans/${enc(id)}/history?limit=10`)),
-      ...watched("account").map((id) => call("GET", `/accounts/${enc(id)}/limits/history?limit=10`)),
-    ]);
-    const changes = histories.flatMap((page) => page.items).map((item) => ({ at: item.at, node: changeEvents([item])[0] }));
-    let thresholds = [];
-    try {
-      const over = await call("GET", "/usage/over"); // from the lowest configured threshold
-      thresholds = over.items.map((item) => ({
-        at: item.since || "",
-        node: h("li", {}, h("strong", {}, "Quota Threshold Reached"), ` ${item.since || ""} ${item.account_id ? `account ${item.account_id}` : `organization ${item.org_id}`} ${item.kind}: ${item.used} / ${item.limit} (≥ ${item.threshold} %)`),
-      }));
-    } catch (error) {
-      if (!(error instanceof ApiError && error.status === 404)) throw error;
-    }
-    return [...changes, ...thresholds].sort((a, b) => (a.at < b.at ? 1 : -1)).slice(0, 50);
+  function offerMore() {
+    footer.replaceChildren(older ? h("button", { type: "button", id: "events-more", onclick: () => more().catch((e) => notify(e.message, true)) }, "More") : "");
+  }
+
+  async function more() {
+    const page = await call("GET", `/events?limit=50&next_token=${enc(older)}`);
+    if (stopped) return;
+    list.append(...page.items.filter((event) => !shown.has(event.event_id)).map((event) => (shown.add(event.event_id), eventItem(event))));
+    older = page.next_token || null;
+    offerMore();
   }
 
   async function refresh() {
     try {
-      const events = await collect();
+      const page = await call("GET", "/events?limit=50");
       if (stopped) return;
-      list.replaceChildren(...events.map((event) => event.node));
+      const fresh = page.items.filter((event) => !shown.has(event.event_id));
+      if (shown.size === 0 || fresh.length === page.items.length) {
+        // the first read, or more new events than a page: start again from the newest page
+        shown.clear();
+        list.replaceChildren();
+        older = page.next_token || null;
+        offerMore();
+      }
+      list.prepend(...fresh.map((event) => (shown.add(event.event_id), eventItem(event))));
       stamp.textContent = `Refreshed ${new Date().toISOString()}`;
     } catch (error) {
       notify(error.message, true);

@@ -37,6 +37,7 @@ from hybrid_counter.aws import CONDITION_FAILED, RetryPolicy, error_code, retry_
 from hybrid_counter.counters import CounterState
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
 from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
+from hybrid_counter.governance.event_log import take_off
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import (
@@ -82,6 +83,7 @@ class LimitChanges:
         history: HistoryStore,
         publisher: EventPublisher,
         effects: Effects,
+        event_log_days: int = 7,
     ) -> None:
         self._table = table_name
         self._clients = clients
@@ -91,6 +93,7 @@ class LimitChanges:
         self._history = history
         self._publisher = publisher
         self._fx = effects
+        self._log_days = event_log_days
         self._retry = RetryPolicy()
 
     # ---- overrides ----------------------------------------------------------------------------------
@@ -434,16 +437,22 @@ class LimitChanges:
             self.publish([event])
 
     def publish(self, events: list[OutboxEvent]) -> int:
-        """Publish outbox events and take the published ones off the outbox; how many were."""
+        """Publish outbox events and take the published ones off the outbox; how many were.
+        The take-off also puts the event in the log (event_log.py), in the same conditional
+        update: only the first take-off of an event finds it in the outbox, so the log has each
+        published event once, and never one that was not published."""
         published = self._publisher.publish(events)
         for event in published:
+            logged = take_off(event, self._fx.clock(), log_days=self._log_days)
             self._conditional(
-                lambda event=event: self._clients.dynamodb.update_item(
+                lambda event=event, logged=logged: self._clients.dynamodb.update_item(
                     TableName=self._table,
                     Key=event.key,
-                    UpdateExpression=f"REMOVE {OUTBOX}, pending_shard, pending_since",
+                    UpdateExpression=(
+                        f"SET {', '.join(logged.sets)} REMOVE {OUTBOX}, pending_shard, pending_since"
+                    ),
                     ConditionExpression=f"{OUTBOX} = :event",
-                    ExpressionAttributeValues={":event": {"S": event.text()}},
+                    ExpressionAttributeValues={":event": {"S": event.text()}, **logged.values},
                 )
             )
         return len(published)

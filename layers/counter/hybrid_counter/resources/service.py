@@ -14,6 +14,7 @@ from hybrid_counter.counters.split import SHARD_CHOICES
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
 from hybrid_counter.governance.changes import LimitChanges
+from hybrid_counter.governance.event_log import EventLog, EventPage
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
 from hybrid_counter.governance.publisher import EventPublisher
 from hybrid_counter.governance.usage_over import OverPage, UsageOver
@@ -113,6 +114,7 @@ class ResourceService:
             history=self.history,
             publisher=EventPublisher(settings.event_bus_name, self._clients, self._obs),
             effects=self._fx,
+            event_log_days=settings.event_log_days,
         )
 
     def kind(self, kind: str | None) -> str:
@@ -356,6 +358,18 @@ class ResourceService:
             lambda: listing.page(threshold=threshold, kind=kind, page_size=page_size, next_token=next_token),
             "the read",
         )
+
+    def events(
+        self, *, since: str | None = None, page_size: int = 50, next_token: str | None = None
+    ) -> EventPage:
+        """The events published recently, newest first (governance/event_log.py)."""
+        log = EventLog(
+            self._settings.table_name,
+            self._clients,
+            log_days=self._settings.event_log_days,
+            clock=self._fx.clock,
+        )
+        return guarded(lambda: log.page(since=since, page_size=page_size, next_token=next_token), "the read")
 
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str = OPERATOR_TOOL) -> Plan:
         return guarded(lambda: self.changes.put_plan(plan_id, limits, by=by), "the plan change")
