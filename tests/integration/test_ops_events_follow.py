@@ -224,8 +224,14 @@ def test_ctrl_c_ends_the_command_quietly(moto: MotoServer) -> None:
     moto.publish(queue_url, "before Ctrl-C")
     command = Path(sys.executable).parent / "hybrid-counter-ops"
     env = {**os.environ, "AWS_ENDPOINT_URL_SQS": moto.url, "AWS_DEFAULT_REGION": REGION}
+    # Started as a shell starts a foreground command: SIGINT at its default. A suite run in the
+    # background of a non-interactive shell (`make test &`) inherits SIGINT ignored, which exec
+    # keeps, and Python then never raises KeyboardInterrupt: the command would not be the one a
+    # terminal's Ctrl-C reaches. (An exec wrapper, not preexec_fn: this process has threads.)
+    argv = [str(command), "--events-queue-url", queue_url, "events", "tail", "--follow"]
+    shell_like = "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])"
     process = subprocess.Popen(
-        [str(command), "--events-queue-url", queue_url, "events", "tail", "--follow"],
+        [sys.executable, "-c", shell_like, *argv],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
