@@ -10,7 +10,6 @@ The table is shared by every integration test, so each test looks only at its ow
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,9 +29,9 @@ from hybrid_counter.governance.publisher import OutboxEvent
 from hybrid_counter.governance.thresholds import Thresholds, ThresholdWatcher
 from hybrid_counter.keys import account_pk
 from hybrid_counter.resources import ResourceService
-from localrun.gateway.payload import HttpRequest, build_event
 from localrun.stack.aws_clients import client
 from tests.faults import ProcessDied, injected
+from tests.integration.resolver import resolve
 
 pytestmark = pytest.mark.integration
 
@@ -105,24 +104,14 @@ def api(svc) -> Callable[..., tuple[int, Any]]:
     app = build_app(lambda: svc, POLICY)
 
     def call(query: str = "", authorizer: dict[str, Any] | None = None) -> tuple[int, Any]:
-        request = HttpRequest(
-            method="GET",
-            target=f"/events{'?' + query if query else ''}",
-            headers=[],
-            body=b"",
-            source_ip="127.0.0.1",
-        )
-        event = build_event(
-            request,
+        target = f"/events{'?' + query if query else ''}"
+        return resolve(
+            app,
+            "GET",
+            target,
             route_key="GET /events",
-            path_parameters={},
-            api_id="it",
-            stage="$default",
-            request_id="it",
+            authorizer=OPERATOR if authorizer is None else authorizer,
         )
-        event["requestContext"]["authorizer"] = OPERATOR if authorizer is None else authorizer
-        response = app.resolve(event, None)  # type: ignore[arg-type]
-        return response["statusCode"], json.loads(response.get("body") or "null")
 
     return call
 

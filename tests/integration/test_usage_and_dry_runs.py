@@ -14,7 +14,6 @@ set up the two states where eventual leads, against DynamoDB Local through the A
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Any
 
@@ -24,8 +23,8 @@ from hybrid_counter.api.app import build_app
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.resources import ResourceService
-from localrun.gateway.payload import HttpRequest, build_event
 from tests.faults import injected
+from tests.integration.resolver import resolve
 
 pytestmark = pytest.mark.integration
 
@@ -36,19 +35,7 @@ def api(service: ResourceService) -> Callable[..., tuple[int, Any]]:
     app = build_app(lambda: service)
 
     def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
-        request = HttpRequest(
-            method=method,
-            target=path,
-            headers=[("content-type", "application/json")],
-            body=b"" if body is None else json.dumps(body).encode(),
-            source_ip="127.0.0.1",
-        )
-        event = build_event(
-            request, route_key="", path_parameters={}, api_id="it", stage="$default", request_id="it"
-        )
-        response = app.resolve(event, None)  # type: ignore[arg-type]
-        text = response.get("body") or ""
-        return response["statusCode"], (json.loads(text) if text else None)
+        return resolve(app, method, path, body)
 
     return call
 

@@ -29,8 +29,8 @@ from hybrid_counter.governance.usage_over import OVER_INDEX, OVER_KIND_INDEX
 from hybrid_counter.keys import counter_key, org_pk
 from hybrid_counter.ops import cli
 from hybrid_counter.resources import ResourceService
-from localrun.gateway.payload import HttpRequest, build_event
 from localrun.stack.aws_clients import client
+from tests.integration.resolver import resolve
 
 pytestmark = pytest.mark.integration
 
@@ -94,24 +94,14 @@ def api(svc) -> Callable[..., tuple[int, Any]]:
     app = build_app(lambda: svc, POLICY)
 
     def call(query: str = "", authorizer: dict[str, Any] | None = None) -> tuple[int, Any]:
-        request = HttpRequest(
-            method="GET",
-            target=f"/usage/over{'?' + query if query else ''}",
-            headers=[],
-            body=b"",
-            source_ip="127.0.0.1",
-        )
-        event = build_event(
-            request,
+        target = f"/usage/over{'?' + query if query else ''}"
+        return resolve(
+            app,
+            "GET",
+            target,
             route_key="GET /usage/over",
-            path_parameters={},
-            api_id="it",
-            stage="$default",
-            request_id="it",
+            authorizer=OPERATOR if authorizer is None else authorizer,
         )
-        event["requestContext"]["authorizer"] = OPERATOR if authorizer is None else authorizer
-        response = app.resolve(event, None)  # type: ignore[arg-type]
-        return response["statusCode"], json.loads(response.get("body") or "null")
 
     return call
 
