@@ -20,8 +20,6 @@ is in it once, since only the first take-off finds the event still in the outbox
 
 from __future__ import annotations
 
-import base64
-import binascii
 import heapq
 import json
 import re
@@ -31,6 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.errors import ValidationError
+from hybrid_counter.governance.paging import decode_place, encode_place, newest_first
 from hybrid_counter.keys import EVENT_PREFIX, iso_utc
 
 if TYPE_CHECKING:
@@ -139,7 +138,7 @@ class EventLog:
             found += list(heapq.merge(*read, key=_place, reverse=True))[:wanted]
             day -= timedelta(days=1)
         taken = found[:page_size]
-        token = _encode(_place(taken[-1])) if len(found) > page_size else None
+        token = encode_place(_place(taken[-1])) if len(found) > page_size else None
         return EventPage([LoggedEvent.of(item) for item in taken], token)
 
     def _query(self, partition: str, lower: str, before: str | None, wanted: int) -> list[dict[str, Any]]:
@@ -153,25 +152,17 @@ class EventLog:
         else:
             condition = "#h = :h AND #r BETWEEN :lower AND :before"
             values[":before"] = {"S": before}
-        found: list[dict[str, Any]] = []
-        start: dict[str, Any] | None = None
-        while True:
-            query: dict[str, Any] = {
-                "TableName": self._table,
-                "IndexName": EVENTS_INDEX,
-                "KeyConditionExpression": condition,
-                "ExpressionAttributeNames": {"#h": EVENTS_DAY, "#r": EVENTS_AT},
-                "ExpressionAttributeValues": values,
-                "ScanIndexForward": False,
-                "Limit": wanted - len(found) + (1 if before is not None else 0),
-            }
-            if start:
-                query["ExclusiveStartKey"] = start
-            response = self._clients.dynamodb.query(**query)
-            found += [item for item in response.get("Items", []) if _place(item) != before]
-            start = response.get("LastEvaluatedKey")
-            if not start or len(found) >= wanted:
-                return found[:wanted]
+        query = {
+            "TableName": self._table,
+            "IndexName": EVENTS_INDEX,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": {"#h": EVENTS_DAY, "#r": EVENTS_AT},
+            "ExpressionAttributeValues": values,
+        }
+        extra = 0 if before is None else 1
+        return newest_first(
+            self._clients, query, wanted, extra=extra, keep=lambda item: _place(item) != before
+        )
 
 
 def _place(item: dict[str, Any]) -> str:
@@ -190,16 +181,6 @@ def _parse_time(text: str) -> datetime:
 _PLACE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[\x21-\x7e]{1,300}")
 
 
-def _encode(place: str) -> str:
-    return base64.urlsafe_b64encode(place.encode()).decode()
-
-
 def _decode(token: str) -> str:
     """The range key a page ended on, strictly (a token not made here is refused)."""
-    try:
-        place = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
-        raise ValidationError("next_token is not valid") from error
-    if not _PLACE.fullmatch(place):
-        raise ValidationError("next_token is not valid")
-    return place
+    return decode_place(token, _PLACE)

@@ -30,8 +30,6 @@ and its limit (plan, overrides), and the row says since when the item is there.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import heapq
 import re
@@ -41,6 +39,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.errors import ValidationError
+from hybrid_counter.governance.paging import decode_place, encode_place, newest_first
 from hybrid_counter.keys import (
     ORG_PREFIX,
     parse_account_pk,
@@ -193,7 +192,7 @@ class UsageOver:
         ]
         merged = list(heapq.merge(*read, key=lambda item: str(item[OVER_SINCE]["S"]), reverse=True))
         taken = merged[:page_size]
-        token = _encode(str(taken[-1][OVER_SINCE]["S"])) if len(merged) > page_size else None
+        token = encode_place(str(taken[-1][OVER_SINCE]["S"])) if len(merged) > page_size else None
         return OverPage([OverRow.of(item) for item in taken], token)
 
     def partitions(self, percent: int, kind: str | None) -> list[str]:
@@ -209,45 +208,24 @@ class UsageOver:
         """Up to ``wanted`` items of one partition older than ``after`` (a range key), newest
         first. Reads on until it has them (a Query may stop early at 1 MB), so the merge never
         passes over an item a partition did not return."""
-        found: list[dict[str, Any]] = []
-        start: dict[str, Any] | None = None
         condition = "#h = :h" if after is None else "#h = :h AND #r < :after"
         names = {"#h": hash_name} | ({} if after is None else {"#r": OVER_SINCE})
         values = {":h": {"S": partition}} | ({} if after is None else {":after": {"S": after}})
-        while True:
-            query: dict[str, Any] = {
-                "TableName": self._table,
-                "IndexName": index,
-                "KeyConditionExpression": condition,
-                "ExpressionAttributeNames": names,
-                "ExpressionAttributeValues": values,
-                "ScanIndexForward": False,
-                "Limit": wanted - len(found),
-            }
-            if start:
-                query["ExclusiveStartKey"] = start
-            response = self._clients.dynamodb.query(**query)
-            found += response.get("Items", [])
-            start = response.get("LastEvaluatedKey")
-            if not start or len(found) >= wanted:
-                return found
+        query = {
+            "TableName": self._table,
+            "IndexName": index,
+            "KeyConditionExpression": condition,
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        return newest_first(self._clients, query, wanted)
 
 
 # The range key a page ended on: the crossing's time (ISO 8601 UTC, milliseconds) and the digest.
 _PLACE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z#[0-9a-f]{16}")
 
 
-def _encode(place: str) -> str:
-    return base64.urlsafe_b64encode(place.encode()).decode()
-
-
 def _decode(token: str) -> str:
     """The range key a page ended on, strictly (a token not made here is refused, never handed to
     DynamoDB). A token of another listing is a place in the same order: it lists what is older."""
-    try:
-        place = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
-    except (binascii.Error, UnicodeDecodeError, ValueError) as error:
-        raise ValidationError("next_token is not valid") from error
-    if not _PLACE.fullmatch(place):
-        raise ValidationError("next_token is not valid")
-    return place
+    return decode_place(token, _PLACE)
