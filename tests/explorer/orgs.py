@@ -806,6 +806,10 @@ class OrgRun(Run):
     # ---- the end -----------------------------------------------------------------------------------
     def _finish(self) -> None:
         self.background("stream")
+        if self._hand_off_unfinished():
+            # the note its organization's release applied (on the org's partition, delivered
+            # last) made it finishable: that write's own record, on its account's partition
+            self.background("stream")
         self.now = START + self.world.settings.pending_grace_seconds + 60
         resizing = [
             who for who in WHO if any(map(resource_items.resizing, self.views[who].resources.values()))
@@ -844,6 +848,13 @@ class OrgRun(Run):
         if any(op.kind in LIMIT_OPS for op in self.scenario.ops):
             self._check_history()
         self._check_answers(self._final())
+
+    def _hand_off_unfinished(self) -> bool:
+        return any(
+            "handoff" in item and resource_items.state_of(item) == resource_items.DELETING
+            for view in self.views.values()
+            for item in view.resources.values()
+        )
 
     def _left_to_sweeper(self) -> bool:
         return any(

@@ -258,6 +258,11 @@ class Truth:
                 self.requested.add(requested)
             elif call.operation == "DeleteItem":
                 self.requested.discard(requested)
+        if call.applied and call.operation == "TransactWriteItems":
+            # the stream path's release of a member's delete handed off to it (eventual.py)
+            for update in released_in(call):
+                self.observe(update)
+            return
         if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
             return
         kind = call.key[len(COUNTER_PREFIX) :]
@@ -286,6 +291,20 @@ def ends_a_resize(call: Call) -> tuple[str, bool] | None:
     if "REMOVE resize_request" not in expression:
         return None
     return call.values()[":req"]["S"], "= resize_to" in expression
+
+
+def released_in(call: Call) -> list[Call]:
+    """A transaction's updates of counter items that release (set ``last_release``), each as
+    the UpdateItem it would be on its own (applied as the transaction was)."""
+    found = []
+    for action in call.body.get("TransactItems", []):
+        update = action.get("Update")
+        if update is None:
+            continue
+        single = Call(call.op, "UpdateItem", update, outcome=call.outcome, applied=call.applied)
+        if single.key.startswith(COUNTER_PREFIX) and "last_release" in _assignments(single):
+            found.append(single)
+    return found
 
 
 def _corrected_ranges(call: Call) -> list[str]:

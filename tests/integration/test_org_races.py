@@ -15,7 +15,7 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
-from hybrid_counter.errors import LimitExceeded, Throttled
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
@@ -239,3 +239,91 @@ def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
     assert create.error is None
     assert delete.error is None
     org.exact()
+
+
+def _full_with_x(org: Org) -> str:
+    """The organization full: a holds x, b holds y, both counted at both levels."""
+    held, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    org.drain()
+    return held.resource_id
+
+
+def _records_of_a(org: Org) -> list[dict]:
+    found: list[dict] = []
+    while batch := org.stream.records_of(account_pk(org.a)):
+        found += batch
+    return found
+
+
+def test_a_delete_whose_account_release_is_throttled_is_finished_by_the_stream_path_once(org: Org) -> None:
+    # Given the organization full; a's delete of x releases at the organization, then its
+    # account's release is throttled on every attempt (review D2)
+    x = _full_with_x(org)
+    with (
+        injected(
+            org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
+        ),
+        pytest.raises(InProgress),
+    ):
+        org.service.delete(org.a, x, kind=SEATS)
+    # Then the delete was handed off: x is still claimed (visible) and still held at its account,
+    # and b may take the organization's slot at once
+    assert org.held(org.a) == [("deleting", 1)]
+    assert org.service.usage(org.a).kinds[SEATS].best_effort == 1
+    org.service.create(org.b, "z", {}, kind=SEATS)
+    # When the stream path sees the hand-off (its records delivered twice)
+    records = _records_of_a(org)
+    first = process_stream_batch(records, org.counter)
+    again = process_stream_batch(records, org.counter)
+    # Then it released x at the account and removed it, once
+    assert first.failed_sequence_numbers == again.failed_sequence_numbers == []
+    assert (first.report.finished_deletes, again.report.finished_deletes) == (1, 0)
+    assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (2, 2)
+    # And a retried delete finds nothing
+    with pytest.raises(NotFound):
+        org.service.delete(org.a, x, kind=SEATS)
+
+
+def test_a_handed_off_delete_finished_within_the_wait_answers_204(org: Org) -> None:
+    # Given the organization full, and a's delete of x whose account release is throttled, with
+    # the stream delivered while the delete waits
+    x = _full_with_x(org)
+    waiting = ResourceService(
+        org.settings,
+        org.clients,
+        effects=Effects(clock=org.clock, waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: org.drain())),
+    )
+    with injected(
+        org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
+    ):
+        # When it deletes: then it answers as done (no error)
+        waiting.delete(org.a, x, kind=SEATS)
+    assert org.held(org.a) == []
+    org.exact()
+
+
+def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None:
+    # Given a's delete of x handed off, the stream stopped
+    x = _full_with_x(org)
+    with (
+        injected(
+            org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
+        ),
+        pytest.raises(InProgress),
+    ):
+        org.service.delete(org.a, x, kind=SEATS)
+    records = _records_of_a(org)
+    # When a retried delete takes the claim over after the grace period and finishes it, and only
+    # then the stream path sees the hand-off
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    org.service.delete(org.a, x, kind=SEATS)
+    assert org.held(org.a) == []
+    late = process_stream_batch(records, org.counter)
+    # Then the stream path does not release it again: a holds nothing, counted so
+    assert late.failed_sequence_numbers == []
+    assert late.report.finished_deletes == 0
+    org.exact()
+    assert org.service.usage(org.a).kinds[SEATS].best_effort == 0

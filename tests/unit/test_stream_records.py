@@ -7,7 +7,7 @@ import copy
 
 import pytest
 
-from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HealOp, OrgResizedOp
+from hybrid_counter.counting.ops import CountOp, FinishDeleteOp, HandedOffDeleteOp, HealOp, OrgResizedOp
 from hybrid_counter.counting.records import PoisonRecord, ops_from_record, ops_from_records
 from hybrid_counter.keys import resource_sk
 from tests.conftest import load_event
@@ -177,3 +177,49 @@ def test_a_published_events_take_off_and_its_ttl_removal_carry_no_work(pk: str) 
     # Then neither asks the stream path for anything
     assert ops_from_record(take_off) == []
     assert ops_from_record(expired) == []
+
+
+_CLAIM = {
+    "state": "deleting",
+    "incarnation": "inc1",
+    "units": 3,
+    "org": "acme",
+    "delete_request": "req1",
+    "counter_processed": True,
+}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "finishes"),
+    [
+        # the hand-off of a delete that saw its organization's release apply
+        (_CLAIM, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
+        # the hand-off of one unsure of it, then the stream path's note that it applied
+        (_CLAIM, {**_CLAIM, "handoff": "req1"}, False),
+        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
+        # the stream path's note first, then the hand-off
+        ({**_CLAIM, "org_released": True}, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
+        # a takeover of a handed-off claim (another request owns it now): not this record's work
+        (
+            {**_CLAIM, "handoff": "req1", "org_released": True},
+            {**_CLAIM, "handoff": "req1", "org_released": True, "delete_request": "req2"},
+            False,
+        ),
+        # a write that leaves a finishable claim as it was (already asked for)
+        (
+            {**_CLAIM, "handoff": "req1", "org_released": True},
+            {**_CLAIM, "handoff": "req1", "org_released": True, "deleting_since": "later"},
+            False,
+        ),
+    ],
+    ids=["handed-off", "unsure", "then-noted", "noted-first", "taken-over", "unchanged"],
+)
+def test_a_handed_off_members_delete_is_finished_once_its_organizations_release_is_known(
+    old: dict, new: dict, finishes: bool
+) -> None:
+    # Given a member's claimed resource's MODIFY record
+    record = _record("MODIFY", "ACCOUNT#acct-a", resource_sk("r1", kind="seats"), old, new)
+    # Then the stream path finishes the delete (the account's release of its units, counted
+    # there, and the removal) exactly when the record makes the claim finishable
+    expected = [HandedOffDeleteOp("acct-a", "r1", "inc1", "req1", "seats", 3, True)]
+    assert ops_from_record(record) == (expected if finishes else [])

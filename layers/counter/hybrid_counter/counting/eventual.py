@@ -4,7 +4,8 @@ CountOps are folded into as few TransactWriteItems as the 100-action limit allow
 update per account per chunk (the chunk's count, per range) plus one conditional update per
 resource, so the hot counter item is written once per up to 99 counted resources instead of once
 per resource (per-record mode, one transaction per CountOp, is the baseline the benchmark
-compares against). FinishDeleteOps and HealOps are single conditional writes. Every operation
+compares against). FinishDeleteOps and HealOps are single conditional writes; a handed-off
+member's delete (HandedOffDeleteOp) is one transaction of its own. Every operation
 commutes with every other (ops.py), so CountOps are applied first and the rest after.
 
 A cancelled transaction reports a reason per action. ConditionalCheckFailed on a resource means
@@ -27,17 +28,19 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import expressions
+from hybrid_counter.counters.state import BEST_EFFORT
 from hybrid_counter.counting.ops import (
     CensusOp,
     CountOp,
     FinishDeleteOp,
     FinishResizeOp,
+    HandedOffDeleteOp,
     HealOp,
     Op,
     OrgReleasedOp,
     OrgResizedOp,
 )
-from hybrid_counter.keys import iso_utc, pending_shard, resource_key
+from hybrid_counter.keys import counter_key, iso_utc, pending_shard, resource_key, token
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
@@ -171,7 +174,9 @@ class EventualCounter:
         finishes = [
             (position, op)
             for position, op in enumerate(ops)
-            if isinstance(op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp)
+            if isinstance(
+                op, FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp | HandedOffDeleteOp
+            )
         ]
         censuses = [(position, op) for position, op in enumerate(ops) if isinstance(op, CensusOp)]
         heals = {(op.account_id, op.kind, op.org, op.shard) for op in ops if isinstance(op, HealOp)}
@@ -187,7 +192,7 @@ class EventualCounter:
             for done, (_, op) in enumerate(finishes):
                 try:
                     report.merge(self._finish(op))
-                except (ClientError, BotoCoreError) as error:
+                except (ClientError, BotoCoreError, CountingError) as error:
                     failed = [p for p, _ in finishes[done:] + censuses]
                     raise ChunkFailed(failed, repr(error)) from error
             for done, (_, census) in enumerate(censuses):
@@ -388,10 +393,14 @@ class EventualCounter:
         )
 
     # ---- finishing deletes and healing: single conditional writes --------------------------------
-    def _finish(self, op: FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp) -> ApplyReport:
+    def _finish(
+        self, op: FinishDeleteOp | FinishResizeOp | OrgReleasedOp | OrgResizedOp | HandedOffDeleteOp
+    ) -> ApplyReport:
         key = resource_key(op.account_id, op.resource_id, kind=op.kind)
         if isinstance(op, OrgResizedOp):
             return self._org_resized(op, key)
+        if isinstance(op, HandedOffDeleteOp):
+            return self._finish_handed_off(op, key)
         try:
             if isinstance(op, OrgReleasedOp):
                 retry_conflicts(
@@ -449,6 +458,67 @@ class EventualCounter:
         if isinstance(op, OrgReleasedOp):
             return ApplyReport()
         return ApplyReport(finished_deletes=1)
+
+    def _finish_handed_off(self, op: HandedOffDeleteOp, key: dict[str, Any]) -> ApplyReport:
+        """The account's release and the removal, in one transaction on the claim its request
+        handed off (resources/delete.py): exactly once, whatever else finishes the delete (a
+        takeover changes the claim's owner; anything that finished it removed the item). The
+        release's floor is the API path's (counters/store.py): refused on a best_effort that
+        already undercounts, it is written again taking it to 0."""
+        seen: int | None = None
+        delay = 0.05
+        for attempt in range(MAX_ATTEMPTS):
+            release = expressions.release(
+                op.resource_id,
+                token(op.resource_id, op.incarnation),
+                op.counted,
+                units=op.units,
+                best_effort_seen=seen,
+            )
+            remove: dict[str, Any] = {
+                "TableName": self._table,
+                "Key": key,
+                "ConditionExpression": "incarnation = :inc AND #state = :deleting "
+                "AND delete_request = :req AND handoff = :req",
+                "ExpressionAttributeNames": {"#state": "state"},
+                "ExpressionAttributeValues": {
+                    ":inc": {"S": op.incarnation},
+                    ":deleting": {"S": items.DELETING},
+                    ":req": {"S": op.request_id},
+                },
+            }
+            counter = counter_key(op.account_id, kind=op.kind)
+            actions: list[dict[str, Any]] = [
+                {"Update": release.update_key(self._table, counter)},
+                {"Delete": remove},
+            ]
+            try:
+                self._clients.dynamodb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
+                self._obs.count("HandedOffDeletesFinished")
+                return ApplyReport(finished_deletes=1, transactions=1)
+            except ClientError as error:
+                code = error_code(error)
+                reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+                if code == "TransactionCanceledException" and len(reasons) == 2:
+                    if reasons[1] == "ConditionalCheckFailed":
+                        return ApplyReport(already_done=1)  # finished, or no longer this claim's
+                    if reasons[0] == "ConditionalCheckFailed":
+                        seen = max(0, self._best_effort(counter))
+                        continue
+                    if not set(reasons) - {"None", None} <= RETRYABLE_REASONS:
+                        raise CountingError(f"transaction cancelled: {reasons}") from error
+                elif code not in RETRYABLE_ERRORS:
+                    raise CountingError(f"{code}: {error}") from error
+            if attempt < MAX_ATTEMPTS - 1:
+                self._sleep(delay * (1 + random.random()))
+                delay = min(delay * 2, 1.0)
+        raise CountingError(f"a handed-off delete still unfinished after {MAX_ATTEMPTS} attempts")
+
+    def _best_effort(self, key: dict[str, Any]) -> int:
+        item = self._clients.dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        return int(item.get(BEST_EFFORT, {}).get("N", 0)) if item else 0
 
     def _org_resized(self, op: OrgResizedOp, key: dict[str, Any]) -> ApplyReport:
         """A shrink's move at its organization is its last: the resize finished (if its request

@@ -13,6 +13,9 @@ in any order leaves the counters right:
   did not get to (conditional on the resize still holding it). No counter changes either.
 - ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization,
   noted on the claim (or, a shrink's, the resize finished); no counter changes.
+- ``HandedOffDeleteOp``: a member's delete handed off (``handoff`` on its claim, its
+  organization's release applied): release at its account and remove the item, in one
+  transaction conditional on that claim, so exactly once whoever else finishes it.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
 - ``CensusOp``: ask for a census of one range (an idempotent request the sweeper takes up).
 """
@@ -137,6 +140,26 @@ class OrgResizedOp:
 
 
 @dataclass(frozen=True)
+class HandedOffDeleteOp:
+    """Finish a member's delete its request handed off (resources/delete.py): the account's
+    release of ``units`` (and of ``eventual`` if ``counted``: a claimed resource is never
+    counted, so the claim's flag is final) and the item's removal, in one transaction
+    conditional on the claim of ``request_id``."""
+
+    account_id: str
+    resource_id: str
+    incarnation: str
+    request_id: str
+    kind: str = DEFAULT_KIND
+    units: int = 1
+    counted: bool = False
+
+    @property
+    def item(self) -> tuple[str, str, str]:
+        return (self.account_id, self.kind, self.resource_id)
+
+
+@dataclass(frozen=True)
 class HealOp:
     account_id: str
     kind: str = DEFAULT_KIND
@@ -161,7 +184,16 @@ class CensusOp:
     kind: str = DEFAULT_KIND
 
 
-Op = CountOp | FinishDeleteOp | FinishResizeOp | HealOp | CensusOp | OrgReleasedOp | OrgResizedOp
+Op = (
+    CountOp
+    | FinishDeleteOp
+    | FinishResizeOp
+    | HealOp
+    | CensusOp
+    | OrgReleasedOp
+    | OrgResizedOp
+    | HandedOffDeleteOp
+)
 
 
 def op_for_item(item: dict[str, Any]) -> Op | None:

@@ -12,8 +12,9 @@ one of them:
   likewise when the resize's own write ending it follows).
 - ``best_effort < eventual`` in the new image: best_effort drifted low -> HealOp.
 
-Resource records carry none (a resource's INSERT is not an admission: the create may still be
-refused). A REMOVE of a resource cancels an earlier FinishDeleteOp of that incarnation; a REMOVE
+Resource records carry little (a resource's INSERT is not an admission: the create may still be
+refused). A member's delete handed off to the stream path, once its organization's release is
+known to have applied, asks for the rest of the delete (HandedOffDeleteOp). A REMOVE of a resource cancels an earlier FinishDeleteOp of that incarnation; a REMOVE
 of a *pending* resource by TTL (the record's userIdentity names the DynamoDB service, or the item
 was past its ``expires_at`` when it went) asks for a census of its range (CensusOp): its create
 died, and whether its admission holds a slot only the census can tell. Repair requests
@@ -41,6 +42,7 @@ from hybrid_counter.counting.ops import (
     CountOp,
     FinishDeleteOp,
     FinishResizeOp,
+    HandedOffDeleteOp,
     HealOp,
     Op,
     OrgReleasedOp,
@@ -241,6 +243,11 @@ def _resource_ops(
         # account's count takes it out of the PendingIndex). Once, whoever comes first (org_counted).
         ended: list[Op] = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
         return ended, ("resize", account_id, kind, resource_id, str(old["resize_request"]))
+    if event == "MODIFY" and _handed_off(new) and not _handed_off(old):
+        # Its request will not release at the account (resources/delete.py): this write (the
+        # hand-off, or the note that the organization's release applied) completes what the
+        # stream path needs to finish it.
+        return [_finish_handed_off(account_id, kind, resource_id, new)], None
     if event == "MODIFY" and _made_live_unsure_of_its_org(old, new):
         # Its organization's admission may not have applied (outcome unknown, not resolved):
         # then no record of that counter will ever count it there, and its account's count
@@ -261,6 +268,30 @@ def _org_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, A
     units, org_shard = int(new.get("units", 1)), int(new.get("org_shard", 0))
     return CountOp(
         account_id, resource_id, str(new["incarnation"]), kind, units, str(new["org"]), shard=org_shard
+    )
+
+
+def _handed_off(image: Mapping[str, Any]) -> bool:
+    """A claim its delete handed off, whose organization's release applied."""
+    return (
+        image.get("state") == items.DELETING
+        and "handoff" in image
+        and image.get("handoff") == image.get("delete_request")
+        and bool(image.get("org_released"))
+    )
+
+
+def _finish_handed_off(
+    account_id: str, kind: str, resource_id: str, new: Mapping[str, Any]
+) -> HandedOffDeleteOp:
+    return HandedOffDeleteOp(
+        account_id,
+        resource_id,
+        str(new["incarnation"]),
+        str(new["delete_request"]),
+        kind,
+        int(new.get("units", 1)),
+        bool(new.get("counter_processed")),
     )
 
 

@@ -12,6 +12,11 @@
    grace period) finishes it.
 3. Remove the item. If that fails, the stream path removes it when it sees the release.
 
+A member's delete releases at its organization first (org_level.py). If its account's release
+then fails, or the organization's outcome stays unknown, it hands the rest to the stream path
+(``handoff`` on its claim) and never releases at the account itself: the stream path releases
+there and removes the item in one transaction, once the organization's release is known.
+
 Why the order (call by call, against every other flow): docs/design.md.
 """
 
@@ -127,8 +132,8 @@ class DeleteFlow:
             self._remove(account_id, kind, rid, request_id)  # the earlier delete's release did apply
             return False
         org_first = claim.org is not None and not claim.org_released
-        if org_first:
-            self._release_at_org(account_id, rid, claim)
+        if org_first and self._release_at_org(account_id, rid, claim):
+            return True  # handed off, and the stream path finished it
         attempt = self.counters.release(
             account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
         )
@@ -137,8 +142,9 @@ class DeleteFlow:
             self.obs.count("ResourcesDeleted")
             return True
         if attempt.effect is Effect.NOT_APPLIED and org_first:
-            # The organization's slot is free already: the claim stays for a retry to finish.
-            raise InProgress("the delete was not finished; retry the request")
+            # The organization's slot is free already: no revert, and no second try of our own
+            # (it could race the stream path's): the stream path finishes it.
+            return self._hand_off(account_id, rid, claim, org_released=True)
         if attempt.effect is Effect.NOT_APPLIED:
             self._revert(account_id, kind, rid, request_id, claim)
             if attempt.throttled:
@@ -152,9 +158,10 @@ class DeleteFlow:
         # Unknown, and still unknown: the claim stays; a retry after the grace period takes it over.
         raise InProgress("the delete could not be confirmed; retry the request")
 
-    def _release_at_org(self, account_id: str, rid: str, claim: Claim) -> None:
-        """The organization's release, before the account's (org_level.py): raises, with the
-        claim reverted (nothing done: 429) or kept (outcome unknown: 503), unless it applied."""
+    def _release_at_org(self, account_id: str, rid: str, claim: Claim) -> bool:
+        """The organization's release, before the account's (org_level.py): False once it
+        applied. Refused without effect: the claim reverted, 429. Outcome unknown: handed off
+        (True if the stream path finished the delete meanwhile)."""
         assert claim.org is not None
         org, kind = claim.org, claim.kind
         effect = self.orgs.release_resolved(
@@ -168,14 +175,52 @@ class DeleteFlow:
             shard=claim.org_shard,
         )
         if effect is None:
-            return
+            return False
         if effect is Effect.NOT_APPLIED:
             self._revert(account_id, kind, rid, claim.request_id, claim)
             self.obs.count("DeleteThrottled")
             raise Throttled(
                 "too many requests for this organization; the delete was not done, retry the request"
             )
-        raise InProgress("the delete could not be confirmed; retry the request")
+        # Unknown: if it applied, the stream path notes it (org_released) and finishes the rest.
+        return self._hand_off(account_id, rid, claim, org_released=False)
+
+    def _hand_off(self, account_id: str, rid: str, claim: Claim, *, org_released: bool) -> bool:
+        """A member's delete whose organization's release applied (or may have) and whose
+        account's did not: the stream path releases at the account and removes the item, in one
+        transaction on this claim, as soon as it sees the organization's release (design.md
+        §10.4). Waited for within the request: True once done (204); else 503, and it will be."""
+        assert claim.org is not None
+        try:
+            handed = self._table.hand_off(
+                account_id,
+                rid,
+                claim.request_id,
+                incarnation=claim.incarnation,
+                kind=claim.kind,
+                org_released=org_released,
+            )
+        except (ClientError, BotoCoreError) as error:
+            # Not handed off: the claim stays (visible), for a retry after the grace period.
+            self.obs.logger.warning("could not hand a delete off", extra={"error": repr(error)})
+            raise InProgress("the delete could not be finished; retry the request") from error
+        if not handed.applied:
+            raise InProgress("the resource changed while it was being deleted; retry the request")
+        self.obs.count("DeleteHandedOff")
+        if self._finished_by_stream(account_id, rid, claim):
+            self.obs.count("ResourcesDeleted")
+            return True
+        raise InProgress("the delete is being finished; a retry answers 404 once it is")
+
+    def _finished_by_stream(self, account_id: str, rid: str, claim: Claim) -> bool:
+        def removed() -> bool | None:
+            item = self._table.get(account_id, rid, kind=claim.kind)
+            return True if item is None or items.incarnation_of(item) != claim.incarnation else None
+
+        try:
+            return self._fx.waiter.until(removed) is not None
+        except (ClientError, BotoCoreError):
+            return False
 
     def _claim(self, account_id: str, kind: str, rid: str, request_id: str) -> Claim:
         for _ in range(3):
@@ -253,16 +298,12 @@ class DeleteFlow:
         if effect is not Effect.UNKNOWN:
             return False
 
-        def removed() -> bool | None:
-            item = self._table.get(account_id, rid, kind=claim.kind)
-            return True if item is None or items.incarnation_of(item) != claim.incarnation else None
-
         try:
             if self._last_release(account_id, claim.kind) == release_token:
                 return True
-            return self._fx.waiter.until(removed) is not None
         except (ClientError, BotoCoreError):
             return False
+        return self._finished_by_stream(account_id, rid, claim)
 
     def _last_release(self, account_id: str, kind: str) -> str | None:
         return self.counters.read(account_id, kind=kind).last_release

@@ -291,6 +291,40 @@ class ResourceTable:
             ExpressionAttributeValues=values,
         )
 
+    def hand_off(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        incarnation: str,
+        kind: str = DEFAULT_KIND,
+        org_released: bool,
+    ) -> Written:
+        """A member's delete gives the rest of its work to the stream path (design.md §10.4):
+        ``handoff = <its request>`` on its own claim. From this write on, the request never
+        releases at the account: the stream path does, with the removal, in one transaction
+        conditional on this same claim. ``org_released``: the request saw its organization's
+        release apply."""
+        values: dict[str, Any] = {
+            ":req": {"S": request_id},
+            ":deleting": {"S": DELETING},
+            ":inc": {"S": incarnation},
+        }
+        update = "SET handoff = :req"
+        if org_released:
+            update += ", org_released = :true"
+            values[":true"] = {"BOOL": True}
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression=update,
+            ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues=values,
+        )
+
     def remove(
         self, account_id: str, resource_id: str, request_id: str, *, kind: str = DEFAULT_KIND
     ) -> Written:
