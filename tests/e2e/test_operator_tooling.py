@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from hybrid_counter.keys import counter_key
+from hybrid_counter.keys import counter_key, org_counter_key
 from tests.e2e.conftest import eventually
 
 pytestmark = pytest.mark.e2e
@@ -129,3 +129,43 @@ def test_poison_message_is_resolved_by_a_recount_and_dropped(target, local_runti
 def _mentions(runtime: Any, message_id: str, account: str) -> bool:
     shown = ops(runtime, "queue", "show", message_id)
     return account in json.dumps(shown["records"])
+
+
+def test_an_organization_is_recounted_from_its_members_resources(target, local_runtime):
+    runtime = local_runtime
+    # Given an organization of 5 seats whose two members hold 3 (counted), and its first shard's
+    # best_effort raised by hand to 5 (a slot nobody holds)
+    organization, seats = f"org-ops-{uuid.uuid4().hex[:8]}", "seats"
+    plan, members = f"p-{organization}", [f"m{n}-{organization}" for n in range(2)]
+    assert target.call("PUT", f"/plans/{plan}", {"limits": {seats: 5}}).status_code in (200, 201)
+    assert target.call("PUT", f"/orgs/{organization}", {"plan_id": plan}).status_code == 201
+    for account in members:
+        assert target.call("PUT", f"/accounts/{account}/limits/{seats}", {"limit": 5}).status_code == 200
+        assert target.call("PUT", f"/orgs/{organization}/accounts/{account}").status_code == 201
+    for n, account in enumerate([*members, members[0]]):
+        created = target.call("POST", f"/accounts/{account}/kinds/{seats}/resources", {"name": f"r{n}"})
+        assert created.status_code == 201, created.text
+    target.settle()
+    dynamodb = boto3.client("dynamodb", endpoint_url=runtime.dynamodb_url)
+    dynamodb.update_item(
+        TableName=runtime.table_name,
+        Key=org_counter_key(organization, kind=seats, shard=0),
+        UpdateExpression="ADD best_effort :two",
+        ExpressionAttributeValues={":two": {"N": "2"}},
+    )
+    refused = target.call("POST", f"/accounts/{members[1]}/kinds/{seats}/resources", {"name": "x"})
+    assert refused.status_code == 409, refused.text
+    # When the operator recounts it: a dry run, then the fix
+    dry = ops(runtime, "org-recount", organization)
+    (report,) = dry["kinds"]
+    assert (report["best_effort"], report["eventual"], report["live_units"], dry["dry_run"]) == (
+        5,
+        3,
+        3,
+        True,
+    )
+    (fixed,) = ops(runtime, "org-recount", organization, "--fix", "--kind", seats)["kinds"]
+    # Then its counters are its members' 3 seats again, and the refused create is admitted
+    assert (fixed["best_effort"], fixed["eventual"], fixed["ranges_unsettled"]) == (3, 3, [])
+    admitted = target.call("POST", f"/accounts/{members[1]}/kinds/{seats}/resources", {"name": "x"})
+    assert admitted.status_code == 201, admitted.text

@@ -7,6 +7,7 @@ from functools import cached_property
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.counting.org_recount import OrgRecounter
 from hybrid_counter.counting.recount import Recounter
 from hybrid_counter.counting.replay import Replayer
 from hybrid_counter.counting.sweeper import Sweeper
@@ -95,4 +96,16 @@ class Components:
             clock=self.effects.clock,
             repairs=self.resources.repairs,
             obs=self.obs,
+        )
+
+    @cached_property
+    def org_recounter(self) -> OrgRecounter:
+        return OrgRecounter(
+            self.settings.table_name,
+            self.clients,
+            self.resources.org_store,
+            self.resources.repairs,
+            self.eventual,
+            grace_seconds=self.settings.pending_grace_seconds,
+            clock=self.effects.clock,
         )

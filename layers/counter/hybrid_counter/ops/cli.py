@@ -259,6 +259,15 @@ def cmd_recount(target: Target, args: argparse.Namespace) -> Any:
     return {"kinds": reports, "dry_run": not args.fix, "server_clock": clock.describe()}
 
 
+def cmd_org_recount(target: Target, args: argparse.Namespace) -> Any:
+    """One report per kind of the organization: its counter items against its members' resources."""
+    clock = _server_clock(target)
+    recounter = _parts(target, clock).org_recounter
+    kinds = [args.kind] if args.kind else recounter.kinds_of(args.org_id)
+    reports = [recounter.recount(args.org_id, kind=kind, fix=args.fix).to_json() for kind in kinds]
+    return {"kinds": reports, "dry_run": not args.fix, "server_clock": clock.describe()}
+
+
 def cmd_pending(target: Target, args: argparse.Namespace) -> Any:
     keys = _parts(target, _server_clock(target)).sweeper.pending_keys(args.older_than)
     return [{"pk": k["pk"]["S"], "sk": k["sk"]["S"], "state": k.get("state", {}).get("S")} for k in keys]
@@ -353,6 +362,36 @@ def _local_events_queue(args: argparse.Namespace) -> tuple[Any, str]:
     return _events_queue(sqs_endpoint, queue_url)
 
 
+def _recount_commands(commands: Any) -> None:
+    recount = commands.add_parser("recount", help="count an account from its resources; report or fix drift")
+    recount.add_argument("account_id")
+    recount.add_argument("--kind", help="one kind of resource (default: every kind the account has)")
+    recount.add_argument("--fix", action="store_true", help="write the corrections (default: dry run)")
+    recount.add_argument(
+        "--finish-pending-older-than",
+        type=float,
+        metavar="SECONDS",
+        help="also count live resources the stream path never counted, created before this (with --fix)",
+    )
+    recount.add_argument("--continuation", help="go on from where an earlier run stopped")
+    recount.add_argument(
+        "--force", action="store_true", help="allow a grace shorter than PendingGraceSeconds"
+    )
+    recount.set_defaults(handler=cmd_recount)
+
+    org_recount = commands.add_parser(
+        "org-recount", help="count an organization from its members' resources; report or fix drift"
+    )
+    org_recount.add_argument("org_id")
+    org_recount.add_argument("--kind", help="one kind of resource (default: every kind it has a counter for)")
+    org_recount.add_argument(
+        "--fix",
+        action="store_true",
+        help="write the corrections, after finishing what is stuck past the grace period (default: dry run)",
+    )
+    org_recount.set_defaults(handler=cmd_org_recount)
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="hybrid-counter-ops", description=__doc__)
     where = root.add_argument_group("where")
@@ -391,22 +430,7 @@ def parser() -> argparse.ArgumentParser:
             sub.add_argument("message_id")
             sub.set_defaults(handler=cmd_queue_delete)
 
-    recount = commands.add_parser("recount", help="count an account from its resources; report or fix drift")
-    recount.add_argument("account_id")
-    recount.add_argument("--kind", help="one kind of resource (default: every kind the account has)")
-    recount.add_argument("--fix", action="store_true", help="write the corrections (default: dry run)")
-    recount.add_argument(
-        "--finish-pending-older-than",
-        type=float,
-        metavar="SECONDS",
-        help="also count live resources the stream path never counted, created before this (with --fix)",
-    )
-    recount.add_argument("--continuation", help="go on from where an earlier run stopped")
-    recount.add_argument(
-        "--force", action="store_true", help="allow a grace shorter than PendingGraceSeconds"
-    )
-    recount.set_defaults(handler=cmd_recount)
-
+    _recount_commands(commands)
     _maintenance_commands(commands)
 
     top = commands.add_parser("top", help="who is at or over a usage threshold, newest crossing first")
