@@ -333,6 +333,8 @@ class Profile:
     seed: int
     # Schedules explored per repair scenario (three operations can have many).
     repair_schedules: int = 100_000
+    # Schedules explored per pair scenario (spread over its tree when capped).
+    pair_schedules: int = 100_000
     # Schedules explored per scenario of issue 18's pairs (a PATCH has five calls), and how many
     # random schedules of each with every background step (when background_samples are taken).
     kind_pair_schedules: int = 100_000
@@ -353,7 +355,9 @@ class Profile:
 
 
 PROFILES = {
-    # make test: every pair exhaustively; background steps and faults sampled.
+    # make test: every pair, up to 80 schedules of each spread over its tree (every schedule of
+    # every pair is the long profile's, and HC_EXPLORER_PAIR_SCHEDULES=100000 runs them all in
+    # this one); background steps and faults sampled.
     "ci": Profile(
         "ci",
         ((),),
@@ -362,6 +366,7 @@ PROFILES = {
         fault_rate=0.25,
         seed=20261122,
         repair_schedules=60,
+        pair_schedules=80,
         kind_pair_schedules=8,
         kind_background_samples=1,
         # 36 scenarios at 12 schedules each (spread over each tree): about 1 minute 45 s here
@@ -391,11 +396,19 @@ PROFILES = {
 
 def profile() -> Profile:
     """The chosen profile; HC_EXPLORER_SEED and HC_EXPLORER_RANDOM_RUNS override its random part
-    (to go on from where a long run was cut off with schedules it has not tried)."""
+    (to go on from where a long run was cut off with schedules it has not tried),
+    HC_EXPLORER_PAIR_SCHEDULES its cap on each pair's schedules, and
+    HC_EXPLORER_ORG_BACKGROUND_SETS the organizations' background sets (to run them in parts)."""
     chosen = PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
     seed = int(os.environ.get("HC_EXPLORER_SEED") or chosen.seed)
     runs = int(os.environ.get("HC_EXPLORER_RANDOM_RUNS") or chosen.random_runs)
-    return dataclasses.replace(chosen, seed=seed, random_runs=runs)
+    pairs = int(os.environ.get("HC_EXPLORER_PAIR_SCHEDULES") or chosen.pair_schedules)
+    org_sets = chosen.org_background_sets
+    if only := os.environ.get("HC_EXPLORER_ORG_BACKGROUND_SETS"):  # e.g. "none,stream-A+stream-B+stream-org"
+        org_sets = tuple(() if part == "none" else tuple(part.split("+")) for part in only.split(","))
+    return dataclasses.replace(
+        chosen, seed=seed, random_runs=runs, pair_schedules=pairs, org_background_sets=org_sets
+    )
 
 
 def selected[S: Scenario](scenarios: list[S]) -> list[S]:

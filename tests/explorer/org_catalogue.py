@@ -317,8 +317,8 @@ ORG_SCENARIOS: list[OrgScenario] = [
 # create and nothing changes them or the membership, and at three calls only some faults are
 # given, because the others open a known defect's window: an account's admission that does not
 # apply (throttled, unsent, a conflict) makes the create undo the organization's admission (D1);
-# a delete whose process dies at its account's release, after the organization's release,
-# leaves the resource visible with the organization's slot given away (D2). The scenarios above
+# a delete whose process dies at its account's release (or at its hand-off), after the
+# organization's release, leaves the resource visible with the organization's slot given away (D2). The scenarios above
 # give those faults where no other account's create races them. (A release at the account that
 # does not apply, or one at the organization whose lost response stays unresolved, hands the
 # delete off to the stream path: design.md §10.4.)
@@ -338,6 +338,7 @@ RANDOM_ORG_OPS = (
 RANDOM_FAULTS_ONLY: dict[str, frozenset[str]] = {
     "admit": frozenset({"lost", "crash"}),
     "release": frozenset({"lost", "unsent", THROTTLED, "TransactionConflictException"}),
+    "hand-off": frozenset({"lost", "unsent", THROTTLED, "TransactionConflictException"}),
 }
 
 

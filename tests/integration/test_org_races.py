@@ -327,3 +327,27 @@ def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None
     assert late.report.finished_deletes == 0
     org.exact()
     assert org.service.usage(org.a).kinds[SEATS].best_effort == 0
+
+
+def test_a_delete_that_dies_between_the_levels_is_finished_by_the_sweeper(org: Org) -> None:
+    # Given the organization full; a's delete of x releases at the organization, then its process
+    # dies at its account's release (review D2, the window still open: design.md §10.4)
+    x = _full_with_x(org)
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.delete(org.a, x, kind=SEATS)
+    # Then the stream path notes the organization's release and indexes the claim; a sweep within
+    # the grace period leaves it (its request may be alive)
+    org.drain()
+    assert org.held(org.a) == [("deleting", 1)]
+    grace = org.settings.pending_grace_seconds
+    Sweeper(org.settings.table_name, org.counter, grace, org.clients, clock=org.clock).sweep()
+    assert org.held(org.a) == [("deleting", 1)]
+    # When the sweeper runs past the grace period, with nobody retrying the delete
+    org.sweep_after_the_grace_period()
+    # Then it is finished: released at the account only, once
+    assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (1, 1)

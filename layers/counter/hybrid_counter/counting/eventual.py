@@ -403,17 +403,24 @@ class EventualCounter:
             return self._finish_handed_off(op, key)
         try:
             if isinstance(op, OrgReleasedOp):
+                # Indexed too: if the delete's request died before its account's release, the
+                # sweeper finishes it past the grace period (sweeper.py) without waiting for a
+                # retried DELETE or an audit.
                 retry_conflicts(
                     lambda: self._clients.dynamodb.update_item(
                         TableName=self._table,
                         Key=key,
-                        UpdateExpression="SET org_released = :true",
+                        UpdateExpression="SET org_released = :true, "
+                        "pending_shard = if_not_exists(pending_shard, :shard), "
+                        "pending_since = if_not_exists(pending_since, :now)",
                         ConditionExpression="incarnation = :inc AND (#state = :deleting OR attribute_exists(undoing))",
                         ExpressionAttributeNames={"#state": "state"},
                         ExpressionAttributeValues={
                             ":inc": {"S": op.incarnation},
                             ":deleting": {"S": items.DELETING},
                             ":true": {"BOOL": True},
+                            ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
+                            ":now": {"S": iso_utc(self._clock())},
                         },
                     ),
                     self._retry,

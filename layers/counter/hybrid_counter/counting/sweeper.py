@@ -219,6 +219,7 @@ class Sweeper:
             if _sort_key(entry).startswith(RESOURCE_PREFIX)
         ]
         resources = [self._finish_undo(item, outcome) for item in resources]
+        resources = [self._finish_dead_delete(item, outcome) for item in resources]
         ops = [op for item in resources for op in ops_for_item(item)]
         outcome.found += len(ops)
         if ops:
@@ -268,6 +269,24 @@ class Sweeper:
         try:
             if self._recounter.repairs.roll_back_stale_pending(account_id, rid, item):
                 outcome.pending_rolled_back += 1
+                return {**item, "state": {"S": "gone"}}
+        except (DomainError, ClientError, BotoCoreError):
+            pass
+        return item
+
+    def _finish_dead_delete(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
+        """A claimed resource in the index (a member's delete whose organization's release the
+        stream path saw, counting/eventual.py): finished past the grace period if its request
+        died (a takeover, resources/repairs.py). Returns the item as it is now."""
+        if items.state_of(entry) != items.DELETING:
+            return entry
+        item = self._current(entry)
+        if item is None or items.state_of(item) != items.DELETING:
+            return item or {**entry, "state": {"S": "gone"}}
+        account_id, rid = parse_account_pk(item["pk"]["S"]), parse_kind_resource_sk(item["sk"]["S"])[1]
+        try:
+            if self._recounter.repairs.finish_stale_delete(account_id, rid, item):
+                outcome.deletes_finished += 1
                 return {**item, "state": {"S": "gone"}}
         except (DomainError, ClientError, BotoCoreError):
             pass
@@ -460,10 +479,12 @@ class Sweeper:
 
 
 def _finished(item: dict[str, Any]) -> bool:
-    """A resource's index entry has nothing left to do: counted at every level, or no longer
-    live (and no member's create left pending at its organization)."""
+    """A resource's index entry has nothing left to do: counted at every level, or gone (and no
+    member's create left pending at its organization, no delete claimed)."""
     if items.state_of(item) == items.PENDING and ("undoing" in item or items.org_counted(item)):
         return False
+    if items.state_of(item) == items.DELETING:
+        return False  # a delete still to finish (or still running): the next sweep looks again
     if items.state_of(item) != items.LIVE:
         return True
     return items.is_counted(item) and (items.org_of(item) is None or items.org_counted(item))
