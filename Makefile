@@ -116,23 +116,28 @@ sam-build: $(TOOLS)/.installed
 	PATH="$(dir $(PYTHON312)):$$PATH" $(SAM) build --cached
 
 # The interleaving explorer and the state machine mostly wait on DynamoDB Local, one call at a
-# time: `make test` starts them first, in a pytest process (and a DynamoDB Local) of their own,
-# and runs the checks, the build and then the rest of the suite beside them, so the two cores are
-# both busy from the start. Their output follows the rest's. The halves are sized to end
-# together: the explorer's organizations (test_org_interleavings.py) ride with the explorer.
+# time: `make test` starts them first, in a pytest process (and a DynamoDB Local) of their own;
+# the checks (lint, types, docs, template, scan) run beside them too, and the rest of the suite
+# starts as soon as `sam build` is done (test_localrun_built reads its output), so the rest, the
+# longest part, does not wait for the checks. The explorer's and the checks' output follow the
+# rest's; any of the three failing fails the run. The explorer's organizations
+# (test_org_interleavings.py) ride with the explorer.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
 	tests/integration/test_stateful_counters.py
 
 test: deps $(TOOLS)/.installed $(CHECKOV_ENV)/.installed
 	@mkdir -p .local
 	@$(PY) -m pytest $(EXPLORATION) $(PYTEST_ARGS) > .local/exploration.log 2>&1 & exploration=$$!; \
-	if $(MAKE) lint typecheck docs sam-validate sam-build scan; then \
+	$(MAKE) --no-print-directory lint typecheck docs sam-validate scan > .local/checks.log 2>&1 & checks=$$!; \
+	if $(MAKE) --no-print-directory sam-build; then \
 		$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
-	else rest=1; echo "---- the checks failed: the rest of the suite was not run ----"; fi; \
+	else rest=1; echo "---- sam build failed: the rest of the suite was not run ----"; fi; \
+	wait $$checks; checked=$$?; \
+	echo "---- lint typecheck docs sam-validate scan (exit $$checked) ----"; cat .local/checks.log; \
 	wait $$exploration; explored=$$?; \
 	echo "---- $(EXPLORATION) (exit $$explored) ----"; cat .local/exploration.log; \
 	cat .local/explorer-figures.json .local/explorer-figures-organizations.json 2>/dev/null; \
-	test $$rest -eq 0 -a $$explored -eq 0
+	test $$rest -eq 0 -a $$explored -eq 0 -a $$checked -eq 0
 	HC_E2E_TARGET=built $(PY) -m pytest $(E2E_BUILT) $(PYTEST_ARGS)
 
 # Also rewrites docs/benchmarks.md and its plots (docs/bench/): the published figures are a run's.

@@ -194,11 +194,14 @@ def test_an_operator_raises_an_override_and_sees_the_history_entry_and_the_event
     expect(page.locator("#recent-events")).to_contain_text(
         f'plan {plan}: plan_limits: none → {{"projects":5}}'
     )
-    # And the crossing its creates made (4 of the plan's 5), from the API's event log
-    reached = page.locator(
-        f"#recent-events li[data-detail-type='Quota Threshold Reached'][data-account='{account}']"
-    ).first
-    expect(reached).to_contain_text("projects: 4 / 5 (80 %)")
+    # And the crossing its creates made (4 of the plan's 5), and the one the forced limit made (4
+    # of 2), from the API's event log (newest first: which is on top depends on when the second
+    # was published, so each is found by its threshold)
+    reached = f"#recent-events li[data-detail-type='Quota Threshold Reached'][data-account='{account}']"
+    expect(page.locator(f"{reached}[data-event-id*='/80/reached']")).to_contain_text("projects: 4 / 5 (80 %)")
+    expect(page.locator(f"{reached}[data-event-id*='/100/reached']")).to_contain_text(
+        "projects: 4 / 2 (100 %)"
+    )
     shot(page, "events")
 
     # When the operator edits the plan: every account on it gets the new limit

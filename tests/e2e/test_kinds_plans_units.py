@@ -150,6 +150,7 @@ def test_plans_overrides_units_and_resizes(stack):
     assert (resized.status_code, resized.json()["units"]) == (200, 4)
     assert create(stack, first, "seats", "team-b", units=5).status_code == 201
     # When a 2-seat team is tried as a dry run, it would not be admitted, and nothing is written
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(first)
     dry = stack.call("POST", kind_path(first, "seats") + "?dry_run=true", {"name": "team-c", "units": 2})
     assert (dry.status_code, dry.json()) == (
@@ -184,11 +185,15 @@ def test_plans_overrides_units_and_resizes(stack):
     assert (projects["limit"], projects["used"], projects["limit_source"]) == (3, 5, "plan")
     # Given the second account at its 3 projects too
     assert [create(stack, second, "projects", f"p{n}").status_code for n in range(4)] == [201, 201, 201, 409]
-    # When pro is changed to 10 projects
+    # When pro is changed to 10 projects (the stream path done with the creates first: its
+    # threshold judgements write the counter items)
+    stack.target.settle()
     before = [stack.items("PLANS"), stack.account_items(first), stack.account_items(second)]
     put_plan(stack, pro, {"projects": 10, "seats": 10})
     changed_at = time.monotonic()
-    # Then that is one write, the plan's item: neither account's items changed
+    # Then that is one write, the plan's item: neither account's items changed, not even by the
+    # stream path afterwards
+    stack.target.settle()
     plans, *accounts = [stack.items("PLANS"), stack.account_items(first), stack.account_items(second)]
     assert accounts == before[1:]
     if plans is not None and before[0] is not None:
@@ -289,6 +294,7 @@ def test_a_kind_the_plan_does_not_list_is_refused_unless_overridden(stack):
     account, plan_id = new_account(), new_plan()
     put_plan(stack, plan_id, {"projects": 3})
     assign(stack, account, plan_id)
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(account)
     # When it creates a seat, it is refused with a limit of 0, and nothing is written
     refused = error_of(create(stack, account, "seats", "s"), 409, "LimitExceeded")
@@ -304,6 +310,7 @@ def test_moving_an_account_to_a_plan_that_does_not_exist_is_a_400_and_changes_no
     account, plan_id, missing = new_account(), new_plan(), new_plan()
     put_plan(stack, plan_id, {"projects": 3})
     assign(stack, account, plan_id)
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(account)
     # When it is moved to a plan that does not exist
     response = stack.call("PUT", f"/accounts/{account}/plan", {"plan_id": missing})
@@ -398,6 +405,7 @@ def test_malformed_kinds_and_units_are_a_400_and_write_nothing(stack):
     made = create(stack, account, "seats", "team", units=2)
     assert made.status_code == 201
     rid = made.json()["resource_id"]
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(account)
     # When a kind is malformed, or units are not an integer of at least 1
     answers = [stack.call("POST", kind_path(account, kind), {"name": "x"}) for kind in BAD_KINDS]
@@ -422,6 +430,7 @@ def test_patch_over_http(stack):
     stack.call("PUT", f"/accounts/{account}/limits/seats", {"limit": 10})
     team = create(stack, account, "seats", "a", units=4).json()["resource_id"]
     assert create(stack, account, "seats", "b", units=5).status_code == 201
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(account)
     # When the first grows to 6, or an absent resource is resized
     grow = stack.call("PATCH", kind_path(account, "seats", team), {"units": 6})
@@ -450,6 +459,7 @@ def test_dry_runs_write_nothing(stack):
     stack.call("PUT", f"/accounts/{account}/limits/seats", {"limit": 5})
     body = {"name": "team", "lead": "ada", "units": 3}
     assert stack.call("PUT", kind_path(account, "seats", "t1"), body).status_code == 201
+    stack.target.settle()  # the stream path's threshold writes done first
     before = stack.account_items(account)
     # When a POST, a PUT of the same id and body, a PUT of it with other units, and PATCHes are
     # tried as dry runs
