@@ -121,9 +121,10 @@ sam-build: $(TOOLS)/.installed
 # starts as soon as `sam build` is done (test_localrun_built reads its output), so the rest, the
 # longest part, does not wait for the checks. The explorer's and the checks' output follow the
 # rest's; any of the three failing fails the run. The explorer's organizations
-# (test_org_interleavings.py) ride with the explorer.
+# (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a local runtime of
+# its own) ride with the explorer, so the two processes end about together.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
-	tests/integration/test_stateful_counters.py
+	tests/integration/test_stateful_counters.py tests/e2e/test_fuzz_openapi.py
 
 test: deps $(TOOLS)/.installed $(CHECKOV_ENV)/.installed
 	@mkdir -p .local
