@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -256,17 +257,25 @@ def _records_of_a(org: Org) -> list[dict]:
     return found
 
 
+def _account_release_throttled(org: Org) -> Any:
+    """Every attempt of a delete's second single-attempt write (its account's release, after its
+    organization's) throttled."""
+    return injected(
+        org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
+    )
+
+
+def _delete_with_its_account_release_throttled(org: Org, resource_id: str) -> None:
+    """a's delete of ``resource_id``, handed off to the stream path: answered 503 (in progress)."""
+    with _account_release_throttled(org), pytest.raises(InProgress):
+        org.service.delete(org.a, resource_id, kind=SEATS)
+
+
 def test_a_delete_whose_account_release_is_throttled_is_finished_by_the_stream_path_once(org: Org) -> None:
     # Given the organization full; a's delete of x releases at the organization, then its
     # account's release is throttled on every attempt (review D2)
     x = _full_with_x(org)
-    with (
-        injected(
-            org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
-        ),
-        pytest.raises(InProgress),
-    ):
-        org.service.delete(org.a, x, kind=SEATS)
+    _delete_with_its_account_release_throttled(org, x)
     # Then the delete was handed off: x is still claimed (visible) and still held at its account,
     # and b may take the organization's slot at once
     assert org.held(org.a) == [("deleting", 1)]
@@ -296,9 +305,7 @@ def test_a_handed_off_delete_finished_within_the_wait_answers_204(org: Org) -> N
         org.clients,
         effects=Effects(clock=org.clock, waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: org.drain())),
     )
-    with injected(
-        org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
-    ):
+    with _account_release_throttled(org):
         # When it deletes: then it answers as done (no error)
         waiting.delete(org.a, x, kind=SEATS)
     assert org.held(org.a) == []
@@ -308,13 +315,7 @@ def test_a_handed_off_delete_finished_within_the_wait_answers_204(org: Org) -> N
 def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None:
     # Given a's delete of x handed off, the stream stopped
     x = _full_with_x(org)
-    with (
-        injected(
-            org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
-        ),
-        pytest.raises(InProgress),
-    ):
-        org.service.delete(org.a, x, kind=SEATS)
+    _delete_with_its_account_release_throttled(org, x)
     records = _records_of_a(org)
     # When a retried delete takes the claim over after the grace period and finishes it, and only
     # then the stream path sees the hand-off
