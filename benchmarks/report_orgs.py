@@ -30,14 +30,14 @@ WHY = {
     "before the account's",
     ("first_create", "Query"): "as a steady create, the organization's pre-check",
     ("first_create", "UpdateItem"): "as a steady create, the organization's admission",
-    ("delete", "UpdateItem"): "the organization's release, before the account's",
+    ("delete", "UpdateItem"): "the organization's release, after the account's",
     ("stream_org_per_create", "TransactWriteItems"): "the organization's counting transaction, one "
     "a batch of its partition: its counter item (2 units) and each resource's org_counted mark "
     "(2 units each, transactional)",
-    ("stream_org_per_delete", "UpdateItem"): "the note of the organization's release on the "
-    "claim (org_released), made from the organization's partition, whose batch cannot see the "
-    "delete remove the item on the account's partition: by then the item is usually gone, so "
-    "the write is refused by its condition and still charged",
+    ("stream_org_per_delete", "DeleteItem"): "the removal of the member's claim once its "
+    "organization's release applied (its account's came first), made from the organization's "
+    "partition, whose batch cannot see the delete remove the item on the account's partition: "
+    "by then the item is usually gone, so the write is refused by its condition and still charged",
 }
 
 

@@ -214,15 +214,23 @@ ORG_SCENARIOS: list[OrgScenario] = [
         counted=("A.x", "B.y"),
         faults=((0, "release", "lost", 1),),
     ),
-    # A delete handed off to the stream path (design.md §10.4): its account's release throttled
-    # after the organization's applied, B posting for the slot it freed; the stream delivered
-    # at any point
+    # A delete stopped between its two levels (design.md §10.4: its account's release first):
+    # its organization's release throttled on every attempt (handed off to the stream path),
+    # or its process dying there, B posting for the slot; the stream delivered at any point
     scenario(
-        "hand-off: the account's release throttled, the organization full, B posts",
+        "hand-off: the organization's release throttled, the organization full, B posts",
         (delete("A"), post("B")),
         org=2,
         counted=("A.x", "B.y"),
-        faults=((0, "release", THROTTLED, 0),),
+        faults=((0, "org-release", THROTTLED, 0),),
+        backgrounds=("stream",),
+    ),
+    scenario(
+        "a delete dies between its levels, the organization full, B posts",
+        (delete("A"), post("B")),
+        org=2,
+        counted=("A.x", "B.y"),
+        faults=((0, "org-release", "crash", 1),),
         backgrounds=("stream",),
     ),
     # The organization's counter split over 2 shard items (design.md §10.6): the last slot raced
@@ -314,14 +322,12 @@ ORG_SCENARIOS: list[OrgScenario] = [
 
 # Random schedules: both accounts' creates and deletes, the organization's limit changes, with
 # faults at any call but those of RANDOM_FAULTS_ONLY. The account limits leave room for every
-# create and nothing changes them or the membership, and at three calls only some faults are
-# given, because the others open a known defect's window: an account's admission that does not
-# apply (throttled, unsent, a conflict) makes the create undo the organization's admission (D1);
-# a delete whose process dies at its account's release (or at its hand-off), after the
-# organization's release, leaves the resource visible with the organization's slot given away (D2). The scenarios above
-# give those faults where no other account's create races them. (A release at the account that
-# does not apply, or one at the organization whose lost response stays unresolved, hands the
-# delete off to the stream path: design.md §10.4.)
+# create and nothing changes them or the membership, and at the account's admission only some
+# faults are given, because the others open a known defect's window: an account's admission
+# that does not apply (throttled, unsent, a conflict) makes the create undo the organization's
+# admission (D1). The scenarios above give those faults where no other account's create races
+# them. (Every fault is given at a delete's calls: stopped between its levels, a delete leaves
+# its organization holding the slot, never one given away: design.md §10.4.)
 RANDOM_ORG_OPS = (
     post("A"),
     post("B"),
@@ -337,8 +343,6 @@ RANDOM_ORG_OPS = (
 )
 RANDOM_FAULTS_ONLY: dict[str, frozenset[str]] = {
     "admit": frozenset({"lost", "crash"}),
-    "release": frozenset({"lost", "unsent", THROTTLED, "TransactionConflictException"}),
-    "hand-off": frozenset({"lost", "unsent", THROTTLED, "TransactionConflictException"}),
 }
 
 

@@ -854,9 +854,10 @@ class OrgRun(Run):
 
     def _check_visible_within_the_limit(self) -> None:
         """Once the stream has drained, and before anything waits for the grace period, the
-        members' visible resources fit the organization's limit: a delete that freed its slot
-        there is gone within the stream's lag (design.md §4.5 and §10.4), whatever became of its
-        request. Not judged where the run lowers the limit (forced) or a create went past it
+        members' visible resources (what a reader sees: items.visible) fit the organization's
+        limit: a delete that freed its slot at its account is gone from it within the stream's
+        lag, and one stopped before its organization's release leaves the slot held there
+        (design.md §4.5 and §10.4), whatever became of its request. Not judged where the run lowers the limit (forced) or a create went past it
         without a known admission (P1's exception)."""
         if any(op.kind in LIMIT_OPS for op in self.scenario.ops) or any(
             d.past_org_limit_allowed for d in self.done.values()
@@ -866,7 +867,7 @@ class OrgRun(Run):
             visible = sum(
                 resource_items.units_of(item)
                 for _, _, item, _ in self.member_resources(kind)
-                if resource_items.state_of(item) in (resource_items.LIVE, resource_items.DELETING)
+                if resource_items.visible(item)
             )
             limit = self.org_limit(kind)
             if visible > limit:

@@ -201,27 +201,34 @@ def test_a_lost_response_at_each_level_counts_once(org: Org) -> None:
     org.exact()
     with pytest.raises(LimitExceeded):
         org.service.create(org.a, "z", {}, kind=SEATS)
-    # And a delete whose release at the organization loses its response releases once
-    resource = org.service.list(org.a, kind=SEATS).items[0]
-    with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="after"):
-        org.service.delete(org.a, resource.resource_id, kind=SEATS)
-    org.exact()
-    org.service.create(org.b, "z", {}, kind=SEATS)
-    org.exact()
+    # And a delete whose release at its account, or at its organization, loses its response
+    # releases once at each level
+    for lost_at in (0, 1):
+        resource = org.service.list(org.a if lost_at == 0 else org.b, kind=SEATS).items[0]
+        with injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="after", skip=lost_at):
+            org.service.delete(resource.account_id, resource.resource_id, kind=SEATS)
+        org.exact()
+        org.service.create(org.b, f"z{lost_at}", {}, kind=SEATS)
+        org.exact()
 
 
-def test_a_delete_whose_release_at_the_organization_is_throttled_changes_nothing(org: Org) -> None:
+def test_a_delete_whose_release_at_its_account_is_throttled_changes_nothing(org: Org) -> None:
+    # Given a member's resource, counted at both levels
     resource, _ = org.service.create(org.a, "x", {}, kind=SEATS)
     org.drain()
+    # When its delete's first release (its account's) is throttled on every attempt: 429
     with (
         injected(org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100),
         pytest.raises(Throttled),
     ):
         org.service.delete(org.a, resource.resource_id, kind=SEATS)
+    # Then nothing was released anywhere: it is live again, and a retried delete frees both levels
     assert org.held(org.a) == [("live", 1)]
     org.exact()
+    assert org.org_counters() == (1, 1)
     org.service.delete(org.a, resource.resource_id, kind=SEATS)
     org.exact()
+    assert org.org_counters() == (0, 0)
 
 
 def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
@@ -231,15 +238,35 @@ def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
     deleter, creator = org.new_service(), org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         delete = race.start("delete", lambda: deleter.delete(org.a, held.resource_id, kind=SEATS))
-        # When the delete has released at the organization (its claim, then that release) and
-        # not yet at its account, a create of the other account comes
-        race.until(delete, "UpdateItem", count=2)
+        # When the delete has released at both levels (its claim, its account's release, its
+        # organization's) and not yet removed x, a create of the other account comes
+        race.until(delete, "UpdateItem", count=3)
         create = race.run("create", lambda: creator.create(org.b, "z", {}, kind=SEATS))
         race.finish(delete)
     # Then the create took the freed slot at once, and both levels are exact
     assert create.error is None
     assert delete.error is None
     org.exact()
+
+
+def test_an_admission_between_a_releases_two_levels_is_refused_by_the_organization(org: Org) -> None:
+    # Given the organization full (a and b hold one each)
+    held, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    deleter, creator = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        delete = race.start("delete", lambda: deleter.delete(org.a, held.resource_id, kind=SEATS))
+        # When the delete has released at its account only (design.md §10.4), a create of the
+        # other account comes
+        race.until(delete, "UpdateItem", count=2)
+        create = race.run("create", lambda: creator.create(org.b, "z", {}, kind=SEATS))
+        race.finish(delete)
+    # Then the organization still held x's slot: refused there (the order: create, then delete)
+    assert isinstance(create.error, LimitExceeded)
+    assert create.error.scope == "organization"
+    assert delete.error is None
+    org.exact()
+    assert org.org_counters() == (1, 1)
 
 
 def _full_with_x(org: Org) -> str:
@@ -257,65 +284,73 @@ def _records_of_a(org: Org) -> list[dict]:
     return found
 
 
-def _account_release_throttled(org: Org) -> Any:
-    """Every attempt of a delete's second single-attempt write (its account's release, after its
-    organization's) throttled."""
+def _org_release_throttled(org: Org) -> Any:
+    """Every attempt of a delete's second single-attempt write (its organization's release, after
+    its account's) throttled."""
     return injected(
         org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1
     )
 
 
-def _delete_with_its_account_release_throttled(org: Org, resource_id: str) -> None:
+def _delete_with_its_org_release_throttled(org: Org, resource_id: str) -> None:
     """a's delete of ``resource_id``, handed off to the stream path: answered 503 (in progress)."""
-    with _account_release_throttled(org), pytest.raises(InProgress):
+    with _org_release_throttled(org), pytest.raises(InProgress):
         org.service.delete(org.a, resource_id, kind=SEATS)
 
 
-def test_a_delete_whose_account_release_is_throttled_is_finished_by_the_stream_path_once(org: Org) -> None:
-    # Given the organization full; a's delete of x releases at the organization, then its
-    # account's release is throttled on every attempt (review D2)
+def test_a_delete_whose_organizations_release_is_throttled_is_finished_by_the_stream_path_once(
+    org: Org,
+) -> None:
+    # Given the organization full; a's delete of x releases at its account, then its
+    # organization's release is throttled on every attempt
     x = _full_with_x(org)
-    _delete_with_its_account_release_throttled(org, x)
-    # Then the delete was handed off: x is still claimed (visible) and still held at its account,
-    # and b may take the organization's slot at once
+    _delete_with_its_org_release_throttled(org, x)
+    # Then the delete was handed off: x is released at its account (a holds nothing there), and
+    # the organization still holds its slot: b is refused there
     assert org.held(org.a) == [("deleting", 1)]
-    assert org.service.usage(org.a).kinds[SEATS].best_effort == 1
-    org.service.create(org.b, "z", {}, kind=SEATS)
+    assert org.service.usage(org.a).kinds[SEATS].best_effort == 0
+    with pytest.raises(LimitExceeded) as refused:
+        org.service.create(org.b, "z", {}, kind=SEATS)
+    assert refused.value.scope == "organization"
     # When the stream path sees the hand-off (its records delivered twice)
     records = _records_of_a(org)
     first = process_stream_batch(records, org.counter)
     again = process_stream_batch(records, org.counter)
-    # Then it released x at the account and removed it, once
+    # Then it released x at the organization and removed it, once
     assert first.failed_sequence_numbers == again.failed_sequence_numbers == []
     assert (first.report.finished_deletes, again.report.finished_deletes) == (1, 0)
     assert org.held(org.a) == []
     org.exact()
-    assert org.org_counters() == (2, 2)
-    # And a retried delete finds nothing
+    assert org.org_counters() == (1, 1)
+    # And b may take the slot; a retried delete finds nothing
+    org.service.create(org.b, "z", {}, kind=SEATS)
     with pytest.raises(NotFound):
         org.service.delete(org.a, x, kind=SEATS)
+    org.exact()
+    assert org.org_counters() == (2, 2)
 
 
 def test_a_handed_off_delete_finished_within_the_wait_answers_204(org: Org) -> None:
-    # Given the organization full, and a's delete of x whose account release is throttled, with
-    # the stream delivered while the delete waits
+    # Given the organization full, and a's delete of x whose organization's release is
+    # throttled, with the stream delivered while the delete waits
     x = _full_with_x(org)
     waiting = ResourceService(
         org.settings,
         org.clients,
         effects=Effects(clock=org.clock, waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: org.drain())),
     )
-    with _account_release_throttled(org):
+    with _org_release_throttled(org):
         # When it deletes: then it answers as done (no error)
         waiting.delete(org.a, x, kind=SEATS)
     assert org.held(org.a) == []
     org.exact()
+    assert org.org_counters() == (1, 1)
 
 
 def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None:
     # Given a's delete of x handed off, the stream stopped
     x = _full_with_x(org)
-    _delete_with_its_account_release_throttled(org, x)
+    _delete_with_its_org_release_throttled(org, x)
     records = _records_of_a(org)
     # When a retried delete takes the claim over after the grace period and finishes it, and only
     # then the stream path sees the hand-off
@@ -323,32 +358,99 @@ def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None
     org.service.delete(org.a, x, kind=SEATS)
     assert org.held(org.a) == []
     late = process_stream_batch(records, org.counter)
-    # Then the stream path does not release it again: a holds nothing, counted so
+    # Then the stream path does not release it again: each level holds only y, counted so
     assert late.failed_sequence_numbers == []
     assert late.report.finished_deletes == 0
     org.exact()
     assert org.service.usage(org.a).kinds[SEATS].best_effort == 0
+    assert org.org_counters() == (1, 1)
 
 
 def test_a_delete_that_dies_between_the_levels_is_finished_by_the_sweeper(org: Org) -> None:
-    # Given the organization full; a's delete of x releases at the organization, then its process
-    # dies at its account's release (review D2, the window still open: design.md §10.4)
+    # Given the organization full; a's delete of x releases at its account, then its process
+    # dies at its organization's release (review D2: design.md §10.4)
     x = _full_with_x(org)
     with (
         injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
         pytest.raises(ProcessDied),
     ):
         org.service.delete(org.a, x, kind=SEATS)
-    # Then the stream path notes the organization's release and indexes the claim; a sweep within
-    # the grace period leaves it (its request may be alive)
+    # Then the stream path notes the account's release: x is no longer visible, and the claim is
+    # indexed; the organization still holds its slot (refusing b: conservative, never over)
     org.drain()
     assert org.held(org.a) == [("deleting", 1)]
+    with pytest.raises(NotFound):
+        org.service.get(org.a, x, kind=SEATS)
+    assert org.service.list(org.a, kind=SEATS).items == []
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.b, "z", {}, kind=SEATS)
+    # And a sweep within the grace period leaves it (its request may be alive)
     grace = org.settings.pending_grace_seconds
     Sweeper(org.settings.table_name, org.counter, grace, org.clients, clock=org.clock).sweep()
     assert org.held(org.a) == [("deleting", 1)]
     # When the sweeper runs past the grace period, with nobody retrying the delete
     org.sweep_after_the_grace_period()
-    # Then it is finished: released at the account only, once
+    # Then it is finished: released at the organization only, once
     assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (1, 1)
+
+
+def test_a_delete_that_dies_after_both_releases_is_removed_by_the_stream_path(org: Org) -> None:
+    # Given the organization full; a's delete of x releases at its account and at its
+    # organization, then its process dies before it removes x
+    x = _full_with_x(org)
+    with injected(org.clients.dynamodb, "DeleteItem", when="crash"), pytest.raises(ProcessDied):
+        org.service.delete(org.a, x, kind=SEATS)
+    # When the stream path sees both releases (no sweep, no retry)
+    org.drain()
+    # Then it removed x: the delete is done within the stream's lag, each level released once
+    assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (1, 1)
+    org.service.create(org.b, "z", {}, kind=SEATS)
+
+
+def test_a_put_of_the_id_of_a_delete_stopped_between_the_levels_waits_for_its_organizations_release(
+    org: Org,
+) -> None:
+    # Given the organization full; a's delete of x dies after its account's release, before its
+    # organization's
+    x = _full_with_x(org)
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.delete(org.a, x, kind=SEATS)
+    org.drain()
+    # When a PUT of the same id comes before the delete is finished: in progress (503), and the
+    # organization still holds the old x's slot
+    with pytest.raises(InProgress):
+        org.service.create(org.a, "x", {}, x, kind=SEATS)
+    assert org.org_counters() == (2, 2)
+    # Then once the sweeper has finished the delete past the grace period, the PUT creates x again
+    org.sweep_after_the_grace_period()
+    assert org.org_counters() == (1, 1)
+    org.service.create(org.a, "x", {}, x, kind=SEATS)
+    org.exact()
+    assert org.org_counters() == (2, 2)
+
+
+def test_a_delete_that_dies_after_both_releases_taken_over_before_the_stream_releases_nothing_again(
+    org: Org,
+) -> None:
+    # Given the organization full; a's delete of x releases at both levels and dies before it
+    # removes x, and the stream path sees none of it before the grace period has passed
+    x = _full_with_x(org)
+    with injected(org.clients.dynamodb, "DeleteItem", when="crash"), pytest.raises(ProcessDied):
+        org.service.delete(org.a, x, kind=SEATS)
+    records = _records_of_a(org)
+    # When a retried delete takes the claim over after the grace period
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    with pytest.raises(NotFound):
+        org.service.delete(org.a, x, kind=SEATS)
+    # Then it released nothing again (each level's last_release names x's): it only removed x
+    assert org.held(org.a) == []
+    assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
     org.exact()
     assert org.org_counters() == (1, 1)

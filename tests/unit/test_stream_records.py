@@ -184,42 +184,40 @@ _CLAIM = {
     "incarnation": "inc1",
     "units": 3,
     "org": "acme",
+    "org_shard": 2,
     "delete_request": "req1",
-    "counter_processed": True,
+    "org_counted": True,
 }
 
 
 @pytest.mark.parametrize(
     ("old", "new", "finishes"),
     [
-        # the hand-off of a delete that saw its organization's release apply
-        (_CLAIM, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
-        # the hand-off of one unsure of it, then the stream path's note that it applied
-        (_CLAIM, {**_CLAIM, "handoff": "req1"}, False),
-        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
-        # the stream path's note first, then the hand-off
-        ({**_CLAIM, "org_released": True}, {**_CLAIM, "handoff": "req1", "org_released": True}, True),
+        # the hand-off of a delete whose organization's release was refused
+        (_CLAIM, {**_CLAIM, "handoff": "req1"}, True),
+        # the stream path's note of its account's release, on a claim not handed off
+        (_CLAIM, {**_CLAIM, "account_released": True}, False),
+        # the note after the hand-off: already asked for
+        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "account_released": True}, False),
         # a takeover of a handed-off claim (another request owns it now): not this record's work
-        (
-            {**_CLAIM, "handoff": "req1", "org_released": True},
-            {**_CLAIM, "handoff": "req1", "org_released": True, "delete_request": "req2"},
-            False,
-        ),
+        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "delete_request": "req2"}, False),
         # a write that leaves a finishable claim as it was (already asked for)
+        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "deleting_since": "later"}, False),
+        # a claim of a resource in no organization (never handed off)
         (
-            {**_CLAIM, "handoff": "req1", "org_released": True},
-            {**_CLAIM, "handoff": "req1", "org_released": True, "deleting_since": "later"},
+            {k: v for k, v in _CLAIM.items() if k != "org"},
+            {**{k: v for k, v in _CLAIM.items() if k != "org"}, "handoff": "req1"},
             False,
         ),
     ],
-    ids=["handed-off", "unsure", "then-noted", "noted-first", "taken-over", "unchanged"],
+    ids=["handed-off", "noted", "noted-after", "taken-over", "unchanged", "no-org"],
 )
-def test_a_handed_off_members_delete_is_finished_once_its_organizations_release_is_known(
+def test_a_handed_off_members_delete_is_finished_once_by_the_stream_path(
     old: dict, new: dict, finishes: bool
 ) -> None:
     # Given a member's claimed resource's MODIFY record
     record = _record("MODIFY", "ACCOUNT#acct-a", resource_sk("r1", kind="seats"), old, new)
-    # Then the stream path finishes the delete (the account's release of its units, counted
-    # there, and the removal) exactly when the record makes the claim finishable
-    expected = [HandedOffDeleteOp("acct-a", "r1", "inc1", "req1", "seats", 3, True)]
+    # Then the stream path finishes the delete (the organization's release of its units on its
+    # shard, counted there, and the removal) exactly when the record hands it off
+    expected = [HandedOffDeleteOp("acct-a", "r1", "inc1", "req1", "acme", "seats", 3, True, 2)]
     assert ops_from_record(record) == (expected if finishes else [])

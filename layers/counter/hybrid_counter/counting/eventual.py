@@ -4,8 +4,8 @@ CountOps are folded into as few TransactWriteItems as the 100-action limit allow
 update per account per chunk (the chunk's count, per range) plus one conditional update per
 resource, so the hot counter item is written once per up to 99 counted resources instead of once
 per resource (per-record mode, one transaction per CountOp, is the baseline the benchmark
-compares against). FinishDeleteOps and HealOps are single conditional writes; a handed-off
-member's delete (HandedOffDeleteOp) is one transaction of its own. Every operation
+compares against). FinishDeleteOps, OrgReleasedOps and HealOps are single conditional writes
+(two, at most); a handed-off member's delete (HandedOffDeleteOp) is one transaction of its own. Every operation
 commutes with every other (ops.py), so CountOps are applied first and the rest after.
 
 A cancelled transaction reports a reason per action. ConditionalCheckFailed on a resource means
@@ -40,7 +40,7 @@ from hybrid_counter.counting.ops import (
     OrgReleasedOp,
     OrgResizedOp,
 )
-from hybrid_counter.keys import counter_key, iso_utc, pending_shard, resource_key, token
+from hybrid_counter.keys import iso_utc, member_token, org_counter_key, pending_shard, resource_key
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
@@ -265,7 +265,7 @@ class EventualCounter:
         return actions
 
     def _resource_action(self, op: CountOp) -> dict[str, Any]:
-        values = {
+        values: dict[str, Any] = {
             ":inc": {"S": op.incarnation},
             ":true": {"BOOL": True},
             ":false": {"BOOL": False},
@@ -401,83 +401,134 @@ class EventualCounter:
             return self._org_resized(op, key)
         if isinstance(op, HandedOffDeleteOp):
             return self._finish_handed_off(op, key)
+        if isinstance(op, OrgReleasedOp):
+            return self._org_released(op, key)
+        if isinstance(op, FinishDeleteOp):
+            return self._account_released(op, key)
+        finished = self._conditional(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+                # not a member's shrink: its organization's release is still to come
+                ConditionExpression="incarnation = :inc AND resize_request = :req "
+                "AND (attribute_not_exists(org) OR resize_to > resize_from)",
+                ExpressionAttributeNames={"#units": "units"},
+                ExpressionAttributeValues={":inc": {"S": op.incarnation}, ":req": {"S": op.request_id}},
+            )
+        )
+        return ApplyReport(finished_resizes=1) if finished else ApplyReport(already_done=1)
+
+    def _conditional(self, write: Callable[[], object]) -> bool:
+        """One conditional write, conflicts retried: False if its condition failed."""
+        return self._write_or_refusal(write)[0]
+
+    def _write_or_refusal(self, write: Callable[[], object]) -> tuple[bool, dict[str, Any] | None]:
+        """One conditional write, conflicts retried: (True, None), or (False, the item it was
+        refused on, if its write asked for it and there was one)."""
         try:
-            if isinstance(op, OrgReleasedOp):
-                # Indexed too: if the delete's request died before its account's release, the
-                # sweeper finishes it past the grace period (sweeper.py) without waiting for a
-                # retried DELETE or an audit.
-                retry_conflicts(
-                    lambda: self._clients.dynamodb.update_item(
-                        TableName=self._table,
-                        Key=key,
-                        UpdateExpression="SET org_released = :true, "
-                        "pending_shard = if_not_exists(pending_shard, :shard), "
-                        "pending_since = if_not_exists(pending_since, :now)",
-                        ConditionExpression="incarnation = :inc AND (#state = :deleting OR attribute_exists(undoing))",
-                        ExpressionAttributeNames={"#state": "state"},
-                        ExpressionAttributeValues={
-                            ":inc": {"S": op.incarnation},
-                            ":deleting": {"S": items.DELETING},
-                            ":true": {"BOOL": True},
-                            ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
-                            ":now": {"S": iso_utc(self._clock())},
-                        },
-                    ),
-                    self._retry,
-                )
-            elif isinstance(op, FinishDeleteOp):
-                retry_conflicts(
-                    lambda: self._clients.dynamodb.delete_item(
-                        TableName=self._table,
-                        Key=key,
-                        ConditionExpression="incarnation = :inc AND #state = :deleting",
-                        ExpressionAttributeNames={"#state": "state"},
-                        ExpressionAttributeValues={
-                            ":inc": {"S": op.incarnation},
-                            ":deleting": {"S": items.DELETING},
-                        },
-                    ),
-                    self._retry,
-                )
-            else:
-                retry_conflicts(
-                    lambda: self._clients.dynamodb.update_item(
-                        TableName=self._table,
-                        Key=key,
-                        UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
-                        # not a member's shrink: its organization's release is still to come
-                        ConditionExpression="incarnation = :inc AND resize_request = :req "
-                        "AND (attribute_not_exists(org) OR resize_to > resize_from)",
-                        ExpressionAttributeNames={"#units": "units"},
-                        ExpressionAttributeValues={
-                            ":inc": {"S": op.incarnation},
-                            ":req": {"S": op.request_id},
-                        },
-                    ),
-                    self._retry,
-                )
+            retry_conflicts(write, self._retry)
         except ClientError as error:
             if error_code(error) != CONDITION_FAILED:
                 raise
-            return ApplyReport(already_done=1)
-        if isinstance(op, FinishResizeOp):
-            return ApplyReport(finished_resizes=1)
-        if isinstance(op, OrgReleasedOp):
+            found: Any = error.response.get("Item")
+            return False, None if found is None else dict(found)
+        return True, None
+
+    def _removed(
+        self, op: FinishDeleteOp | OrgReleasedOp, key: dict[str, Any], *, member: bool
+    ) -> tuple[bool, dict[str, Any] | None]:
+        """The claimed item of that incarnation removed (``member``: only a member's; else only
+        one that is not); if not, the item as it was. One write: in the usual case its delete
+        removed the item already, and nothing more is written."""
+        return self._write_or_refusal(
+            lambda: self._clients.dynamodb.delete_item(
+                TableName=self._table,
+                Key=key,
+                ConditionExpression="incarnation = :inc AND #state = :deleting AND "
+                + ("attribute_exists(org)" if member else "attribute_not_exists(org)"),
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues={
+                    ":inc": {"S": op.incarnation},
+                    ":deleting": {"S": items.DELETING},
+                },
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            )
+        )
+
+    def _noted(
+        self, op: FinishDeleteOp | OrgReleasedOp, key: dict[str, Any], note: str, *, claimed: bool
+    ) -> bool:
+        """``note`` set on the item of that incarnation (``claimed``: a member's claim; else an
+        undone create), and the item indexed for the sweeper: if the request that released
+        died, the sweeper finishes what is left past the grace period (sweeper.py), without
+        waiting for a retried DELETE or an audit."""
+        values: dict[str, Any] = {
+            ":inc": {"S": op.incarnation},
+            ":true": {"BOOL": True},
+            ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
+            ":now": {"S": iso_utc(self._clock())},
+        }
+        values[":state"] = {"S": items.DELETING if claimed else items.PENDING}
+        condition = "attribute_exists(org)" if claimed else "attribute_exists(undoing)"
+        return self._conditional(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=key,
+                UpdateExpression=f"SET {note} = :true, "
+                "pending_shard = if_not_exists(pending_shard, :shard), "
+                "pending_since = if_not_exists(pending_since, :now)",
+                ConditionExpression=f"incarnation = :inc AND #state = :state AND {condition}",
+                ExpressionAttributeNames={"#state": "state"},
+                ExpressionAttributeValues=values,
+            )
+        )
+
+    def _account_released(self, op: FinishDeleteOp, key: dict[str, Any]) -> ApplyReport:
+        """A delete's release at its account applied: the item removed if its delete could not
+        (§4.5). A member's still holds its units at its organization (released there second,
+        resources/delete.py): noted ``account_released`` instead (no longer visible), for the
+        organization's release's record, or the sweeper, to finish."""
+        removed, seen = self._removed(op, key, member=False)
+        if removed:
+            return ApplyReport(finished_deletes=1)
+        if (
+            _claimed(seen, op.incarnation)
+            and "org" in seen  # type: ignore[operator]
+            and not items.account_released(seen)  # type: ignore[arg-type]
+            and self._noted(op, key, "account_released", claimed=True)
+        ):
             return ApplyReport()
-        return ApplyReport(finished_deletes=1)
+        return ApplyReport(already_done=1)
+
+    def _org_released(self, op: OrgReleasedOp, key: dict[str, Any]) -> ApplyReport:
+        """A release at its organization applied. A member's delete makes it after its account's
+        (resources/delete.py), so the delete is done: the item removed if its request could not.
+        An undone create's (org_level.py) is noted, for the sweeper finishing the undo."""
+        removed, seen = self._removed(op, key, member=True)
+        if removed:
+            return ApplyReport(finished_deletes=1)
+        if (
+            seen is not None
+            and items.incarnation_of(seen) == op.incarnation
+            and "undoing" in seen
+            and self._noted(op, key, "org_released", claimed=False)
+        ):
+            return ApplyReport()
+        return ApplyReport(already_done=1)
 
     def _finish_handed_off(self, op: HandedOffDeleteOp, key: dict[str, Any]) -> ApplyReport:
-        """The account's release and the removal, in one transaction on the claim its request
-        handed off (resources/delete.py): exactly once, whatever else finishes the delete (a
-        takeover changes the claim's owner; anything that finished it removed the item). The
-        release's floor is the API path's (counters/store.py): refused on a best_effort that
-        already undercounts, it is written again taking it to 0."""
+        """The organization's release and the removal, in one transaction on the claim its
+        request handed off (resources/delete.py): exactly once, whatever else finishes the
+        delete (a takeover changes the claim's owner; anything that finished it removed the
+        item). The release's floor is the API path's (counters/store.py): refused on a
+        best_effort that already undercounts, it is written again taking it to 0."""
         seen: int | None = None
         delay = 0.05
         for attempt in range(MAX_ATTEMPTS):
             release = expressions.release(
                 op.resource_id,
-                token(op.resource_id, op.incarnation),
+                member_token(op.account_id, op.resource_id, op.incarnation),
                 op.counted,
                 units=op.units,
                 best_effort_seen=seen,
@@ -494,7 +545,7 @@ class EventualCounter:
                     ":req": {"S": op.request_id},
                 },
             }
-            counter = counter_key(op.account_id, kind=op.kind)
+            counter = org_counter_key(op.org, kind=op.kind, shard=op.shard)
             actions: list[dict[str, Any]] = [
                 {"Update": release.update_key(self._table, counter)},
                 {"Delete": remove},
@@ -584,3 +635,11 @@ class EventualCounter:
             return ApplyReport()
         self._obs.count("BestEffortHealed")
         return ApplyReport(healed=1)
+
+
+def _claimed(item: dict[str, Any] | None, incarnation: str) -> bool:
+    return (
+        item is not None
+        and items.incarnation_of(item) == incarnation
+        and items.state_of(item) == items.DELETING
+    )

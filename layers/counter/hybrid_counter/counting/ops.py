@@ -8,14 +8,17 @@ in any order leaves the counters right:
   and not yet claimed by a delete (a claimed resource is never counted; its delete's release
   already knows it was not).
 - ``FinishDeleteOp``: remove a resource whose delete released it but did not get to remove it
-  (conditional on that incarnation still being claimed). No counter changes: the release did them.
+  (conditional on that incarnation still being claimed); a member's is noted
+  ``account_released`` instead (its organization's release comes next). No counter changes: the
+  release did them.
 - ``FinishResizeOp``: give a resource the units its resize moved its counters to, if that resize
   did not get to (conditional on the resize still holding it). No counter changes either.
-- ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization,
-  noted on the claim (or, a shrink's, the resize finished); no counter changes.
-- ``HandedOffDeleteOp``: a member's delete handed off (``handoff`` on its claim, its
-  organization's release applied): release at its account and remove the item, in one
-  transaction conditional on that claim, so exactly once whoever else finishes it.
+- ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization:
+  a delete's release there finishes it (the item removed), a resize's move is noted on the claim
+  (or, a shrink's, the resize finished); no counter changes.
+- ``HandedOffDeleteOp``: a member's delete handed off (``handoff`` on its claim: its account's
+  release applied, its organization's was refused): release at its organization and remove the
+  item, in one transaction conditional on that claim, so exactly once whoever else finishes it.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).
 - ``CensusOp``: ask for a census of one range (an idempotent request the sweeper takes up).
 """
@@ -105,8 +108,9 @@ class FinishResizeOp:
 
 @dataclass(frozen=True)
 class OrgReleasedOp:
-    """Note on a claimed (or undone) resource that its organization's release applied, so a
-    takeover of the claim after the grace period does not release it there again
+    """Its organization's release applied: a member's claimed resource is removed (its
+    account's release came first: resources/delete.py); on an undone create it is noted
+    (``org_released``), so the sweeper finishing the undo does not release it there again
     (resources/org_level.py). No counter changes: the release made them."""
 
     account_id: str
@@ -141,18 +145,21 @@ class OrgResizedOp:
 
 @dataclass(frozen=True)
 class HandedOffDeleteOp:
-    """Finish a member's delete its request handed off (resources/delete.py): the account's
-    release of ``units`` (and of ``eventual`` if ``counted``: a claimed resource is never
-    counted, so the claim's flag is final) and the item's removal, in one transaction
-    conditional on the claim of ``request_id``."""
+    """Finish a member's delete its request handed off (resources/delete.py): its account's
+    release applied, its organization's was refused. That release, of ``units`` on shard
+    ``shard`` (and of ``eventual`` there if ``counted``: a claimed resource is never counted, so
+    the claim's flag is final), and the item's removal, in one transaction conditional on the
+    claim of ``request_id``."""
 
     account_id: str
     resource_id: str
     incarnation: str
     request_id: str
+    org: str
     kind: str = DEFAULT_KIND
     units: int = 1
     counted: bool = False
+    shard: int = 0
 
     @property
     def item(self) -> tuple[str, str, str]:

@@ -7,14 +7,16 @@ one of them:
 - ``last_admission`` changed: that resource was admitted -> CountOp (of ``last_admission_units``).
 - ``last_release`` changed: that resource's delete released it -> FinishDeleteOp (usually
   dropped again by ``ops_from_records``, because the delete removed the item itself and its
-  REMOVE record follows in the same batch).
+  REMOVE record follows in the same batch). An organization's: that member's delete released it
+  there too -> OrgReleasedOp.
 - ``last_resize`` changed: a resize moved that resource's counters -> FinishResizeOp (dropped
   likewise when the resize's own write ending it follows).
 - ``best_effort < eventual`` in the new image: best_effort drifted low -> HealOp.
 
 Resource records carry little (a resource's INSERT is not an admission: the create may still be
-refused). A member's delete handed off to the stream path, once its organization's release is
-known to have applied, asks for the rest of the delete (HandedOffDeleteOp). A REMOVE of a resource cancels an earlier FinishDeleteOp of that incarnation; a REMOVE
+refused). A member's delete handed off to the stream path (its account's release applied, its
+organization's was refused) asks for that release and the removal (HandedOffDeleteOp). A REMOVE
+of a resource cancels an earlier FinishDeleteOp of that incarnation; a REMOVE
 of a *pending* resource by TTL (the record's userIdentity names the DynamoDB service, or the item
 was past its ``expires_at`` when it went) asks for a census of its range (CensusOp): its create
 died, and whether its admission holds a slot only the census can tell. Repair requests
@@ -244,9 +246,8 @@ def _resource_ops(
         ended: list[Op] = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
         return ended, ("resize", account_id, kind, resource_id, str(old["resize_request"]))
     if event == "MODIFY" and _handed_off(new) and not _handed_off(old):
-        # Its request will not release at the account (resources/delete.py): this write (the
-        # hand-off, or the note that the organization's release applied) completes what the
-        # stream path needs to finish it.
+        # Its request will not release at its organization (resources/delete.py): the stream
+        # path does, with the removal.
         return [_finish_handed_off(account_id, kind, resource_id, new)], None
     if event == "MODIFY" and _made_live_unsure_of_its_org(old, new):
         # Its organization's admission may not have applied (outcome unknown, not resolved):
@@ -272,12 +273,12 @@ def _org_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, A
 
 
 def _handed_off(image: Mapping[str, Any]) -> bool:
-    """A claim its delete handed off, whose organization's release applied."""
+    """A claim its delete handed off (and still owns)."""
     return (
         image.get("state") == items.DELETING
         and "handoff" in image
+        and "org" in image
         and image.get("handoff") == image.get("delete_request")
-        and bool(image.get("org_released"))
     )
 
 
@@ -289,9 +290,11 @@ def _finish_handed_off(
         resource_id,
         str(new["incarnation"]),
         str(new["delete_request"]),
+        str(new["org"]),
         kind,
         int(new.get("units", 1)),
-        bool(new.get("counter_processed")),
+        bool(new.get("org_counted")),
+        int(new.get("org_shard", 0)),
     )
 
 

@@ -275,9 +275,10 @@ class Sweeper:
         return item
 
     def _finish_dead_delete(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
-        """A claimed resource in the index (a member's delete whose organization's release the
-        stream path saw, counting/eventual.py): finished past the grace period if its request
-        died (a takeover, resources/repairs.py). Returns the item as it is now."""
+        """A claimed resource in the index (a member's delete whose account's release the stream
+        path saw, ``account_released``: counting/eventual.py): finished past the grace period if
+        its request died (a takeover, resources/repairs.py, which releases at its organization).
+        Returns the item as it is now."""
         if items.state_of(entry) != items.DELETING:
             return entry
         item = self._current(entry)

@@ -12,10 +12,13 @@
    grace period) finishes it.
 3. Remove the item. If that fails, the stream path removes it when it sees the release.
 
-A member's delete releases at its organization first (org_level.py). If its account's release
-then fails, or the organization's outcome stays unknown, it hands the rest to the stream path
-(``handoff`` on its claim) and never releases at the account itself: the stream path releases
-there and removes the item in one transaction, once the organization's release is known.
+A member's delete releases at its account first, then at its organization (org_level.py): a
+delete stopped between the two leaves its organization holding a slot nobody sees (refusing
+creates it could admit until the sweeper finishes it), never one given away while the resource
+is still visible. If the organization's release is refused without effect, the request hands it
+to the stream path (``handoff`` on its claim), which makes it and removes the item in one
+transaction; if its outcome stays unknown, the stream path removes the item once it sees it
+apply.
 
 Why the order (call by call, against every other flow): docs/design.md.
 """
@@ -24,13 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import Effect
+from hybrid_counter.aws import Attempted, Effect
 from hybrid_counter.errors import InProgress, NotFound, StoreUnavailable, Throttled
-from hybrid_counter.keys import DEFAULT_KIND, epoch_of, token
+from hybrid_counter.keys import DEFAULT_KIND, epoch_of, member_token, token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.org_level import OrgLevel, releases_only
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
@@ -43,6 +46,7 @@ if TYPE_CHECKING:
 
 GONE = "gone"
 LIVE_AGAIN = "live"
+RELEASED = "released"
 
 
 @dataclass(frozen=True)
@@ -55,8 +59,11 @@ class Claim:
     units: int = 1  # what the release frees (no resize can change it while the claim stands)
     org: str | None = None  # the organization whose counter holds its units too (org_level.py)
     org_counted: bool = False  # as of the claim: whether the organization's eventual holds it
-    org_released: bool = False  # the stream path saw its organization's release apply
+    org_released: bool = (
+        False  # the stream path saw its organization's release apply (claims before 2026-11-26)
+    )
     org_shard: int = 0  # which of the organization's counter items holds its units
+    account_released: bool = False  # the stream path saw its account's release apply (a member's)
 
     @classmethod
     def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
@@ -71,6 +78,7 @@ class Claim:
             items.org_counted(item),
             bool(item.get("org_released", {}).get("BOOL", False)),
             items.org_shard(item),
+            items.account_released(item),
         )
 
 
@@ -124,93 +132,96 @@ class DeleteFlow:
         return Claim.of(request_id, taken.item, taken_over=True)
 
     def finish(self, account_id: str, rid: str, claim: Claim) -> bool:
-        """Release the claimed incarnation's slot (at most once) and remove the item. True if
-        this call released it; False if a taken-over claim's own release had applied."""
+        """Release the claimed incarnation's slot at each level that holds it (at most once
+        each: its account's, then its organization's) and remove the item. True if this call
+        released it anywhere; False if a taken-over claim's own releases had all applied."""
         request_id, kind = claim.request_id, claim.kind
         release_token = token(rid, claim.incarnation)
-        if claim.taken_over and self._last_release(account_id, kind) == release_token:
-            self._remove(account_id, kind, rid, request_id)  # the earlier delete's release did apply
-            return False
-        org_first = claim.org is not None and not claim.org_released
-        if org_first and self._release_at_org(account_id, rid, claim):
-            return True  # handed off, and the stream path finished it
-        attempt = self.counters.release(
-            account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
+        at_account = claim.account_released or (
+            claim.taken_over and self._last_release(account_id, kind) == release_token
         )
-        if attempt.applied or self._released_after_all(account_id, rid, claim, release_token, attempt.effect):
-            self._remove(account_id, kind, rid, request_id)
-            self.obs.count("ResourcesDeleted")
-            return True
-        if attempt.effect is Effect.NOT_APPLIED and org_first:
-            # The organization's slot is free already: no revert, and no second try of our own
-            # (it could race the stream path's): the stream path finishes it.
-            return self._hand_off(account_id, rid, claim, org_released=True)
-        if attempt.effect is Effect.NOT_APPLIED:
-            self._revert(account_id, kind, rid, request_id, claim)
-            if attempt.throttled:
-                self.obs.count("DeleteThrottled")
-                raise Throttled(
-                    "too many requests for this account; the delete was not done, retry the request"
-                )
-            raise StoreUnavailable(
-                "the data store is unavailable; the delete was not done, retry the request"
+        at_org = (
+            claim.org is None
+            or claim.org_released
+            or (claim.taken_over and self._org_released(account_id, rid, claim))
+        )
+        if at_account and at_org:
+            self._remove(account_id, kind, rid, request_id)  # the earlier delete's releases did apply
+            return False
+        if not at_account:
+            attempt = self.counters.release(
+                account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
             )
-        # Unknown, and still unknown: the claim stays; a retry after the grace period takes it over.
-        raise InProgress("the delete could not be confirmed; retry the request")
+            seen = (
+                None if attempt.applied else self._released_after_all(account_id, rid, claim, attempt.effect)
+            )
+            if seen == GONE:
+                self.obs.count("ResourcesDeleted")
+                return True  # finished meanwhile by the stream path (its release applied)
+            if not attempt.applied and seen is None:
+                self._not_released(account_id, rid, claim, attempt)
+        if not at_org and self._release_at_org(account_id, rid, claim):
+            return True  # handed off, or left to the stream path, and finished by it
+        self._remove(account_id, kind, rid, request_id)
+        self.obs.count("ResourcesDeleted")
+        return True
+
+    def _not_released(self, account_id: str, rid: str, claim: Claim, attempt: Attempted) -> NoReturn:
+        """The account's release did not apply (nothing was released): the claim reverted, 429
+        or 503; or its outcome is still unknown: the claim stays, and a retry after the grace
+        period (or the sweeper, for a member) takes it over."""
+        if attempt.effect is not Effect.NOT_APPLIED:
+            raise InProgress("the delete could not be confirmed; retry the request")
+        self._revert(account_id, claim.kind, rid, claim.request_id, claim)
+        if attempt.throttled:
+            self.obs.count("DeleteThrottled")
+            raise Throttled("too many requests for this account; the delete was not done, retry the request")
+        raise StoreUnavailable("the data store is unavailable; the delete was not done, retry the request")
 
     def _release_at_org(self, account_id: str, rid: str, claim: Claim) -> bool:
-        """The organization's release, before the account's (org_level.py): False once it
-        applied. Refused without effect: the claim reverted, 429. Outcome unknown: handed off
-        (True if the stream path finished the delete meanwhile)."""
+        """The organization's release, after the account's applied (design.md §10.4): False
+        once it applied. Refused without effect: handed to the stream path, which makes it with
+        the removal. Outcome unknown: the stream path removes the item if it sees it apply, and
+        the sweeper finishes it past the grace period if it did not. True if the stream path
+        finished the delete within the wait; else 503, and it will be."""
         assert claim.org is not None
-        org, kind = claim.org, claim.kind
         effect = self.orgs.release_resolved(
-            org,
+            claim.org,
             account_id,
             rid,
             claim.incarnation,
-            kind=kind,
+            kind=claim.kind,
             units=claim.units,
             counted=claim.org_counted,
             shard=claim.org_shard,
         )
         if effect is None:
             return False
+        # The account's slot is free: no revert. Its release's record makes the stream path note
+        # it on the claim (account_released: no longer visible) and index it for the sweeper.
+        # Unknown: release_resolved has waited for the stream path already.
         if effect is Effect.NOT_APPLIED:
-            self._revert(account_id, kind, rid, claim.request_id, claim)
-            self.obs.count("DeleteThrottled")
-            raise Throttled(
-                "too many requests for this organization; the delete was not done, retry the request"
-            )
-        # Unknown: if it applied, the stream path notes it (org_released) and finishes the rest.
-        return self._hand_off(account_id, rid, claim, org_released=False)
+            self._hand_off(account_id, rid, claim)
+            if self._finished_by_stream(account_id, rid, claim):
+                self.obs.count("ResourcesDeleted")
+                return True
+        raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
-    def _hand_off(self, account_id: str, rid: str, claim: Claim, *, org_released: bool) -> bool:
-        """A member's delete whose organization's release applied (or may have) and whose
-        account's did not: the stream path releases at the account and removes the item, in one
-        transaction on this claim, as soon as it sees the organization's release (design.md
-        §10.4). Waited for within the request: True once done (204); else 503, and it will be."""
-        assert claim.org is not None
+    def _hand_off(self, account_id: str, rid: str, claim: Claim) -> None:
+        """A member's delete whose organization's release was refused without effect, after its
+        account's applied: ``handoff`` on its own claim, conditional on still owning it; the
+        stream path then releases at the organization and removes the item in one transaction
+        on this claim (design.md §10.4). Not written: the claim stays, for the sweeper."""
         try:
             handed = self._table.hand_off(
-                account_id,
-                rid,
-                claim.request_id,
-                incarnation=claim.incarnation,
-                kind=claim.kind,
-                org_released=org_released,
+                account_id, rid, claim.request_id, incarnation=claim.incarnation, kind=claim.kind
             )
         except (ClientError, BotoCoreError) as error:
-            # Not handed off: the claim stays (visible), for a retry after the grace period.
             self.obs.logger.warning("could not hand a delete off", extra={"error": repr(error)})
             raise InProgress("the delete could not be finished; retry the request") from error
         if not handed.applied:
             raise InProgress("the resource changed while it was being deleted; retry the request")
         self.obs.count("DeleteHandedOff")
-        if self._finished_by_stream(account_id, rid, claim):
-            self.obs.count("ResourcesDeleted")
-            return True
-        raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
     def _finished_by_stream(self, account_id: str, rid: str, claim: Claim) -> bool:
         def removed() -> bool | None:
@@ -290,20 +301,39 @@ class DeleteFlow:
         return None if items.since(item, "delete_request") == owner else LIVE_AGAIN
 
     def _released_after_all(
-        self, account_id: str, rid: str, claim: Claim, release_token: str, effect: Effect | None
-    ) -> bool:
-        """After a release whose outcome is unknown: did it apply? last_release answers unless
-        another release came since; then the stream path, which removes the item only once it
-        has seen the release, answers within its lag."""
+        self, account_id: str, rid: str, claim: Claim, effect: Effect | None
+    ) -> str | None:
+        """After an account's release whose outcome is unknown: RELEASED if it applied, GONE if
+        the stream path finished the whole delete meanwhile, None if still unknown.
+        last_release answers unless another release came since; then the stream path, which
+        removes the item (or, a member's, notes ``account_released`` on it) only once it has
+        seen the release, answers within its lag."""
         if effect is not Effect.UNKNOWN:
-            return False
+            return None
+        try:
+            if self._last_release(account_id, claim.kind) == token(rid, claim.incarnation):
+                return RELEASED
+        except (ClientError, BotoCoreError):
+            return None
+
+        def seen() -> str | None:
+            item = self._table.get(account_id, rid, kind=claim.kind)
+            if item is None or items.incarnation_of(item) != claim.incarnation:
+                return GONE
+            return RELEASED if items.account_released(item) else None
 
         try:
-            if self._last_release(account_id, claim.kind) == release_token:
-                return True
+            return self._fx.waiter.until(seen)
         except (ClientError, BotoCoreError):
-            return False
-        return self._finished_by_stream(account_id, rid, claim)
+            return None
+
+    def _org_released(self, account_id: str, rid: str, claim: Claim) -> bool:
+        """A taken-over member's claim: did the earlier delete's release at its organization
+        apply, as far as that shard's ``last_release`` can tell (the stream path, which removes
+        the item once it sees it, tells otherwise within its lag)."""
+        assert claim.org is not None
+        seen = self.orgs.read(claim.org, claim.kind, claim.org_shard).last_release
+        return seen == member_token(account_id, rid, claim.incarnation)
 
     def _last_release(self, account_id: str, kind: str) -> str | None:
         return self.counters.read(account_id, kind=kind).last_release

@@ -2,7 +2,7 @@
 that dies.
 
 A hold is a create with a deadline (``?hold_seconds=``): admitted like any create (at its
-account, and at its organization first if it has one), live, holding its units, with
+account, and at its organization first if it has one; released at its account first), live, holding its units, with
 ``hold_until`` (epoch seconds) and ``hold_account`` on its item, which put it in the sparse
 ``HoldIndex`` (by account, by deadline). Then exactly one of:
 
@@ -211,7 +211,7 @@ class HoldFlow:
                 query["ExclusiveStartKey"] = start
             page = self._table.clients.dynamodb.query(**query)
             for item in page.get("Items", []):
-                if items.state_of(item) in items.VISIBLE:
+                if items.visible(item):
                     kind = items.kind_of(item)
                     held[kind] = held.get(kind, 0) + items.units_of(item)
             start = page.get("LastEvaluatedKey")

@@ -9,7 +9,11 @@
 - ``live``: admitted and visible.
 - ``deleting``: claimed by one delete (``delete_request``), still visible, still holding its slot
   until that delete's release is applied, after which the item is deleted (by the delete, or by
-  the stream path if the delete could not finish).
+  the stream path if the delete could not finish). A member's (``org``) claim is released at
+  its account first, then at its organization: once its account's release is known to have
+  applied (``account_released``, noted by the stream path from that release's record) it is
+  no longer visible, and holds its units at its organization only, until that release too
+  (design.md §10.4).
 
 ``org`` names the organization whose counter holds the resource's units as well as its account's
 (orgs/; the levels of its admission, recorded before it), ``org_counted`` says the stream path
@@ -84,6 +88,17 @@ def org_shard(item: dict[str, Any]) -> int:
 
 def org_counted(item: dict[str, Any]) -> bool:
     return bool(item.get("org_counted", {}).get("BOOL", False))
+
+
+def account_released(item: dict[str, Any]) -> bool:
+    """A member's claim whose account's release is known to have applied (design.md §10.4)."""
+    return bool(item.get("account_released", {}).get("BOOL", False))
+
+
+def visible(item: dict[str, Any] | None) -> bool:
+    """What a reader sees: live, or claimed by a delete whose account's release is not known to
+    have applied (a slot freed at the account is gone from the account's resources)."""
+    return bool(item) and state_of(item) in VISIBLE and not account_released(item)  # type: ignore[arg-type]
 
 
 def state_of(item: dict[str, Any] | None) -> str | None:

@@ -9,17 +9,18 @@ the API path:
   is the commit point (the stream path counts and makes live a resource on its account's
   admission, as for any account); an account that refuses (at its limit, or no longer in the
   organization) has the organization's admission undone;
-- a delete releases the **organization first, then the account** (whose release the stream path
-  finishes the delete by, as for any account): a delete that dies between the two leaves its
-  claim, and the takeover releases the organization only if the stream path has not seen that
-  release (``org_released``);
+- a delete releases the **account first, then the organization** (resources/delete.py): a
+  delete stopped between the two leaves the organization holding a slot nobody sees (the stream
+  path notes the account's release, ``account_released``, and the sweeper finishes the claim past
+  the grace period), never a slot given away while the resource is still visible;
 - a grow is admitted by the organization first, then the account (undone at the organization if
   the account refuses); a shrink is released by the account first, then the organization.
 
 The resource records the organization (``org``, written with the pending item: the levels that
 hold its units), and the stream path marks what it saw apply at the organization's level: it
-counts the resource there exactly once (``org_counted``), and notes a release or a resize there
-(``org_released``, ``org_resize``) on the claim that made it. A repair that finds a request dead
+counts the resource there exactly once (``org_counted``), removes a member's claimed resource
+once its release there applied, and notes a resize there (``org_resized``), or the release of an
+undone create (``org_released``), on the item. A repair that finds a request dead
 (older than the grace period) trusts those marks: the stream path would have made them within
 its lag (the same assumption the takeover of a dead delete makes, design.md §4).
 """
@@ -533,8 +534,9 @@ class OrgLevel:
     def released_after_all(
         self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, shard: int = 0
     ) -> bool:
-        """After an organization's release whose outcome is unknown: last_release, or the stream
-        path's mark on the item (``org_released``)."""
+        """After an organization's release whose outcome is unknown: last_release, or what the
+        stream path does when it sees it apply: a member's claim removed, an undone create's
+        marked (``org_released``)."""
 
         def marked() -> bool | None:
             found = self._table.get(account_id, rid, kind=kind)

@@ -486,7 +486,7 @@ class ResourceService:
     ) -> WouldAdmit:
         kind = self.kind(kind)
         item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
-        if items.state_of(item) not in items.VISIBLE:
+        if not items.visible(item):
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         return self._would_admit(account_id, kind, units - items.units_of(item))
@@ -525,7 +525,7 @@ class ResourceService:
     def get(self, account_id: str, resource_id: str, *, kind: str | None = None) -> Resource:
         kind = self.kind(kind)
         item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
-        if items.state_of(item) not in items.VISIBLE:
+        if not items.visible(item):
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         return items.resource_from_item(item)
@@ -561,7 +561,7 @@ class ResourceService:
             response = guarded(partial(self._clients.dynamodb.query, **query), "the list")
             for item in response.get("Items", []):
                 start = str(item["sk"]["S"])
-                if items.state_of(item) in items.VISIBLE:
+                if items.visible(item):
                     found.append(items.resource_from_item(item))
                     if len(found) == page_size:
                         break

@@ -299,30 +299,24 @@ class ResourceTable:
         *,
         incarnation: str,
         kind: str = DEFAULT_KIND,
-        org_released: bool,
     ) -> Written:
-        """A member's delete gives the rest of its work to the stream path (design.md §10.4):
-        ``handoff = <its request>`` on its own claim. From this write on, the request never
-        releases at the account: the stream path does, with the removal, in one transaction
-        conditional on this same claim. ``org_released``: the request saw its organization's
-        release apply."""
-        values: dict[str, Any] = {
-            ":req": {"S": request_id},
-            ":deleting": {"S": DELETING},
-            ":inc": {"S": incarnation},
-        }
-        update = "SET handoff = :req"
-        if org_released:
-            update += ", org_released = :true"
-            values[":true"] = {"BOOL": True}
+        """A member's delete whose account's release applied and whose organization's was
+        refused gives that release to the stream path (design.md §10.4): ``handoff = <its
+        request>`` on its own claim. From this write on, the request never releases at the
+        organization: the stream path does, with the removal, in one transaction conditional on
+        this same claim."""
         return self._update(
             account_id,
             resource_id,
             kind,
-            UpdateExpression=update,
+            UpdateExpression="SET handoff = :req",
             ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
             ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues=values,
+            ExpressionAttributeValues={
+                ":req": {"S": request_id},
+                ":deleting": {"S": DELETING},
+                ":inc": {"S": incarnation},
+            },
         )
 
     def remove(
