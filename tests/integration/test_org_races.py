@@ -231,18 +231,24 @@ def test_a_delete_whose_release_at_its_account_is_throttled_changes_nothing(org:
     assert org.org_counters() == (0, 0)
 
 
-def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
-    # Given the organization full (a and b hold one each)
+def _create_after_a_deletes_writes(org: Org, updates: int) -> tuple[Any, Any]:
+    """The organization full (a holds x, b holds y); a's delete of x runs until it has made
+    ``updates`` UpdateItems, then b's create runs whole, then the delete ends: (create, delete)."""
     held, _ = org.service.create(org.a, "x", {}, kind=SEATS)
     org.service.create(org.b, "y", {}, kind=SEATS)
     deleter, creator = org.new_service(), org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         delete = race.start("delete", lambda: deleter.delete(org.a, held.resource_id, kind=SEATS))
-        # When the delete has released at both levels (its claim, its account's release, its
-        # organization's) and not yet removed x, a create of the other account comes
-        race.until(delete, "UpdateItem", count=3)
+        race.until(delete, "UpdateItem", count=updates)
         create = race.run("create", lambda: creator.create(org.b, "z", {}, kind=SEATS))
         race.finish(delete)
+    return create, delete
+
+
+def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
+    # When the delete has released at both levels (its claim, its account's release, its
+    # organization's) and not yet removed x, a create of the other account comes
+    create, delete = _create_after_a_deletes_writes(org, 3)
     # Then the create took the freed slot at once, and both levels are exact
     assert create.error is None
     assert delete.error is None
@@ -250,17 +256,9 @@ def test_a_release_racing_an_admission_at_the_last_slot(org: Org) -> None:
 
 
 def test_an_admission_between_a_releases_two_levels_is_refused_by_the_organization(org: Org) -> None:
-    # Given the organization full (a and b hold one each)
-    held, _ = org.service.create(org.a, "x", {}, kind=SEATS)
-    org.service.create(org.b, "y", {}, kind=SEATS)
-    deleter, creator = org.new_service(), org.new_service()
-    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
-        delete = race.start("delete", lambda: deleter.delete(org.a, held.resource_id, kind=SEATS))
-        # When the delete has released at its account only (design.md §10.4), a create of the
-        # other account comes
-        race.until(delete, "UpdateItem", count=2)
-        create = race.run("create", lambda: creator.create(org.b, "z", {}, kind=SEATS))
-        race.finish(delete)
+    # When the delete has released at its account only (design.md §10.4), a create of the other
+    # account comes
+    create, delete = _create_after_a_deletes_writes(org, 2)
     # Then the organization still held x's slot: refused there (the order: create, then delete)
     assert isinstance(create.error, LimitExceeded)
     assert create.error.scope == "organization"
@@ -366,15 +364,22 @@ def test_a_handed_off_delete_taken_over_first_is_released_once(org: Org) -> None
     assert org.org_counters() == (1, 1)
 
 
-def test_a_delete_that_dies_between_the_levels_is_finished_by_the_sweeper(org: Org) -> None:
-    # Given the organization full; a's delete of x releases at its account, then its process
-    # dies at its organization's release (review D2: design.md §10.4)
+def _full_with_x_deleted_up_to_its_organizations_release(org: Org) -> str:
+    """The organization full, and a's delete of x dead after its account's release, before its
+    organization's (the second single-attempt write)."""
     x = _full_with_x(org)
     with (
         injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
         pytest.raises(ProcessDied),
     ):
         org.service.delete(org.a, x, kind=SEATS)
+    return x
+
+
+def test_a_delete_that_dies_between_the_levels_is_finished_by_the_sweeper(org: Org) -> None:
+    # Given the organization full; a's delete of x releases at its account, then its process
+    # dies at its organization's release (review D2: design.md §10.4)
+    x = _full_with_x_deleted_up_to_its_organizations_release(org)
     # Then the stream path notes the account's release: x is no longer visible, and the claim is
     # indexed; the organization still holds its slot (refusing b: conservative, never over)
     org.drain()
@@ -416,12 +421,7 @@ def test_a_put_of_the_id_of_a_delete_stopped_between_the_levels_waits_for_its_or
 ) -> None:
     # Given the organization full; a's delete of x dies after its account's release, before its
     # organization's
-    x = _full_with_x(org)
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.delete(org.a, x, kind=SEATS)
+    x = _full_with_x_deleted_up_to_its_organizations_release(org)
     org.drain()
     # When a PUT of the same id comes before the delete is finished: in progress (503), and the
     # organization still holds the old x's slot

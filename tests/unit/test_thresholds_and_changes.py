@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from hybrid_counter.api.access import caller_of
 from hybrid_counter.api.errors import domain_error_response
 from hybrid_counter.errors import LimitBelowUsage, ValidationError
-from hybrid_counter.governance.history import HistoryStore
+from hybrid_counter.governance.history import HISTORY_SORT_KEY
+from hybrid_counter.governance.paging import decode_place
 from hybrid_counter.governance.records import ChangeRecord
 from hybrid_counter.governance.thresholds import Thresholds
 from hybrid_counter.settings import Settings
@@ -92,7 +93,7 @@ def test_a_change_record_reads_back_as_written_and_is_stored_newest_first():
 def test_a_history_token_that_no_page_could_have_given_is_a_validation_error(token):
     # ":" once decoded to an empty sort key, which DynamoDB refused: a 503 instead of a 400.
     with pytest.raises(ValidationError):
-        HistoryStore._decode(token)
+        decode_place(token, HISTORY_SORT_KEY)
 
 
 def test_a_history_token_of_a_record_reads_back_its_sort_key():
@@ -100,7 +101,7 @@ def test_a_history_token_of_a_record_reads_back_its_sort_key():
         secrets.token_hex(8), "2026-11-23T10:00:00.000Z", "ops", "override", 10, 5, True, "acme", "seats"
     )
     token = base64.urlsafe_b64encode(record.history_sk.encode()).decode()
-    assert HistoryStore._decode(token) == record.history_sk
+    assert decode_place(token, HISTORY_SORT_KEY) == record.history_sk
 
 
 @pytest.mark.parametrize(

@@ -37,6 +37,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code
 from hybrid_counter.counters import expressions
+from hybrid_counter.counters.corrections import correct_range, fix_totals
 from hybrid_counter.counters.split import ShardSet
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.ops import CountOp, ops_for_item
@@ -274,14 +275,7 @@ class OrgRecounter:
 
     def _correct(self, key: dict[str, Any], range_id: str, deltas: tuple[int, int], version: int) -> bool:
         """One shard's range corrected by (best_effort, eventual), if its version is still the one seen."""
-        args = expressions.correction(range_id, *deltas, version).update_key(self._table, key)
-        try:
-            self._clients.dynamodb.update_item(**args)
-        except ClientError as error:
-            if error_code(error) != CONDITION_FAILED:
-                raise
-            return False
-        return True
+        return correct_range(self._clients, self._table, key, range_id, deltas, version=version)
 
     def _heal(self, org_id: str, kind: str, actions: list[str]) -> None:
         """best_effort raised to eventual on a shard left below it (healing.py: always safe)."""
@@ -302,26 +296,19 @@ class OrgRecounter:
     def _fix_totals(self, org_id: str, kind: str, shards: ShardSet, actions: list[str]) -> None:
         """Each shard's totals back to the sums of its shares (a heal raises a total alone)."""
         for number, shard in sorted(shards.shards.items()):
-            state = shard.state
-            for _ in range(self._attempts):
-                best_effort, eventual = state.totals_mismatch()
-                if best_effort == 0 and eventual == 0:
-                    break
-                args = expressions.totals_correction(-best_effort, -eventual, state.heals).update_key(
-                    self._table, org_counter_key(org_id, kind=kind, shard=number)
-                )
-                try:
-                    self._clients.dynamodb.update_item(**args)
-                except ClientError as error:
-                    if error_code(error) != CONDITION_FAILED:
-                        raise
-                    state = self._shards(org_id, kind).shards[number].state
-                    continue
+            fixed = fix_totals(
+                self._clients,
+                self._table,
+                org_counter_key(org_id, kind=kind, shard=number),
+                lambda n=number: self._shards(org_id, kind).shards[n].state,  # type: ignore[misc]
+                attempts=self._attempts,
+                first=shard.state,
+            )
+            if fixed is not None and fixed != (0, 0):
                 actions.append(
                     f"shard {number}: totals back to the sums of their shares: "
-                    f"best_effort {-best_effort:+d}, eventual {-eventual:+d}"
+                    f"best_effort {fixed[0]:+d}, eventual {fixed[1]:+d}"
                 )
-                break
 
 
 def _by_shard(found: list[Item]) -> tuple[dict[int, ShardCensus], list[Item], list[Item]]:

@@ -26,14 +26,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code
-from hybrid_counter.counters import CounterStore, expressions
+from hybrid_counter.aws import Clients
+from hybrid_counter.counters import CounterStore
+from hybrid_counter.counters.corrections import correct_range, fix_totals
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.ops import ops_for_item
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
 from hybrid_counter.healing import Healer
-from hybrid_counter.keys import DEFAULT_KIND, all_ranges
+from hybrid_counter.keys import DEFAULT_KIND, all_ranges, counter_key
 from hybrid_counter.resources.census import CensusTaker, RangeCensus
 from hybrid_counter.resources.repairs import Repairs
 
@@ -314,35 +315,24 @@ class Recounter:
                 actions.append(f"could not roll back {resource_id}: {error!r}")
 
     def _fix_totals(self, account_id: str, kind: str, actions: list[str]) -> None:
-        for _ in range(self._attempts):
-            state = self._counters.read(account_id, kind=kind)
-            best_effort, eventual = state.totals_mismatch()
-            if best_effort == 0 and eventual == 0:
-                actions.append("totals already back to the sums of their shares (a heal fixed them)")
-                return
-            args = expressions.totals_correction(-best_effort, -eventual, state.heals).update(
-                self._table, account_id, kind
-            )
-            try:
-                self._clients.dynamodb.update_item(**args)
-            except ClientError as error:
-                if error_code(error) != CONDITION_FAILED:
-                    raise
-                continue  # a heal landed in between: the mismatch moved, read it again
+        fixed = fix_totals(
+            self._clients,
+            self._table,
+            counter_key(account_id, kind=kind),
+            lambda: self._counters.read(account_id, kind=kind),
+            attempts=self._attempts,
+        )
+        if fixed is None:
+            actions.append("could not fix the totals: heals kept landing; run again")
+        elif fixed == (0, 0):
+            actions.append("totals already back to the sums of their shares (a heal fixed them)")
+        else:
             actions.append(
-                f"totals back to the sums of their shares: best_effort {-best_effort:+d}, eventual {-eventual:+d}"
+                f"totals back to the sums of their shares: best_effort {fixed[0]:+d}, eventual {fixed[1]:+d}"
             )
-            return
-        actions.append("could not fix the totals: heals kept landing; run again")
 
     def _correct(self, account_id: str, kind: str, range_id: str, result: RangeResult, version: int) -> bool:
-        args = expressions.correction(
-            range_id, -result.best_effort_excess, -result.eventual_drift, version
-        ).update(self._table, account_id, kind)
-        try:
-            self._clients.dynamodb.update_item(**args)
-        except ClientError as error:
-            if error_code(error) != CONDITION_FAILED:
-                raise
-            return False
-        return True
+        deltas = (-result.best_effort_excess, -result.eventual_drift)
+        return correct_range(
+            self._clients, self._table, counter_key(account_id, kind=kind), range_id, deltas, version=version
+        )

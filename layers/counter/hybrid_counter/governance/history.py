@@ -9,8 +9,6 @@ table's TTL removes it after that many days.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from dataclasses import dataclass
@@ -19,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, RetryPolicy, error_code, retry_conflicts
-from hybrid_counter.errors import ValidationError
+from hybrid_counter.governance.paging import decode_place, encode_place
 from hybrid_counter.governance.publisher import OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import ChangeRecord
 from hybrid_counter.keys import epoch_of, pending_shard
@@ -30,7 +28,7 @@ if TYPE_CHECKING:
 DAY = 86_400
 READ_BUDGET = 1000  # items a filtered page reads past before it answers with what it has
 # ``<when>#<change id>``: what a page can end on (records.py), bounded well under 1 KB.
-_SORT_KEY = re.compile(r"[0-9A-Za-z:.+-]{1,64}#[0-9A-Za-z_-]{1,128}")
+HISTORY_SORT_KEY = re.compile(r"[0-9A-Za-z:.+-]{1,64}#[0-9A-Za-z_-]{1,128}")
 
 
 @dataclass(frozen=True)
@@ -100,7 +98,7 @@ class HistoryStore:
     ) -> HistoryPage:
         """Newest first; with ``kind``, only that kind's changes (full pages, a bounded read)."""
         found: list[dict[str, Any]] = []
-        start = self._decode(next_token) if next_token else None
+        start = decode_place(next_token, HISTORY_SORT_KEY) if next_token else None
         read = 0
         more = True
         while more and len(found) < page_size and read < READ_BUDGET:
@@ -122,17 +120,5 @@ class HistoryStore:
                 if kind is None or record.get("kind") == kind:
                     found.append(record)
             more = "LastEvaluatedKey" in response
-        token = base64.urlsafe_b64encode(start.encode()).decode() if more and start is not None else None
+        token = encode_place(start) if more and start is not None else None
         return HistoryPage(found, token)
-
-    @staticmethod
-    def _decode(token: str) -> str:
-        """The sort key a page ended on. Strict: urlsafe_b64decode drops characters outside the
-        alphabet, so ``:`` would decode to an empty key, which DynamoDB refuses (a 503, not a 400)."""
-        try:
-            sk = base64.b64decode(token.encode(), altchars=b"-_", validate=True).decode()
-        except (binascii.Error, UnicodeDecodeError, ValueError) as error:
-            raise ValidationError("next_token is not valid") from error
-        if not _SORT_KEY.fullmatch(sk):
-            raise ValidationError("next_token is not valid")
-        return sk
