@@ -878,7 +878,7 @@ class OrgRun(Run):
 
     def _hand_off_unfinished(self) -> bool:
         return any(
-            "handoff" in item and resource_items.state_of(item) == resource_items.DELETING
+            "org_handoff" in item and resource_items.state_of(item) == resource_items.DELETING
             for view in self.views.values()
             for item in view.resources.values()
         )

@@ -454,3 +454,96 @@ def test_a_delete_that_dies_after_both_releases_taken_over_before_the_stream_rel
     assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
     org.exact()
     assert org.org_counters() == (1, 1)
+
+
+def _deliver(org: Org, pk: str) -> None:
+    while records := org.stream.records_of(pk):
+        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
+
+
+@pytest.mark.parametrize("o3", ["applied", "never sent"])
+def test_a_delete_dead_after_its_accounts_release_is_finished_by_a_census_when_its_organizations_is_unknown(
+    settings: Settings, clients: Clients, stream: StreamReader, o3: str
+) -> None:
+    # Given an organization of 3: a holds x, b holds y and w
+    org = Org(settings, clients, stream, Clock(), limit=3)
+    x, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    w, _ = org.service.create(org.b, "w", {}, kind=SEATS)
+    org.drain()
+    # When a's delete of x releases at its account and dies: after its organization's release
+    # (before it removes x), or before it
+    crash = (
+        injected(org.clients.dynamodb, "DeleteItem", when="crash")
+        if o3 == "applied"
+        else injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1)
+    )
+    with crash, pytest.raises(ProcessDied):
+        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    # and b's delete of w makes the shard's last_release name w; the accounts' records are
+    # delivered, the organization's are late (a batch in the retry queue past the grace period)
+    org.service.delete(org.b, w.resource_id, kind=SEATS)
+    _deliver(org, account_pk(org.a))
+    _deliver(org, account_pk(org.b))
+    # and the sweeper runs past the grace period, a retried DELETE first (answered 503: nothing
+    # here can tell whether the organization's release applied)
+    org.clock.now += settings.pending_grace_seconds + 1
+    with pytest.raises(InProgress):
+        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    org.clock.now += settings.pending_grace_seconds + 1
+    Sweeper(
+        settings.table_name, org.counter, settings.pending_grace_seconds, clients, clock=org.clock
+    ).sweep()
+    # Then the census of x's range finished it: released at the organization only if it held x
+    assert org.held(org.a) == []
+    _deliver(org, org_pk(org.org_id))
+    org.exact()
+    assert org.org_counters() == (1, 1)
+    # And the organization admits exactly up to its limit again
+    for n in range(2):
+        org.service.create(org.b, f"z{n}", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.b, "z2", {}, kind=SEATS)
+
+
+def _claimed_and_released_at_the_org_the_old_way(org: Org, x: str) -> dict:
+    """A claim as the code before 2026-11-26 made it (no ``account_first``), and its release at
+    the organization, which that code made first."""
+    claimed = org.service._table.claim(org.a, x, "old-request", kind=SEATS)
+    assert claimed.applied
+    assert claimed.item is not None
+    item = claimed.item
+    org.clients.dynamodb.update_item(
+        TableName=org.settings.table_name,
+        Key={"pk": item["pk"], "sk": item["sk"]},
+        UpdateExpression="REMOVE account_first",
+    )
+    released = org.service.orgs.release(
+        org.org_id, org.a, x, item["incarnation"]["S"], kind=SEATS, units=1, counted=True, shard=0
+    )
+    assert released.applied
+    return item
+
+
+@pytest.mark.parametrize("then", ["dies", "hands off the old way"])
+def test_a_claim_of_the_old_order_is_finished_at_its_account_by_the_new_code(org: Org, then: str) -> None:
+    # Given a delete of the old order (a deploy in between): released at the organization, then
+    # its request dies, or hands its account's release off as that code did
+    x = _full_with_x(org)
+    item = _claimed_and_released_at_the_org_the_old_way(org, x)
+    if then != "dies":
+        org.clients.dynamodb.update_item(
+            TableName=org.settings.table_name,
+            Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="SET handoff = :req, org_released = :true",
+            ExpressionAttributeValues={":req": {"S": "old-request"}, ":true": {"BOOL": True}},
+        )
+    # When the new stream path sees it (the old hand-off is not its to make), and the sweeper runs
+    # past the grace period
+    org.drain()
+    assert org.held(org.a) == [("deleting", 1)]
+    org.sweep_after_the_grace_period()
+    # Then it is released at its account, once, and at its organization no more
+    assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (1, 1)

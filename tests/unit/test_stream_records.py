@@ -194,19 +194,31 @@ _CLAIM = {
     ("old", "new", "finishes"),
     [
         # the hand-off of a delete whose organization's release was refused
-        (_CLAIM, {**_CLAIM, "handoff": "req1"}, True),
+        (_CLAIM, {**_CLAIM, "org_handoff": "req1"}, True),
         # the stream path's note of its account's release, on a claim not handed off
         (_CLAIM, {**_CLAIM, "account_released": True}, False),
         # the note after the hand-off: already asked for
-        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "account_released": True}, False),
+        (
+            {**_CLAIM, "org_handoff": "req1"},
+            {**_CLAIM, "org_handoff": "req1", "account_released": True},
+            False,
+        ),
         # a takeover of a handed-off claim (another request owns it now): not this record's work
-        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "delete_request": "req2"}, False),
+        (
+            {**_CLAIM, "org_handoff": "req1"},
+            {**_CLAIM, "org_handoff": "req1", "delete_request": "req2"},
+            False,
+        ),
         # a write that leaves a finishable claim as it was (already asked for)
-        ({**_CLAIM, "handoff": "req1"}, {**_CLAIM, "handoff": "req1", "deleting_since": "later"}, False),
+        (
+            {**_CLAIM, "org_handoff": "req1"},
+            {**_CLAIM, "org_handoff": "req1", "deleting_since": "later"},
+            False,
+        ),
         # a claim of a resource in no organization (never handed off)
         (
             {k: v for k, v in _CLAIM.items() if k != "org"},
-            {**{k: v for k, v in _CLAIM.items() if k != "org"}, "handoff": "req1"},
+            {**{k: v for k, v in _CLAIM.items() if k != "org"}, "org_handoff": "req1"},
             False,
         ),
     ],

@@ -59,6 +59,7 @@ class Components:
             recounter=self.recounter,
             obs=self.obs,
             changes=self.resources.changes,
+            org_recounter=self.org_recounter,
         )
 
     @cached_property

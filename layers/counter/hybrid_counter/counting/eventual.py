@@ -436,83 +436,100 @@ class EventualCounter:
         return True, None
 
     def _removed(
-        self, op: FinishDeleteOp | OrgReleasedOp, key: dict[str, Any], *, member: bool
+        self, op: FinishDeleteOp | OrgReleasedOp, key: dict[str, Any], condition: str
     ) -> tuple[bool, dict[str, Any] | None]:
-        """The claimed item of that incarnation removed (``member``: only a member's; else only
-        one that is not); if not, the item as it was. One write: in the usual case its delete
-        removed the item already, and nothing more is written."""
+        """The claimed item of that incarnation removed if ``condition`` holds too; if not, the
+        item as it was. One write: in the usual case its delete removed the item already, and
+        nothing more is written."""
         return self._write_or_refusal(
             lambda: self._clients.dynamodb.delete_item(
                 TableName=self._table,
                 Key=key,
-                ConditionExpression="incarnation = :inc AND #state = :deleting AND "
-                + ("attribute_exists(org)" if member else "attribute_not_exists(org)"),
+                ConditionExpression=f"incarnation = :inc AND #state = :deleting AND {condition}",
                 ExpressionAttributeNames={"#state": "state"},
                 ExpressionAttributeValues={
                     ":inc": {"S": op.incarnation},
                     ":deleting": {"S": items.DELETING},
+                    **({":true": {"BOOL": True}} if ":true" in condition else {}),
                 },
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
         )
 
     def _noted(
-        self, op: FinishDeleteOp | OrgReleasedOp, key: dict[str, Any], note: str, *, claimed: bool
+        self,
+        op: FinishDeleteOp | OrgReleasedOp,
+        key: dict[str, Any],
+        note: str,
+        condition: str,
+        *,
+        also: str = "",
     ) -> bool:
-        """``note`` set on the item of that incarnation (``claimed``: a member's claim; else an
-        undone create), and the item indexed for the sweeper: if the request that released
-        died, the sweeper finishes what is left past the grace period (sweeper.py), without
-        waiting for a retried DELETE or an audit."""
-        values: dict[str, Any] = {
-            ":inc": {"S": op.incarnation},
-            ":true": {"BOOL": True},
-            ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
-            ":now": {"S": iso_utc(self._clock())},
-        }
-        values[":state"] = {"S": items.DELETING if claimed else items.PENDING}
-        condition = "attribute_exists(org)" if claimed else "attribute_exists(undoing)"
+        """``note`` set on the item of that incarnation where ``condition`` holds, and the item
+        indexed for the sweeper: if the request that released died, the sweeper finishes what is
+        left past the grace period (sweeper.py), without waiting for a retried DELETE or an
+        audit. ``also``: a REMOVE clause."""
         return self._conditional(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,
                 Key=key,
                 UpdateExpression=f"SET {note} = :true, "
                 "pending_shard = if_not_exists(pending_shard, :shard), "
-                "pending_since = if_not_exists(pending_since, :now)",
-                ConditionExpression=f"incarnation = :inc AND #state = :state AND {condition}",
+                f"pending_since = if_not_exists(pending_since, :now){also}",
+                ConditionExpression=f"incarnation = :inc AND {condition}",
                 ExpressionAttributeNames={"#state": "state"},
-                ExpressionAttributeValues=values,
+                ExpressionAttributeValues={
+                    ":inc": {"S": op.incarnation},
+                    ":true": {"BOOL": True},
+                    ":deleting": {"S": items.DELETING},
+                    ":shard": {"S": pending_shard(op.account_id, op.resource_id, kind=op.kind)},
+                    ":now": {"S": iso_utc(self._clock())},
+                },
             )
         )
 
     def _account_released(self, op: FinishDeleteOp, key: dict[str, Any]) -> ApplyReport:
         """A delete's release at its account applied: the item removed if its delete could not
-        (§4.5). A member's still holds its units at its organization (released there second,
-        resources/delete.py): noted ``account_released`` instead (no longer visible), for the
-        organization's release's record, or the sweeper, to finish."""
-        removed, seen = self._removed(op, key, member=False)
+        (§4.5). A member's claim (``account_first``) still holds its units at its organization
+        (released there second, resources/delete.py): noted ``account_released`` instead (no
+        longer visible, out of the HoldIndex), for the organization's release's record, or the
+        sweeper, to finish. A claim made before that order released at its account last."""
+        removed, seen = self._removed(
+            op, key, "(attribute_not_exists(org) OR attribute_not_exists(account_first))"
+        )
         if removed:
             return ApplyReport(finished_deletes=1)
         if (
             _claimed(seen, op.incarnation)
-            and "org" in seen  # type: ignore[operator]
             and not items.account_released(seen)  # type: ignore[arg-type]
-            and self._noted(op, key, "account_released", claimed=True)
+            and self._noted(
+                op,
+                key,
+                "account_released",
+                "#state = :deleting AND account_first = :true",
+                also=" REMOVE hold_account",
+            )
         ):
             return ApplyReport()
         return ApplyReport(already_done=1)
 
     def _org_released(self, op: OrgReleasedOp, key: dict[str, Any]) -> ApplyReport:
         """A release at its organization applied. A member's delete makes it after its account's
-        (resources/delete.py), so the delete is done: the item removed if its request could not.
-        An undone create's (org_level.py) is noted, for the sweeper finishing the undo."""
-        removed, seen = self._removed(op, key, member=True)
+        (``account_first``, resources/delete.py), so the delete is done: the item removed if its
+        request could not. An undone create's (org_level.py), or a claim made before that order
+        (released at its organization first), is noted ``org_released``, for the sweeper."""
+        removed, seen = self._removed(op, key, "account_first = :true")
         if removed:
             return ApplyReport(finished_deletes=1)
         if (
             seen is not None
             and items.incarnation_of(seen) == op.incarnation
-            and "undoing" in seen
-            and self._noted(op, key, "org_released", claimed=False)
+            and self._noted(
+                op,
+                key,
+                "org_released",
+                "((#state = :deleting AND attribute_not_exists(account_first)) OR attribute_exists(undoing))",
+            )
         ):
             return ApplyReport()
         return ApplyReport(already_done=1)
@@ -537,7 +554,7 @@ class EventualCounter:
                 "TableName": self._table,
                 "Key": key,
                 "ConditionExpression": "incarnation = :inc AND #state = :deleting "
-                "AND delete_request = :req AND handoff = :req",
+                "AND delete_request = :req AND org_handoff = :req",
                 "ExpressionAttributeNames": {"#state": "state"},
                 "ExpressionAttributeValues": {
                     ":inc": {"S": op.incarnation},

@@ -16,7 +16,7 @@ in any order leaves the counters right:
 - ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization:
   a delete's release there finishes it (the item removed), a resize's move is noted on the claim
   (or, a shrink's, the resize finished); no counter changes.
-- ``HandedOffDeleteOp``: a member's delete handed off (``handoff`` on its claim: its account's
+- ``HandedOffDeleteOp``: a member's delete handed off (``org_handoff`` on its claim: its account's
   release applied, its organization's was refused): release at its organization and remove the
   item, in one transaction conditional on that claim, so exactly once whoever else finishes it.
 - ``HealOp``: ``best_effort := eventual`` if below (one conditional write; see healing.py).

@@ -83,6 +83,7 @@ class OrgRangeResult:
     attempts: int = 0
     in_flight: int = 0
     corrections: dict[int, tuple[int, int]] = field(default_factory=dict)  # shard -> (be, ev) deltas
+    actions: list[str] = field(default_factory=list)  # settle_range's
 
 
 @dataclass
@@ -170,7 +171,7 @@ class OrgRecounter:
             result.attempts = attempt
             before = self._versions(scope, range_id)
             found = self._census(scope, range_id)
-            by_shard, in_flight, uncounted = _by_shard(found)
+            by_shard, in_flight, uncounted, dead = _by_shard(found, self.dead_at_org)
             result.in_flight = len(in_flight)
             if fix and (self._finish(in_flight, report.actions) or self._count(uncounted, report.actions)):
                 continue  # a repair changed the range: take its census again
@@ -199,8 +200,56 @@ class OrgRecounter:
                 else:
                     result.settled = False  # a write landed since: the next attempt sees it
             if result.settled:
+                if fix:
+                    self._remove_dead(dead, report.actions)
                 return result
         return result
+
+    def settle_range(self, org_id: str, kind: str, range_id: str) -> OrgRangeResult:
+        """One range recounted and fixed: how the sweeper finishes a member's delete whose request
+        died after its account's release, when nothing else can tell whether its organization's
+        release applied (resources/delete.py): the census of the range decides, exactly."""
+        report = OrgRecountReport(org_id, kind)
+        scope = Scope(org_id, kind, tuple(self._members(org_id)))
+        result = self._recount_range(scope, range_id, fix=True, report=report)
+        result.actions = report.actions
+        return result
+
+    def dead_at_org(self, item: Item) -> bool:
+        """A member's claim released at its account (``account_released``), claimed longer ago
+        than the grace period, with no hand-off for the stream path to make (none, or one a
+        takeover made void): its request is over, so whatever its organization's counter holds
+        for it is held for nothing. (A hand-off is the stream path's: in flight until made.)"""
+        return (
+            items.state_of(item) == items.DELETING
+            and items.account_released(item)
+            and item.get("org_handoff") != item.get("delete_request")
+            and self._censuses.stale(item, "deleting_since")
+        )
+
+    def _remove_dead(self, dead: list[Item], actions: list[str]) -> None:
+        """After the range was corrected (its counter no longer holds them): the claims removed,
+        each only as it was read (a takeover since, or the stream path's removal, wins)."""
+        for item in dead:
+            try:
+                self._clients.dynamodb.delete_item(
+                    TableName=self._table,
+                    Key={"pk": item["pk"], "sk": item["sk"]},
+                    ConditionExpression="incarnation = :inc AND #state = :deleting "
+                    "AND delete_request = :req AND account_released = :true",
+                    ExpressionAttributeNames={"#state": "state"},
+                    ExpressionAttributeValues={
+                        ":inc": item["incarnation"],
+                        ":deleting": {"S": items.DELETING},
+                        ":req": item["delete_request"],
+                        ":true": {"BOOL": True},
+                    },
+                )
+            except ClientError as error:
+                if error_code(error) != CONDITION_FAILED:
+                    raise
+                continue
+            actions.append(f"finished the delete of {item['account_id']['S']}/{item['resource_id']['S']}")
 
     # ---- reads ------------------------------------------------------------------------------------
     def _shards(self, org_id: str, kind: str) -> ShardSet:
@@ -311,13 +360,20 @@ class OrgRecounter:
                 )
 
 
-def _by_shard(found: list[Item]) -> tuple[dict[int, ShardCensus], list[Item], list[Item]]:
-    """Per shard, what its members' live resources hold there; what is in flight; and the live
-    resources the stream path has not counted there."""
+def _by_shard(
+    found: list[Item], dead_at_org: Callable[[Item], bool]
+) -> tuple[dict[int, ShardCensus], list[Item], list[Item], list[Item]]:
+    """Per shard, what its members' live resources hold there; what is in flight; the live
+    resources the stream path has not counted there; and the deletes whose request died after
+    their account's release (``dead_at_org``), which hold nothing there once corrected."""
     by_shard: dict[int, ShardCensus] = {}
     in_flight: list[Item] = []
     uncounted: list[Item] = []
+    dead: list[Item] = []
     for item in found:
+        if dead_at_org(item):
+            dead.append(item)
+            continue
         if items.state_of(item) != items.LIVE or items.resizing(item):
             in_flight.append(item)
             continue
@@ -329,4 +385,4 @@ def _by_shard(found: list[Item]) -> tuple[dict[int, ShardCensus], list[Item], li
             census.counted_units += units
         else:
             uncounted.append(item)
-    return by_shard, in_flight, uncounted
+    return by_shard, in_flight, uncounted, dead

@@ -276,9 +276,9 @@ def _handed_off(image: Mapping[str, Any]) -> bool:
     """A claim its delete handed off (and still owns)."""
     return (
         image.get("state") == items.DELETING
-        and "handoff" in image
+        and "org_handoff" in image
         and "org" in image
-        and image.get("handoff") == image.get("delete_request")
+        and image.get("org_handoff") == image.get("delete_request")
     )
 
 

@@ -34,6 +34,7 @@ from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_cod
 from hybrid_counter.counters import CounterStore
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.ops import op_for_item, ops_for_item  # op_for_item: re-exported
+from hybrid_counter.counting.org_recount import OrgRecounter
 from hybrid_counter.counting.recount import HasRepairs, Recounter
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import DomainError
@@ -51,13 +52,15 @@ from hybrid_counter.keys import (
     REPAIR_PREFIX,
     RESOURCE_PREFIX,
     iso_utc,
+    member_token,
     parse_account_pk,
     parse_kind_resource_sk,
     parse_org_pk,
     range_of,
 )
 from hybrid_counter.observability import default_observability
-from hybrid_counter.orgs.counters import org_split_counter
+from hybrid_counter.orgs.counters import org_counters, org_split_counter
+from hybrid_counter.orgs.store import OrgStore
 from hybrid_counter.recount_requests import RecountRequests, is_request, requested_range
 from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
@@ -124,6 +127,7 @@ class Sweeper:
         recounter: Recounter | None = None,
         obs: Observability | None = None,
         changes: LimitChanges | None = None,
+        org_recounter: OrgRecounter | None = None,
     ) -> None:
         self._table = table_name
         self._counter = counter
@@ -136,6 +140,17 @@ class Sweeper:
         self._obs = obs or default_observability()
         # Takes the censuses that requests ask for; its repairs finish what died (the audit).
         self._recounter = recounter or self._own_recounter(deletes.repairs if deletes else None, obs)
+        # Finishes a member's delete that died after its account's release by a census of its
+        # organization's range (counting/org_recount.py).
+        self._org_recounter = org_recounter or OrgRecounter(
+            table_name,
+            self._clients,
+            OrgStore(table_name, self._clients, clock=clock),
+            self._recounter.repairs,
+            counter,
+            grace_seconds=grace_seconds,
+            clock=clock,
+        )
 
     def _own_recounter(self, repairs: Repairs | None, obs: Observability | None) -> Recounter:
         # A repair never admits, so the counter store's default limit plays no part here.
@@ -286,12 +301,36 @@ class Sweeper:
             return item or {**entry, "state": {"S": "gone"}}
         account_id, rid = parse_account_pk(item["pk"]["S"]), parse_kind_resource_sk(item["sk"]["S"])[1]
         try:
-            if self._recounter.repairs.finish_stale_delete(account_id, rid, item):
+            if self._finish_claim(account_id, rid, item):
                 outcome.deletes_finished += 1
                 return {**item, "state": {"S": "gone"}}
         except (DomainError, ClientError, BotoCoreError):
             pass
         return item
+
+    def _finish_claim(self, account_id: str, rid: str, item: dict[str, Any]) -> bool:
+        """A stale claim finished: by its organization's census where only that can tell
+        (below), else taken over (resources/repairs.py). True if it is gone now."""
+        if self._finish_by_census(item):
+            return self._current(item) is None
+        return self._recounter.repairs.finish_stale_delete(account_id, rid, item)
+
+    def _finish_by_census(self, item: dict[str, Any]) -> bool:
+        """A member's delete that died after its account's release, whose organization's release
+        nothing can confirm (no note, its shard's last_release names another): its range's
+        census decides (counting/org_recount.py). True if the census was taken."""
+        org = items.org_of(item)
+        if org is None or not self._org_recounter.dead_at_org(item) or "org_released" in item:
+            return False
+        kind, rid = parse_kind_resource_sk(item["sk"]["S"])
+        account_id = parse_account_pk(item["pk"]["S"])
+        shards = org_counters(self._clients, self._table, org).get(kind)
+        shard = None if shards is None else shards.shards.get(items.org_shard(item))
+        released = member_token(account_id, rid, items.incarnation_of(item))
+        if shard is not None and shard.state.last_release == released:
+            return False  # it applied: the takeover just removes the claim
+        self._org_recounter.settle_range(org, kind, range_of(rid))
+        return True
 
     def _current(self, entry: dict[str, Any]) -> dict[str, Any] | None:
         found = self._clients.dynamodb.get_item(
@@ -447,7 +486,7 @@ class Sweeper:
             if state == items.PENDING and repairs.stale(item, "created_at"):
                 stale_pending.add((account_id, kind, range_of(rid)))
             try:
-                if state == items.DELETING and repairs.finish_stale_delete(account_id, rid, item):
+                if state == items.DELETING and self._finish_claim(account_id, rid, item):
                     outcome.deletes_finished += 1
                 elif state == items.LIVE and repairs.settle_stale_resize(account_id, rid, item):
                     outcome.resizes_ended += 1

@@ -16,7 +16,7 @@ A member's delete releases at its account first, then at its organization (org_l
 delete stopped between the two leaves its organization holding a slot nobody sees (refusing
 creates it could admit until the sweeper finishes it), never one given away while the resource
 is still visible. If the organization's release is refused without effect, the request hands it
-to the stream path (``handoff`` on its claim), which makes it and removes the item in one
+to the stream path (``org_handoff`` on its claim), which makes it and removes the item in one
 transaction; if its outcome stays unknown, the stream path removes the item once it sees it
 apply.
 
@@ -64,9 +64,16 @@ class Claim:
     )
     org_shard: int = 0  # which of the organization's counter items holds its units
     account_released: bool = False  # the stream path saw its account's release apply (a member's)
+    account_first: bool = False  # released at its account first (claims made since 2026-11-26)
+    # Taken over from a request that had handed its organization's release off: that release
+    # never applied (the stream path makes it with the removal, atomically, and the item is here)
+    org_refused: bool = False
 
     @classmethod
-    def of(cls, request_id: str, item: Item, *, taken_over: bool = False) -> Claim:
+    def of(
+        cls, request_id: str, item: Item, *, taken_over: bool = False, previous: str | None = None
+    ) -> Claim:
+        """The claim as written (``previous``: the request whose claim was taken over)."""
         return cls(
             request_id,
             items.incarnation_of(item),
@@ -79,6 +86,8 @@ class Claim:
             bool(item.get("org_released", {}).get("BOOL", False)),
             items.org_shard(item),
             items.account_released(item),
+            bool(item.get("account_first", {}).get("BOOL", False)),
+            previous is not None and items.since(item, "org_handoff") == previous,
         )
 
 
@@ -129,7 +138,7 @@ class DeleteFlow:
         if not taken.applied or taken.item is None:
             return None
         self.obs.count("DeleteTakenOver")
-        return Claim.of(request_id, taken.item, taken_over=True)
+        return Claim.of(request_id, taken.item, taken_over=True, previous=items.since(seen, "delete_request"))
 
     def finish(self, account_id: str, rid: str, claim: Claim) -> bool:
         """Release the claimed incarnation's slot at each level that holds it (at most once
@@ -160,11 +169,30 @@ class DeleteFlow:
                 return True  # finished meanwhile by the stream path (its release applied)
             if not attempt.applied and seen is None:
                 self._not_released(account_id, rid, claim, attempt)
+        if not at_org and claim.taken_over and claim.account_first and not claim.org_refused:
+            # Its request died after its account's release: whether its organization's applied,
+            # nothing here can tell (the stream path may be late, last_release overwritten).
+            # The sweeper's census of the range decides (counting/org_recount.py): never a
+            # second release on a guess.
+            self._leave_to_census(account_id, rid, claim)
         if not at_org and self._release_at_org(account_id, rid, claim):
             return True  # handed off, or left to the stream path, and finished by it
         self._remove(account_id, kind, rid, request_id)
         self.obs.count("ResourcesDeleted")
         return True
+
+    def _leave_to_census(self, account_id: str, rid: str, claim: Claim) -> NoReturn:
+        """Mark the claim released at its account (hidden, indexed: the sweeper finishes it by a
+        census of its organization's range), then 503."""
+        if not claim.account_released:
+            guarded(
+                lambda: self._table.mark_account_released(
+                    account_id, rid, claim.request_id, incarnation=claim.incarnation, kind=claim.kind
+                ),
+                "the delete",
+            )
+        self.obs.count("DeleteLeftToCensus")
+        raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
     def _not_released(self, account_id: str, rid: str, claim: Claim, attempt: Attempted) -> NoReturn:
         """The account's release did not apply (nothing was released): the claim reverted, 429
@@ -209,7 +237,7 @@ class DeleteFlow:
 
     def _hand_off(self, account_id: str, rid: str, claim: Claim) -> None:
         """A member's delete whose organization's release was refused without effect, after its
-        account's applied: ``handoff`` on its own claim, conditional on still owning it; the
+        account's applied: ``org_handoff`` on its own claim, conditional on still owning it; the
         stream path then releases at the organization and removes the item in one transaction
         on this claim (design.md §10.4). Not written: the claim stays, for the sweeper."""
         try:
@@ -265,7 +293,7 @@ class DeleteFlow:
                 )
                 if taken.applied and taken.item is not None:
                     self.obs.count("DeleteTakenOver")
-                    return Claim.of(request_id, taken.item, taken_over=True)
+                    return Claim.of(request_id, taken.item, taken_over=True, previous=owner)
                 continue
             settled = guarded(
                 partial(self._fx.waiter.until, partial(self._settled, account_id, kind, rid, owner)),

@@ -222,6 +222,10 @@ class ResourceTable:
         }
         update = "SET #state = :deleting, delete_request = :req, deleting_since = :now"
         if taking_over is None:
+            # account_first: released at its account, then at its organization (delete.py); a
+            # claim without it (made before) is finished the old way by the stream path
+            update += ", account_first = :first"
+            values[":first"] = {"BOOL": True}
             condition = f"#state = :live AND {NOT_RESIZING}"
             values[":live"] = {"S": LIVE}
             if expiring is not None:
@@ -301,7 +305,7 @@ class ResourceTable:
         kind: str = DEFAULT_KIND,
     ) -> Written:
         """A member's delete whose account's release applied and whose organization's was
-        refused gives that release to the stream path (design.md §10.4): ``handoff = <its
+        refused gives that release to the stream path (design.md §10.4): ``org_handoff = <its
         request>`` on its own claim. From this write on, the request never releases at the
         organization: the stream path does, with the removal, in one transaction conditional on
         this same claim."""
@@ -309,13 +313,44 @@ class ResourceTable:
             account_id,
             resource_id,
             kind,
-            UpdateExpression="SET handoff = :req",
+            UpdateExpression="SET org_handoff = :req",
             ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues={
                 ":req": {"S": request_id},
                 ":deleting": {"S": DELETING},
                 ":inc": {"S": incarnation},
+            },
+        )
+
+    def mark_account_released(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        incarnation: str,
+        kind: str = DEFAULT_KIND,
+    ) -> Written:
+        """What the stream path notes from a member's account release (counting/eventual.py),
+        written by a takeover that found that release in ``last_release``: hidden, out of the
+        HoldIndex, in the PendingIndex."""
+        now = self._effects.clock()
+        return self._update(
+            account_id,
+            resource_id,
+            kind,
+            UpdateExpression="SET account_released = :true, "
+            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
+            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":req": {"S": request_id},
+                ":deleting": {"S": DELETING},
+                ":inc": {"S": incarnation},
+                ":true": {"BOOL": True},
+                **pending_index(account_id, resource_id, now, kind=kind),
             },
         )
 
