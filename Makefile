@@ -122,16 +122,17 @@ sam-build: $(TOOLS)/.installed
 # longest part, does not wait for the checks. The explorer's and the checks' output follow the
 # rest's; any of the three failing fails the run. The explorer's organizations
 # (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a local runtime of
-# its own) ride with the explorer, so the two processes end about together.
+# its own) ride with the explorer, so the two processes end about together. Each prints its
+# slowest tests (--durations), where the minutes to cut are.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
 	tests/integration/test_stateful_counters.py tests/e2e/test_fuzz_openapi.py
 
 test: deps $(TOOLS)/.installed $(CHECKOV_ENV)/.installed
 	@mkdir -p .local
-	@$(PY) -m pytest $(EXPLORATION) $(PYTEST_ARGS) > .local/exploration.log 2>&1 & exploration=$$!; \
+	@$(PY) -m pytest $(EXPLORATION) --durations=10 $(PYTEST_ARGS) > .local/exploration.log 2>&1 & exploration=$$!; \
 	$(MAKE) --no-print-directory lint typecheck docs sam-validate scan > .local/checks.log 2>&1 & checks=$$!; \
 	if $(MAKE) --no-print-directory sam-build; then \
-		$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) $(PYTEST_ARGS); rest=$$?; \
+		$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	else rest=1; echo "---- sam build failed: the rest of the suite was not run ----"; fi; \
 	wait $$checks; checked=$$?; \
 	echo "---- lint typecheck docs sam-validate scan (exit $$checked) ----"; cat .local/checks.log; \
