@@ -547,3 +547,30 @@ def test_a_claim_of_the_old_order_is_finished_at_its_account_by_the_new_code(org
     assert org.held(org.a) == []
     org.exact()
     assert org.org_counters() == (1, 1)
+
+
+def test_a_hand_off_whose_response_is_lost_after_the_stream_path_finished_answers_204(org: Org) -> None:
+    # Given the organization full; a's delete of x, its organization's release throttled on every
+    # attempt, hands off; that write applies and its response is lost, and before botocore's
+    # retry the stream path finishes the delete
+    x = _full_with_x(org)
+    seen: list[str] = []
+
+    def the_hand_off(body: dict) -> bool:
+        if "org_handoff" not in body.get("UpdateExpression", ""):
+            return False
+        seen.append("hand-off")
+        if len(seen) == 2:
+            org.drain()  # the retry is about to go: the stream path finishes the delete first
+        return len(seen) == 1
+
+    with (
+        _org_release_throttled(org),
+        injected(org.clients.dynamodb, "UpdateItem", when="after", where=the_hand_off),
+    ):
+        # When the retried hand-off is refused (the item is gone): then the delete answers done
+        org.service.delete(org.a, x, kind=SEATS)
+    assert seen == ["hand-off", "hand-off"]
+    assert org.held(org.a) == []
+    org.exact()
+    assert org.org_counters() == (1, 1)

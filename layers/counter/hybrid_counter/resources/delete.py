@@ -211,7 +211,8 @@ class DeleteFlow:
         once it applied. Refused without effect: handed to the stream path, which makes it with
         the removal. Outcome unknown: the stream path removes the item if it sees it apply, and
         the sweeper finishes it past the grace period if it did not. True if the stream path
-        finished the delete within the wait; else 503, and it will be."""
+        finished the delete within the wait; else 503, and it will be. (Refused by its floor on
+        every attempt, it is handed off too: the stream path's release has the same floor.)"""
         assert claim.org is not None
         effect = self.orgs.release_resolved(
             claim.org,
@@ -228,7 +229,7 @@ class DeleteFlow:
         # The account's slot is free: no revert. Its release's record makes the stream path note
         # it on the claim (account_released: no longer visible) and index it for the sweeper.
         # Unknown: release_resolved has waited for the stream path already.
-        if effect is Effect.NOT_APPLIED:
+        if effect in (Effect.NOT_APPLIED, Effect.CONDITION_FAILED):
             self._hand_off(account_id, rid, claim)
             if self._finished_by_stream(account_id, rid, claim):
                 self.obs.count("ResourcesDeleted")
@@ -247,8 +248,9 @@ class DeleteFlow:
         except (ClientError, BotoCoreError) as error:
             self.obs.logger.warning("could not hand a delete off", extra={"error": repr(error)})
             raise InProgress("the delete could not be finished; retry the request") from error
-        if not handed.applied:
+        if not handed.applied and handed.item is not None:
             raise InProgress("the resource changed while it was being deleted; retry the request")
+        # (refused on no item: finished already, the hand-off's response lost and retried)
         self.obs.count("DeleteHandedOff")
 
     def _finished_by_stream(self, account_id: str, rid: str, claim: Claim) -> bool:
