@@ -8,14 +8,16 @@ in any order leaves the counters right:
   and not yet claimed by a delete (a claimed resource is never counted; its delete's release
   already knows it was not).
 - ``FinishDeleteOp``: remove a resource whose delete released it but did not get to remove it
-  (conditional on that incarnation still being claimed); a member's is noted
-  ``account_released`` instead (its organization's release comes next). No counter changes: the
+  (conditional on that incarnation still being claimed); a member's claim released at its
+  account first (``account_first``) is noted ``account_released`` instead (its organization's
+  release comes next). No counter changes: the
   release did them.
 - ``FinishResizeOp``: give a resource the units its resize moved its counters to, if that resize
   did not get to (conditional on the resize still holding it). No counter changes either.
 - ``OrgReleasedOp``, ``OrgResizedOp``: what a member's delete or resize did at its organization:
-  a delete's release there finishes it (the item removed), a resize's move is noted on the claim
-  (or, a shrink's, the resize finished); no counter changes.
+  a delete's release there finishes an ``account_first`` claim (the item removed) and is noted
+  on a claim of the order before (``org_released``), a resize's move is noted on the claim (or,
+  a shrink's, the resize finished); no counter changes.
 - ``HandedOffDeleteOp``: a member's delete handed off (``org_handoff`` on its claim: its account's
   release applied, its organization's was refused): release at its organization and remove the
   item, in one transaction conditional on that claim, so exactly once whoever else finishes it.

@@ -13,7 +13,10 @@ What a member's resource holds at its organization, read off its item: live, its
 (``org_counted``: counted in ``eventual`` there too; one the stream path never counted there,
 created longer ago than the grace period, is counted there by ``fix`` first). In flight, not judged: a pending create
 (its admission there may or may not have applied), a delete's claim (its release there, likewise)
-and a resize. ``fix`` finishes the ones stuck past the grace period first, with the repairs of
+and a resize; except a member's claim released at its account whose request is over (stale,
+``account_released``, no live hand-off: ``dead_at_org``), which holds nothing there once the
+range is corrected, and is then removed: how the sweeper finishes a delete whose organization's
+release nothing else can confirm (``settle_range``). ``fix`` finishes the ones stuck past the grace period first, with the repairs of
 their accounts (a takeover, a rollback, a settlement: resources/repairs.py), as the account's
 recount does; a create left pending whose organization's admission nothing can confirm is
 removed then without a release there (D3), and this census is what finds the slot it may hold.

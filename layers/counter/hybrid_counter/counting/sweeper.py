@@ -13,7 +13,9 @@ off anywhere loses nothing and the next run goes on where the work is.
   Finished work leaves the index, so the index itself is the sweep's progress.
 - **Audit** (when asked for: the retry path found stream records already trimmed, or an operator
   runs it): a scan of the whole table in segments that, for everything older than the grace
-  period, counts every live uncounted resource, finishes every claimed delete, and rolls back
+  period, counts every live uncounted resource, finishes every claimed delete (a member's that
+  died after its account's release, by a census of its organization's range where nothing else
+  can tell whether it was released there), and rolls back
   every create left pending (then settles the census of its range). Every repair acts only on
   the incarnation and claim it read (resources/repairs.py). It is how the table recovers when
   the stream lost records; it reads the whole table once, and saves each segment's position
