@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import boto3
+import botocore.session
 from botocore.config import Config
 
 from hybrid_counter.aws import RETRYING, SINGLE_ATTEMPT, Clients
@@ -26,11 +27,23 @@ _CONFIG = Config(
 )
 
 
+_LOADER: list[Any] = []  # one botocore data loader for every session made here (below)
+
+
 def _session() -> boto3.Session:
+    """A session of its own for each client (a boto3 Session is not safe to share across
+    threads), sharing one data loader: a fresh loader scans botocore's data directories and parses
+    the service's model again, about 0.1 s of CPU a client (0.016 s shared), and tests make
+    thousands."""
+    core = botocore.session.get_session()
+    if not _LOADER:
+        _LOADER.append(core.get_component("data_loader"))
+    core.register_component("data_loader", _LOADER[0])
     return boto3.Session(
         aws_access_key_id=DUMMY_ACCESS_KEY_ID,
         aws_secret_access_key=DUMMY_SECRET_ACCESS_KEY,
         region_name=REGION,
+        botocore_session=core,
     )
 
 
