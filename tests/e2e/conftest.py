@@ -116,6 +116,10 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             port=0,
             stack_name="hybrid-counter-e2e",
             failure_visibility_seconds=0.5,
+            # A failing stream batch's retries and bisection (test_operator_tooling.py's outage):
+            # shorter pauses than the local default, the same retries
+            retry_backoff_seconds=0.05,
+            max_retry_backoff_seconds=0.4,
             record_calls_to=calls,
             built=kind == "built",
             # A plan change is seen within 2 s, not the default 60 (test_kinds_plans_units.py).
