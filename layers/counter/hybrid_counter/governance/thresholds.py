@@ -38,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import error_code
 from hybrid_counter.counters import CounterState, Judged
+from hybrid_counter.counters.split import Shard, ShardSet
 from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
 from hybrid_counter.governance.usage_over import (
     OVER_ALL,
@@ -63,7 +64,7 @@ from hybrid_counter.keys import (
     parse_org_pk,
     pending_shard,
 )
-from hybrid_counter.orgs.counters import org_counters
+from hybrid_counter.orgs.counters import org_counter_items
 
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
@@ -370,17 +371,16 @@ class ThresholdWatcher:
         """A split organization's use of ``kind`` (its shards summed, one consistent Query) with
         the thresholds it has reached (its alert item; before the first crossing since the split,
         what shard 0 had reached unsplit, so a crossing from before is not announced again)."""
-        shards = org_counters(self._clients, self._table, org_id).get(kind)
-        if shards is None:
+        stored = org_counter_items(self._clients, self._table, org_id).get(kind)
+        if stored is None:
             return None
+        shards = ShardSet({n: Shard(n, CounterState.from_item(item)) for n, item in stored.items()})
         alert = self._clients.dynamodb.get_item(
             TableName=self._table, Key=org_alert_key(org_id, kind), ConsistentRead=True
         ).get("Item")
         source = alert
         if source is None:
-            source = self._clients.dynamodb.get_item(
-                TableName=self._table, Key=org_counter_key(org_id, kind=kind), ConsistentRead=True
-            ).get("Item", {})
+            source = stored.get(0, {})  # shard 0 as the same Query read it
             if OVER_KIND in source:
                 self._unlist_shard_zero(org_id, kind)
         return Image(

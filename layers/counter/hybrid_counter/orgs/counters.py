@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.counters.split import Shard, ShardSet, SplitCounter
 from hybrid_counter.counters.state import CounterState
@@ -39,7 +39,15 @@ def org_split_counter(table: str, clients: Clients, obs: Observability, effects:
 
 def org_counters(clients: Clients, table: str, org_id: str) -> dict[str, ShardSet]:
     """One consistent Query of every counter item of the organization (a few hundred bytes each)."""
-    shards: dict[str, dict[int, Shard]] = {}
+    return {
+        kind: ShardSet({n: Shard(n, CounterState.from_item(item)) for n, item in found.items()})
+        for kind, found in org_counter_items(clients, table, org_id).items()
+    }
+
+
+def org_counter_items(clients: Clients, table: str, org_id: str) -> dict[str, dict[int, dict[str, Any]]]:
+    """The same Query's items as stored, by kind and shard (for what CounterState does not keep)."""
+    found: dict[str, dict[int, dict[str, Any]]] = {}
     paginator = clients.dynamodb.get_paginator("query")
     for page in paginator.paginate(
         TableName=table,
@@ -49,5 +57,5 @@ def org_counters(clients: Clients, table: str, org_id: str) -> dict[str, ShardSe
     ):
         for item in page.get("Items", []):
             kind, n = parse_org_counter_sk(str(item["sk"]["S"]))
-            shards.setdefault(kind, {})[n] = Shard(n, CounterState.from_item(item))
-    return {kind: ShardSet(found) for kind, found in shards.items()}
+            found.setdefault(kind, {})[n] = dict(item)
+    return found
