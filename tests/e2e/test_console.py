@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+from playwright.sync_api import Browser, ConsoleMessage, Page, Route, expect, sync_playwright
 
 from localrun import LocalRuntime
 from tests.e2e.conftest import Target
@@ -233,6 +233,33 @@ def test_the_console_lists_the_accounts_near_their_limits(
     shot(page, "near-limit")
     row.locator("a").click()
     expect(page.locator("#account-title")).to_have_text(f"Account {account}")
+
+
+def test_more_reads_the_next_page_of_the_accounts_near_their_limits(
+    local_runtime: LocalRuntime, target: Target, page: Page
+) -> None:
+    # Given two accounts at 80 % of a kind of their own, and the API's pages cut to one row (the
+    # console's request, with limit=1 added on its way)
+    kind = f"near-{uuid.uuid4().hex[:8]}"
+    accounts = {account_at_80_percent(target, kind)[1] for _ in range(2)}
+    target.settle()
+
+    def one_a_page(route: Route) -> None:
+        route.continue_(url=f"{route.request.url}&limit=1")
+
+    page.route("**/usage/over?*", one_a_page)
+    sign_in(page, target.api_url, "ops-bob")
+    page.fill("#near-kind", kind)
+    # When the operator shows the list: one row and More
+    page.click("#near-show")
+    rows = page.locator("#near-table tbody tr")
+    expect(rows).to_have_count(1)
+    # Then More adds the next page's row under it, and goes once there is no next page
+    page.click("#near-more")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#near-more")).to_have_count(0)
+    shown = {rows.nth(n).get_attribute("data-account") for n in range(2)}
+    assert shown == accounts
 
 
 def test_a_token_without_the_operator_scope_gets_the_api_s_refusal(
