@@ -309,18 +309,14 @@ class ResourceTable:
         request>`` on its own claim. From this write on, the request never releases at the
         organization: the stream path does, with the removal, in one transaction conditional on
         this same claim."""
-        return self._update(
+        return self._on_own_claim(
             account_id,
             resource_id,
-            kind,
-            UpdateExpression="SET org_handoff = :req",
-            ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
-            ExpressionAttributeNames={"#state": "state"},
-            ExpressionAttributeValues={
-                ":req": {"S": request_id},
-                ":deleting": {"S": DELETING},
-                ":inc": {"S": incarnation},
-            },
+            request_id,
+            incarnation=incarnation,
+            kind=kind,
+            update="SET org_handoff = :req",
+            values={},
         )
 
     def mark_account_released(
@@ -335,22 +331,46 @@ class ResourceTable:
         """What the stream path notes from a member's account release (counting/eventual.py),
         written by a takeover that found that release in ``last_release``: hidden, out of the
         HoldIndex, in the PendingIndex."""
-        now = self._effects.clock()
+        return self._on_own_claim(
+            account_id,
+            resource_id,
+            request_id,
+            incarnation=incarnation,
+            kind=kind,
+            update="SET account_released = :true, "
+            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
+            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            values={
+                ":true": {"BOOL": True},
+                **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
+            },
+        )
+
+    def _on_own_claim(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        incarnation: str,
+        kind: str,
+        update: str,
+        values: dict[str, Any],
+    ) -> Written:
+        """``update`` on a member's claim, only while ``request_id`` still owns it on that
+        incarnation."""
         return self._update(
             account_id,
             resource_id,
             kind,
-            UpdateExpression="SET account_released = :true, "
-            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
-            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            UpdateExpression=update,
             ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues={
                 ":req": {"S": request_id},
                 ":deleting": {"S": DELETING},
                 ":inc": {"S": incarnation},
-                ":true": {"BOOL": True},
-                **pending_index(account_id, resource_id, now, kind=kind),
+                **values,
             },
         )
 
