@@ -412,9 +412,12 @@ def profile() -> Profile:
 
 
 def selected[S: Scenario](scenarios: list[S]) -> list[S]:
-    """HC_EXPLORER_ONLY=<text>: only the scenarios whose name contains it (to re-run one)."""
+    """HC_EXPLORER_ONLY=<text>: only the scenarios whose name contains it (to re-run one);
+    HC_EXPLORER_SKIP=<text>|<text>...: not those whose name contains any (a part already run)."""
     only = os.environ.get("HC_EXPLORER_ONLY")
-    return [s for s in scenarios if only in s.name] if only else scenarios
+    skip = [text for text in os.environ.get("HC_EXPLORER_SKIP", "").split("|") if text]
+    chosen = [s for s in scenarios if only in s.name] if only else scenarios
+    return [s for s in chosen if not any(text in s.name for text in skip)]
 
 
 RANDOM_OPS = (

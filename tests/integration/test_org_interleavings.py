@@ -76,6 +76,9 @@ def test_organizations_scenarios_in_every_order(world):
             stats = Stats()
             explore(world, scenario, stats, max_schedules=chosen.org_schedules, spread=spread)
             total.merge(stats)
+            if chosen.name != "ci":  # a long run in parts: each scenario's figures as it ends
+                figures = {"scenario": scenario.name, "backgrounds": backgrounds, **stats.to_json()}
+                print(f"\nexplorer {chosen.name}, organizations, one: {json.dumps(figures)}", flush=True)
     FIGURES["organizations"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
     print(f"\nexplorer {chosen.name}, organizations: {json.dumps(FIGURES['organizations'])}")
     if total.violations:
