@@ -8,12 +8,10 @@ import pytest
 
 from hybrid_counter.api.app import build_app
 from hybrid_counter.counters import AdmissionOutcome, CounterState
-from hybrid_counter.counting.eventual import EventualCounter
-from hybrid_counter.counting.recount import Recounter
+from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
-from hybrid_counter.healing import Healer
-from hybrid_counter.keys import resource_key, token
+from hybrid_counter.keys import range_of, resource_key, token
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources.items import pending_item
 from hybrid_counter.resources.table import ResourceTable
@@ -321,45 +319,102 @@ def test_a_failed_rollback_leaves_an_invisible_create_that_a_put_adopts_after_th
     assert (usage.best_effort, usage.eventual, live_count(account)) == (2, 2, 2)
 
 
-def test_a_takeover_that_releases_again_is_the_one_double_release_and_a_recount_ends_it(
-    timed, service, settings, clients, clock, account, drain, live_count
+def _a_delete_that_died(timed, clients, account: str, rid: str, release: str) -> None:
+    """A delete of ``rid`` that died after its claim: after its release (``applied``: it could
+    not remove its item, and the stream is stopped), or before it (``never sent``)."""
+    if release == "applied":
+        with injected(
+            clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=100
+        ):
+            timed.delete(account, rid)
+        return
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        first = race.start(f"DELETE {rid}", lambda: timed.delete(account, rid))
+        race.until(first, "UpdateItem")  # its claim
+        race.step(first, fault="crash")
+
+
+@pytest.mark.parametrize("release", ["applied", "never sent"])
+def test_a_takeover_that_cannot_tell_whether_the_release_applied_releases_exactly_once_by_a_census(
+    release, timed, service, settings, clients, clock, account, drain, live_count
 ):
     # Given three counted resources at the limit of 3, and then the stream stopped
     timed.set_limit(account, 3)
     for rid in ("a", "b", "z"):
         timed.create(account, rid, {}, resource_id=rid)
     drain(account)
-    # And a delete of a that released its slot but could not remove its item (204), then a
-    # delete of b (its release overwrites last_release), the stream still stopped
-    with injected(clients.dynamodb, "DeleteItem", error="ProvisionedThroughputExceededException", times=100):
-        timed.delete(account, "a")
+    # And a delete of a that died after its claim (its release applied, or never sent), then a
+    # delete of b, whose release overwrites last_release, the stream still stopped
+    _a_delete_that_died(timed, clients, account, "a", release)
     timed.delete(account, "b")
-    assert (service.usage(account).best_effort, service.usage(account).eventual) == (1, 1)
-    # When the client retries the delete of a after the grace period: the takeover cannot tell
-    # its release applied (last_release names b), and the stream has not removed a
+    held = 1 if release == "applied" else 2
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (held, held)
+    # When the client retries the delete of a after the grace period: nothing can tell whether
+    # its release applied (last_release names b, the stream has not removed a)
     clock.now += settings.pending_grace_seconds + 1
-    timed.delete(account, "a")  # 204: it released (again)
-    # Then both counters are short by a's unit (design.md §6: the double release), and one create
-    # past the limit is admitted: never more than the units released twice
-    assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
-    for n in range(3):
+    timed.delete(account, "a")  # 204: the census of a's range released it, exactly once
+    # Then the counters hold z alone, whichever it was: nothing was released twice (this was the
+    # one double release, design.md §4.3, before the census)
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (1, 1)
+    with pytest.raises(NotFound):
+        service.get(account, "a")
+    # And exactly two creates are admitted, never one past the limit
+    for n in range(2):
         timed.create(account, f"c{n}", {})
     with pytest.raises(LimitExceeded):
-        timed.create(account, "c3", {})
-    assert live_count(account) == 3 + 1
-    # And a recount (fix) puts eventual right, the heal raises best_effort: exact again
+        timed.create(account, "c2", {})
+    assert live_count(account) == 3
+    # And the stream's late records change nothing: exact
     drain(account)
-    recounter = Recounter(
-        settings.table_name,
-        timed.counters,
-        EventualCounter(settings.table_name, "batched", clients),
-        Healer(settings.table_name, clients),
-        clients,
-        service=timed,
-        grace_seconds=settings.pending_grace_seconds,
-        clock=clock,
-        sleep=lambda _: None,
-    )
-    recounter.recount(account, fix=True)
     usage = service.usage(account)
-    assert (usage.best_effort, usage.eventual) == (4, 4)
+    assert (usage.best_effort, usage.eventual) == (3, 3)
+
+
+def _same_range_as(rid: str) -> str:
+    return next(f"p{n}" for n in range(1_000) if range_of(f"p{n}") == range_of(rid))
+
+
+def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_finishes_it(
+    timed, service, settings, clients, clock, account, drain, counter, live_count
+):
+    # Given a at a limit of 2, its delete dead after its release (the stream stopped), and
+    # another delete of the kind since (last_release names b)
+    timed.set_limit(account, 2)
+    for rid in ("a", "b"):
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    _a_delete_that_died(timed, clients, account, "a", "applied")
+    timed.delete(account, "b")
+    clock.now += settings.pending_grace_seconds + 1
+    # And a create running in a's range (its pending item, young): the range cannot stand still
+    busy = _same_range_as("a")
+    ResourceTable(settings.table_name, clients, Effects(clock=clock)).put_pending(
+        pending_item(account, busy, "running", {}, "i", now=clock())
+    )
+    # When the client retries the delete of a: 503, a left to the census, nothing released
+    with pytest.raises(InProgress):
+        timed.delete(account, "a")
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
+    left = clients.dynamodb.get_item(
+        TableName=settings.table_name, Key=resource_key(account, "a"), ConsistentRead=True
+    )["Item"]
+    assert left["left_to_census"] == left["delete_request"]
+    assert "pending_shard" in left  # the sweeper finds it
+    # And while the create runs, the sweeper cannot settle it either
+    sweeper = Sweeper(settings.table_name, counter, settings.pending_grace_seconds, clients, clock=clock)
+    sweeper.sweep()
+    assert service.get(account, "a").resource_id == "a"
+    # When the create is over (its item pending past the grace period) and the sweeper runs
+    clock.now += settings.pending_grace_seconds + 1
+    sweeper.sweep()
+    # Then a is gone, the range was released exactly once (a's release had applied), and the
+    # create left pending was rolled back
+    with pytest.raises(NotFound):
+        service.get(account, "a")
+    drain(account)
+    assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
+    for n in range(2):
+        timed.create(account, f"c{n}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, "c2", {})
+    assert live_count(account) == 2

@@ -246,6 +246,14 @@ class Recounter:
                 actions.append(
                     f"range {range_id}: eventual {-result.eventual_drift:+d}, best_effort {-result.best_effort_excess:+d}"
                 )
+            if fix and census.dead_items:  # the range holds nothing for them now
+                finished = self._repairs.dead_claims.finish(census.dead_items)
+                actions.append(f"range {range_id}: finished {finished} delete(s) left to the census")
+            elif census.dead_items:
+                actions.append(
+                    f"range {range_id}: {len(census.dead_items)} delete(s) left to the census "
+                    "(--fix corrects the range and finishes them)"
+                )
             left = census.stale_pending_items
             if fix:
                 self._roll_back(account_id, left, actions)  # their slots are released: now remove them
@@ -282,6 +290,8 @@ class Recounter:
                 actions.append(f"counted {applied.counted} resources the stream path had not")
                 changed = applied.counted > 0
         for item in census.deleting_items:
+            if any(item is dead for dead in census.dead_items):
+                continue  # left to this census: finished once the range is corrected (below)
             account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
             try:
                 finished = self._repairs.finish_stale_delete(account_id, resource_id, item)

@@ -313,6 +313,10 @@ class Sweeper:
     def _finish_claim(self, account_id: str, rid: str, item: dict[str, Any]) -> bool:
         """A stale claim finished: by its organization's census where only that can tell
         (below), else taken over (resources/repairs.py). True if it is gone now."""
+        if items.left_to_census(item):  # its account's level: the census of its range decides
+            kind = parse_kind_resource_sk(item["sk"]["S"])[0]
+            self._recounter.recount_range(account_id, range_of(rid), fix=True, kind=kind)
+            return self._current(item) is None
         if self._finish_by_census(item):
             return self._current(item) is None
         return self._recounter.repairs.finish_stale_delete(account_id, rid, item)

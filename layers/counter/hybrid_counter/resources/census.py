@@ -48,6 +48,11 @@ class RangeCensus:
     # holds for them and then removes them (never the other way round: no overcount between).
     stale_pending_items: list[Item] = field(default_factory=list)
     every: list[tuple[Item, bool]] = field(default_factory=list)  # each item, and whether stale
+    # Claims (among deleting_items) that hold nothing at the account, as far as a census goes:
+    # released there (a member's ``account_released``), or left to this census by a takeover
+    # that could not tell (``left_to_census``: dead_claims.py, which a correction then finishes).
+    released_items: list[Item] = field(default_factory=list)
+    dead_items: list[Item] = field(default_factory=list)
 
     @property
     def slot_bound(self) -> int:
@@ -58,7 +63,9 @@ class RangeCensus:
     @property
     def in_flight(self) -> list[Item]:
         """Deletes, resizes and creates running: their counter writes are not readable off the items."""
-        return self.deleting_items + self.resizing_items + self.creating_items
+        settled = self.released_items + self.dead_items
+        deleting = [item for item in self.deleting_items if not any(item is s for s in settled)]
+        return deleting + self.resizing_items + self.creating_items
 
     def without(self, resource_id: str) -> RangeCensus:
         """The same census with one resource left out (the one a settlement is about)."""
@@ -93,6 +100,12 @@ class RangeCensus:
         elif state == items.DELETING:
             self.deleting += 1
             self.deleting_items.append(item)
+            if items.account_released(item):
+                self.released_items.append(item)
+                return
+            if items.left_to_census(item):
+                self.dead_items.append(item)
+                return
         self.slot_units += items.slot_units(item)
 
 

@@ -95,6 +95,19 @@ def account_released(item: dict[str, Any]) -> bool:
     return bool(item.get("account_released", {}).get("BOOL", False))
 
 
+def left_to_census(item: dict[str, Any] | None) -> bool:
+    """A claim whose owner took it over from a delete that died and could not tell whether that
+    delete's release at the account applied: it released nothing itself and left the account's
+    level to the census of the range (resources/dead_claims.py), which counts it as holding
+    nothing there. Only the owner that wrote it leaves it: a later takeover's claim is not."""
+    return (
+        bool(item)
+        and state_of(item) == DELETING
+        and "left_to_census" in item  # type: ignore[operator]
+        and item.get("left_to_census") == item.get("delete_request")  # type: ignore[union-attr]
+    )
+
+
 def visible(item: dict[str, Any] | None) -> bool:
     """What a reader sees: live, or claimed by a delete whose account's release is not known to
     have applied (a slot freed at the account is gone from the account's resources)."""

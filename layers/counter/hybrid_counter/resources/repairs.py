@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from hybrid_counter.keys import epoch_of
 from hybrid_counter.observability import default_observability
 from hybrid_counter.resources import items
+from hybrid_counter.resources.dead_claims import DeadClaims
 from hybrid_counter.resources.delete import DeleteFlow
 from hybrid_counter.resources.holds import HoldFlow
 from hybrid_counter.resources.resize import ResizeFlow
@@ -69,6 +70,11 @@ class Repairs:
         resizes = ResizeFlow(table, counters, grace_seconds, effects, obs or default_observability())
         deletes.resizes = resizes
         return cls(table, deletes, grace_seconds, effects, resizes=resizes)
+
+    @property
+    def dead_claims(self) -> DeadClaims:
+        """Claims left to the census of their range (dead_claims.py): the recount finishes them."""
+        return self._deletes.dead_claims
 
     def holds(self) -> HoldFlow:
         """Expiring holds (the sweeper's): released as deletes, by these repairs' delete flow."""

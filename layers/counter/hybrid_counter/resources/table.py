@@ -18,6 +18,7 @@ from hybrid_counter.aws import CONDITION_FAILED, Clients, error_code, retry_conf
 from hybrid_counter.effects import Effects
 from hybrid_counter.keys import DEFAULT_KIND, iso_utc, resource_key
 from hybrid_counter.resources.items import DELETING, LIVE, PENDING, epoch_number, pending_index
+from hybrid_counter.resources.items import kind_of as items_kind
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
@@ -343,6 +344,48 @@ class ResourceTable:
             values={
                 ":true": {"BOOL": True},
                 **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
+            },
+        )
+
+    def leave_to_census(
+        self,
+        account_id: str,
+        resource_id: str,
+        request_id: str,
+        *,
+        incarnation: str,
+        kind: str = DEFAULT_KIND,
+    ) -> Written:
+        """A takeover that cannot tell whether the dead delete's release at the account applied
+        leaves that level to the census of the range (resources/dead_claims.py): ``left_to_census
+        = <its request>`` on its own claim, in the PendingIndex so the sweeper takes that census.
+        From this write on, its owner never releases at the account."""
+        return self._on_own_claim(
+            account_id,
+            resource_id,
+            request_id,
+            incarnation=incarnation,
+            kind=kind,
+            update="SET left_to_census = :req, "
+            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
+            "pending_since = if_not_exists(pending_since, :pending_since)",
+            values=pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
+        )
+
+    def remove_left(self, item: Item) -> Written:
+        """Remove a claim left to the census, once the census made its range hold nothing for it:
+        only as it was read (the same owner and incarnation; the stream path's removal wins)."""
+        return self._delete(
+            str(item["account_id"]["S"]),
+            str(item["resource_id"]["S"]),
+            items_kind(item),
+            ConditionExpression="#state = :deleting AND delete_request = :req AND incarnation = :inc "
+            "AND left_to_census = :req",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":deleting": {"S": DELETING},
+                ":req": item["delete_request"],
+                ":inc": item["incarnation"],
             },
         )
 
