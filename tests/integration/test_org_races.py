@@ -506,6 +506,50 @@ def test_a_delete_dead_after_its_accounts_release_is_finished_by_a_census_when_i
         org.service.create(org.b, "z2", {}, kind=SEATS)
 
 
+@pytest.mark.parametrize("d2", ["applied", "never sent"])
+def test_a_member_delete_whose_accounts_release_nothing_can_confirm_is_released_once_at_each_level(
+    settings: Settings, clients: Clients, stream: StreamReader, d2: str
+) -> None:
+    # Given an organization of 4: a holds x, v and u, b holds y
+    org = Org(settings, clients, stream, Clock(), limit=4)
+    x, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    v, _ = org.service.create(org.a, "v", {}, kind=SEATS)
+    org.service.create(org.a, "u", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    org.drain()
+    # When a's delete of x dies after its claim: after its account's release, or before it
+    with (
+        injected(
+            org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1 if d2 == "applied" else 0
+        ),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    # and a's delete of v overwrites both levels' last_release, every record late (a batch in
+    # the retry queue past the grace period)
+    org.service.delete(org.a, v.resource_id, kind=SEATS)
+    # and the client retries the delete of x past the grace period: its account's level is
+    # settled by the census of x's range (no second release), its organization's is left to
+    # that organization's census (503)
+    org.clock.now += settings.pending_grace_seconds + 1
+    with pytest.raises(InProgress):
+        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    with pytest.raises(NotFound):
+        org.service.get(org.a, x.resource_id, kind=SEATS)  # released at its account: hidden
+    usage = org.service.usage(org.a).kinds[SEATS]
+    assert (usage.best_effort, usage.eventual) == (1, 1)  # u's: x released there once
+    org.sweep_after_the_grace_period()
+    # Then x is gone, released exactly once at each level, whatever the late records say
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+    assert org.org_counters() == (2, 2)
+    # And the organization admits exactly up to its limit again
+    for n in range(2):
+        org.service.create(org.a, f"z{n}", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.b, "z2", {}, kind=SEATS)
+
+
 def _claimed_and_released_at_the_org_the_old_way(org: Org, x: str) -> dict:
     """A claim as the code before 2026-11-26 made it (no ``account_first``), and its release at
     the organization, which that code made first."""

@@ -99,10 +99,12 @@ def left_to_census(item: dict[str, Any] | None) -> bool:
     """A claim whose owner took it over from a delete that died and could not tell whether that
     delete's release at the account applied: it released nothing itself and left the account's
     level to the census of the range (resources/dead_claims.py), which counts it as holding
-    nothing there. Only the owner that wrote it leaves it: a later takeover's claim is not."""
+    nothing there. Only the owner that wrote it leaves it: a later takeover's claim is not; and
+    once a member's is marked ``account_released`` its account's level is settled."""
     return (
         bool(item)
         and state_of(item) == DELETING
+        and not account_released(item)  # type: ignore[arg-type]
         and "left_to_census" in item  # type: ignore[operator]
         and item.get("left_to_census") == item.get("delete_request")  # type: ignore[union-attr]
     )
