@@ -246,6 +246,11 @@ class Truth:
     resized: set[str] = field(default_factory=set)
     # Census requests outstanding, by (kind, range) (recount_requests.py).
     requested: set[tuple[str, str]] = field(default_factory=set)
+    # Claims a takeover left to the census of their range (resources/dead_claims.py), by (kind,
+    # range): their tokens; and the claims a correction of their range has since let go of (the
+    # census counted them as holding nothing: from then on they hold no slot, as if released).
+    left: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    let_go_by_census: set[str] = field(default_factory=set)
 
     def observe(self, call: Call) -> None:
         if call.outcome and call.outcome.startswith("fault:"):
@@ -263,11 +268,17 @@ class Truth:
             for update in released_in(call):
                 self.observe(update)
             return
+        if call.applied and call.operation == "UpdateItem" and call.key.startswith(RESOURCE_PREFIX):
+            if "left_to_census" in str(call.body.get("UpdateExpression", "")):
+                kind, rid = parse_kind_resource_sk(call.key)
+                tok = of_kind(kind, token(rid, call.values()[":inc"]["S"]))
+                self.left.setdefault((kind, range_of(rid)), set()).add(tok)
         if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
             return
         kind = call.key[len(COUNTER_PREFIX) :]
         for range_id in _corrected_ranges(call):
             self.owed.pop((kind, range_id), None)
+            self.let_go_by_census |= self.left.pop((kind, range_id), set())
         assigned = _assignments(call)
         if "last_admission" in assigned:
             self.admitted.add(of_kind(kind, assigned["last_admission"]))
@@ -278,8 +289,13 @@ class Truth:
 
     @property
     def undercounts(self) -> bool:
-        """The one documented undercount: a retried delete released twice (design.md §4)."""
+        """A retried delete released twice (design.md §4: none since the census of a dead delete)."""
         return any(n > 1 for n in self.released.values())
+
+    def let_go(self, tok: str) -> bool:
+        """A claim whose slot is free: its release applied, or a census counted it as holding
+        nothing and corrected its range to that."""
+        return bool(self.released[tok]) or tok in self.let_go_by_census
 
 
 def ends_a_resize(call: Call) -> tuple[str, bool] | None:
@@ -975,7 +991,7 @@ class Run:
                     and tok in self.truth.admitted
                     and tok not in self.truth.released_pending
                 )
-                or (state == resource_items.DELETING and not self.truth.released[tok])
+                or (state == resource_items.DELETING and not self.truth.let_go(tok))
             ):
                 held[key] = self.held_units(key, item)
         return held
@@ -989,7 +1005,7 @@ class Run:
             and resource_items.is_counted(item)
             and (
                 resource_items.state_of(item) == resource_items.LIVE
-                or not self.truth.released[of_kind(kind, token(key[1], resource_items.incarnation_of(item)))]
+                or not self.truth.let_go(of_kind(kind, token(key[1], resource_items.incarnation_of(item))))
             )
         }
 
@@ -1043,6 +1059,8 @@ class Run:
             found.append(
                 f"best_effort {state.best_effort} overcounts the {units} units holding a slot {held}"
             )
+        if truth.undercounts:  # (documented until the census of a dead delete: now a defect)
+            found.append(f"a release made twice: {[t for t, n in truth.released.items() if n > 1]}")
         # Exact only without faults, double releases, or a resource made live without an admission
         # (an adoption: best_effort may undercount it until it is counted and healed)
         exact = truth.faults == 0 and not truth.undercounts and self.now == START and not truth.adopted

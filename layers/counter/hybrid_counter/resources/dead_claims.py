@@ -5,7 +5,8 @@ reads ``last_release``; where another delete has overwritten it, and the stream 
 removes the item once it sees the release, is late (a failed batch waits in the retry queue
 longer than the grace period), nothing can tell. Releasing there on a guess would release twice
 whenever the first release had applied. So the takeover releases nothing: it marks its own claim
-``left_to_census`` (in the PendingIndex) and the census of the range decides (design.md §4.3):
+``left_to_census`` (in the PendingIndex) and the census of the range decides (design.md §4,
+*The census of a dead delete's range*):
 
 1. every claim left to the census holds nothing in the census (census.py), and no other delete,
    resize or running create may be in flight in the range;
