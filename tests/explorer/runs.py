@@ -268,11 +268,7 @@ class Truth:
             for update in released_in(call):
                 self.observe(update)
             return
-        if call.applied and call.operation == "UpdateItem" and call.key.startswith(RESOURCE_PREFIX):
-            if "left_to_census" in str(call.body.get("UpdateExpression", "")):
-                kind, rid = parse_kind_resource_sk(call.key)
-                tok = of_kind(kind, token(rid, call.values()[":inc"]["S"]))
-                self.left.setdefault((kind, range_of(rid)), set()).add(tok)
+        self._observe_left(call)
         if not call.applied or call.operation != "UpdateItem" or not call.key.startswith(COUNTER_PREFIX):
             return
         kind = call.key[len(COUNTER_PREFIX) :]
@@ -286,6 +282,15 @@ class Truth:
             self.released[of_kind(kind, assigned["last_release"])] += 1
         if "last_resize" in assigned:
             self.resized.add(of_kind(kind, assigned["last_resize"]))
+
+    def _observe_left(self, call: Call) -> None:
+        """A takeover's mark that leaves its claim to the census of the range."""
+        if not (call.applied and call.operation == "UpdateItem" and call.key.startswith(RESOURCE_PREFIX)):
+            return
+        if "left_to_census" in str(call.body.get("UpdateExpression", "")):
+            kind, rid = parse_kind_resource_sk(call.key)
+            tok = of_kind(kind, token(rid, call.values()[":inc"]["S"]))
+            self.left.setdefault((kind, range_of(rid)), set()).add(tok)
 
     @property
     def undercounts(self) -> bool:

@@ -34,6 +34,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import CounterStore
+from hybrid_counter.counters.state import CounterState
 from hybrid_counter.counting.eventual import ApplyReport, EventualCounter
 from hybrid_counter.counting.ops import op_for_item, ops_for_item  # op_for_item: re-exported
 from hybrid_counter.counting.org_recount import OrgRecounter
@@ -55,13 +56,14 @@ from hybrid_counter.keys import (
     RESOURCE_PREFIX,
     iso_utc,
     member_token,
+    org_counter_key,
     parse_account_pk,
     parse_kind_resource_sk,
     parse_org_pk,
     range_of,
 )
 from hybrid_counter.observability import default_observability
-from hybrid_counter.orgs.counters import org_counters, org_split_counter
+from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.orgs.store import OrgStore
 from hybrid_counter.recount_requests import RecountRequests, is_request, requested_range
 from hybrid_counter.resources import items
@@ -330,10 +332,13 @@ class Sweeper:
             return False
         kind, rid = parse_kind_resource_sk(item["sk"]["S"])
         account_id = parse_account_pk(item["pk"]["S"])
-        shards = org_counters(self._clients, self._table, org).get(kind)
-        shard = None if shards is None else shards.shards.get(items.org_shard(item))
+        shard = self._clients.dynamodb.get_item(  # that one shard item (a few hundred bytes)
+            TableName=self._table,
+            Key=org_counter_key(org, kind=kind, shard=items.org_shard(item)),
+            ConsistentRead=True,
+        ).get("Item")
         released = member_token(account_id, rid, items.incarnation_of(item))
-        if shard is not None and shard.state.last_release == released:
+        if shard is not None and CounterState.from_item(shard).last_release == released:
             return False  # it applied: the takeover just removes the claim
         self._org_recounter.settle_range(org, kind, range_of(rid))
         return True
