@@ -6,6 +6,7 @@
     python -m benchmarks --parts kinds,two_kinds  # plans, many kinds, units; two kinds' ceilings
     python -m benchmarks --parts governance     # what threshold events and limit history cost
     python -m benchmarks --parts orgs   # organizations: membership's cost, org usage, the org's ceiling
+    python -m benchmarks --parts dead_deletes  # a dead delete's takeover: known, or by the census
     python -m benchmarks --parts usage_over  # who is near a limit: an answer of N rows of 10,000 accounts
     python -m benchmarks --parts bursts  # the reference's ceiling at other bursts (not in the default run)
 
@@ -27,6 +28,7 @@ from typing import Any
 from benchmarks import (
     ceiling,
     cost,
+    dead_deletes,
     docs_page,
     governance,
     growth,
@@ -52,6 +54,7 @@ PARTS = (
     "two_kinds",
     "orgs",
     "holds",
+    "dead_deletes",
     "usage_over",
     "latency",
 )
@@ -78,6 +81,8 @@ class Sizes:
     org_usage_members: tuple[int, ...] = orgs.USAGE_SIZES
     org_accounts: int = 50
     org_shards: tuple[int, ...] = org_ceiling.SHARDS
+    # The takeover of a dead delete, at accounts of these sizes (the census reads one range).
+    dead_delete_sizes: tuple[int, ...] = dead_deletes.SIZES
 
 
 FULL = Sizes(
@@ -98,6 +103,7 @@ QUICK = Sizes(
     plan_creates=20,
     unit_operations=10,
     org_creates=20,
+    dead_delete_sizes=(100, 1_000),
 )
 
 
@@ -192,6 +198,9 @@ def _in_world(
     if "holds" in parts:
         results["holds"] = holds.run(world, sizes.org_creates)
         clock.done("holds")
+    if "dead_deletes" in parts:
+        results["dead_deletes"] = dead_deletes.run(world, sizes.dead_delete_sizes)
+        clock.done("dead_deletes")
     if "usage_over" in parts:
         results["usage_over"] = usage_over.run(world)
         clock.done("usage_over")

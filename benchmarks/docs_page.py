@@ -30,6 +30,9 @@ is the one the starting brief described, run on the same workload in the same ru
 | growth | admission cost with deletes in flight, sweep, heal and recount cost against size |
 | ceiling, two_kinds | sustained admissions per account (and per kind, two kinds at once) in the throttling simulator, against the model |
 | orgs | organizations: what membership costs a create and a delete (API and stream path), the org usage read at 10, 100 and 1,000 member accounts, an organization's ceiling in the simulator by the number of counter items it is split over |
+| holds | a hold's create, confirm and expiry against a plain create; a refused create's reclaim of expired holds |
+| dead_deletes | the takeover of a delete whose process died, at accounts of 100, 1,000 and 10,000 resources: where `last_release` tells, and where only the census of its range can |
+| usage_over | who is near a limit: an answer of N rows out of 10,000 accounts |
 | latency | create latency and convergence over HTTP at a few loads (times on this machine) |
 
 {plots}

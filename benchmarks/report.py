@@ -7,7 +7,14 @@ from typing import Any
 
 import matplotlib
 
-from benchmarks import report_governance, report_holds, report_kinds, report_orgs, report_usage_over
+from benchmarks import (
+    report_dead_deletes,
+    report_governance,
+    report_holds,
+    report_kinds,
+    report_orgs,
+    report_usage_over,
+)
 from benchmarks.ceiling_model import aws_ours, aws_reference
 
 matplotlib.use("Agg")
@@ -104,6 +111,7 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
         + report_governance.targets(results)
         + report_orgs.targets(results)
         + report_holds.targets(results)
+        + report_dead_deletes.targets(results)
         + report_usage_over.targets(results)
     )
 
@@ -240,6 +248,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines += report_governance.markdown(results)
     lines += report_orgs.markdown(results)
     lines += report_holds.markdown(results)
+    lines += report_dead_deletes.markdown(results)
     lines += report_usage_over.markdown(results)
     latency = results.get("latency")
     if latency:

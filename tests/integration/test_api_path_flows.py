@@ -13,6 +13,7 @@ from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
 from hybrid_counter.keys import range_of, resource_key, token
 from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources import items as resource_items
 from hybrid_counter.resources.items import pending_item
 from hybrid_counter.resources.table import ResourceTable
 from tests.conftest import load_event
@@ -400,10 +401,13 @@ def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_fini
     )["Item"]
     assert left["left_to_census"] == left["delete_request"]
     assert "pending_shard" in left  # the sweeper finds it
+    # (from the mark on, a reader no longer sees a: its slot may be held for nothing meanwhile)
+    with pytest.raises(NotFound):
+        service.get(account, "a")
     # And while the create runs, the sweeper cannot settle it either
     sweeper = Sweeper(settings.table_name, counter, settings.pending_grace_seconds, clients, clock=clock)
     sweeper.sweep()
-    assert service.get(account, "a").resource_id == "a"
+    assert resource_items.state_of(timed._table.get(account, "a")) == "deleting"
     # When the create is over (its item pending past the grace period) and the sweeper runs
     clock.now += settings.pending_grace_seconds + 1
     sweeper.sweep()
@@ -418,3 +422,80 @@ def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_fini
     with pytest.raises(LimitExceeded):
         timed.create(account, "c2", {})
     assert live_count(account) == 2
+
+
+def test_a_takeover_whose_claims_response_is_lost_never_releases_on_a_guess(
+    timed, service, settings, clients, clock, account, drain, live_count
+):
+    # Given a, b, z counted at a limit of 3, the stream stopped; a delete of a whose release
+    # applied but that could not remove its item, then a delete of b (last_release names b)
+    timed.set_limit(account, 3)
+    for rid in ("a", "b", "z"):
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    _a_delete_that_died(timed, clients, account, "a", "applied")
+    timed.delete(account, "b")
+    assert service.usage(account).best_effort == 1  # z
+    clock.now += settings.pending_grace_seconds + 1
+    # When the client retries the delete of a past the grace period, and the response to its
+    # takeover of a's claim is lost (the takeover applied; botocore resends it, refused: the
+    # claim is its own now, and the item says it was a takeover: took_over)
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        retry = race.start("DELETE a", lambda: timed.delete(account, "a"))
+        race.until(retry, "UpdateItem")  # its plain claim, refused: a is claimed (stale)
+        assert race.next_call(retry) == "UpdateItem"  # the takeover
+        race.step(retry, fault="lost")
+        race.finish(retry)
+    # Then a's units are not released a second time (found by the review of the census: the
+    # resent takeover was taken for a fresh claim, which releases)
+    assert retry.error is None
+    assert service.usage(account).best_effort == 1, "a's release was made twice"
+    with pytest.raises(NotFound):
+        service.get(account, "a")
+    # And exactly two creates are admitted, never one past the limit
+    for n in range(2):
+        timed.create(account, f"c{n}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, "c2", {})
+    assert live_count(account) == 3
+
+
+def test_a_takeover_dead_after_its_census_correction_leaves_nothing_seen_without_its_slot(
+    timed, service, settings, clients, clock, account, drain, live_count, counter
+):
+    # Given a and b counted at a limit of 2; a delete of a that died after its claim, before its
+    # release; then a delete of b (last_release names b)
+    timed.set_limit(account, 2)
+    for rid in ("a", "b"):
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    _a_delete_that_died(timed, clients, account, "a", "never sent")
+    timed.delete(account, "b")
+    assert service.usage(account).best_effort == 1  # a still holds its slot
+    clock.now += settings.pending_grace_seconds + 1
+    # When the retried DELETE a takes it over, leaves it to the census (from here on a reader no
+    # longer sees a), corrects the range (a's slot released) and dies before it removes a
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        retry = race.start("DELETE a again", lambda: timed.delete(account, "a"))
+        correction = race.until(retry, "UpdateItem", count=4)  # claim, takeover, mark, correction
+        assert "COUNTER" in str(correction.body.get("Key")), correction.describe()
+        assert race.next_call(retry) == "DeleteItem"  # the removal
+        race.step(retry, fault="crash")
+    assert service.usage(account).best_effort == 0
+    drain(account)
+    # Then two creates are admitted into the free slots, and a reader sees two resources, never
+    # three (found by the review of the census: a stayed visible until the sweeper's next run)
+    for n in range(2):
+        timed.create(account, f"c{n}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, "c2", {})
+    with pytest.raises(NotFound):
+        service.get(account, "a")
+    assert [r.resource_id for r in service.list(account).items].count("a") == 0
+    assert live_count(account) == 2
+    # And the sweeper's next run removes its item, without waiting for a grace period
+    Sweeper(settings.table_name, counter, settings.pending_grace_seconds, clients, clock=clock).sweep()
+    assert resource_items.state_of(timed._table.get(account, "a")) is None
+    drain(account)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (2, 2)

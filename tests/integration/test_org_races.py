@@ -550,6 +550,40 @@ def test_a_member_delete_whose_accounts_release_nothing_can_confirm_is_released_
         org.service.create(org.b, "z2", {}, kind=SEATS)
 
 
+def test_a_members_takeover_whose_claims_response_is_lost_releases_nothing_twice_at_either_level(
+    settings: Settings, clients: Clients, stream: StreamReader
+) -> None:
+    # Given an organization of 4: a holds x, v and u, b holds y
+    org = Org(settings, clients, stream, Clock(), limit=4)
+    x, _ = org.service.create(org.a, "x", {}, kind=SEATS)
+    v, _ = org.service.create(org.a, "v", {}, kind=SEATS)
+    org.service.create(org.a, "u", {}, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    org.drain()
+    # And a's delete of x dies after both its releases, before it removes x; then a's delete of
+    # v overwrites both levels' last_release, every record late
+    with injected(org.clients.dynamodb, "DeleteItem", when="crash"), pytest.raises(ProcessDied):
+        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    org.service.delete(org.a, v.resource_id, kind=SEATS)
+    assert org.service.usage(org.a).kinds[SEATS].best_effort == 1  # u
+    assert org.org_counters()[0] == 2  # u, y
+    # When the client retries the delete of x past the grace period and the response to its
+    # takeover of the claim is lost (applied; botocore resends it)
+    org.clock.now += settings.pending_grace_seconds + 1
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        retry = race.start("DELETE x", lambda: org.service.delete(org.a, x.resource_id, kind=SEATS))
+        race.until(retry, "UpdateItem")  # its plain claim, refused (x claimed, stale)
+        assert race.next_call(retry) == "UpdateItem"  # the takeover
+        race.step(retry, fault="lost")
+        race.finish(retry)
+    # Then nothing was released a second time, at either level (review of the census)
+    assert (org.service.usage(org.a).kinds[SEATS].best_effort, org.org_counters()[0]) == (1, 2)
+    # And once the sweeper has finished it, both levels are exact
+    org.sweep_after_the_grace_period()
+    assert org.held(org.a) == [("live", 1)]
+    org.exact()
+
+
 def _claimed_and_released_at_the_org_the_old_way(org: Org, x: str) -> dict:
     """A claim as the code before 2026-11-26 made it (no ``account_first``), and its release at
     the organization, which that code made first."""

@@ -139,10 +139,13 @@ class DeleteFlow:
             incarnation=items.incarnation_of(seen),
             kind=items.kind_of(seen),
         )
-        if not taken.applied or taken.item is None:
+        item = taken.item
+        if not taken.applied and items.since(item or {}, "delete_request") != request_id:
+            return None  # (refused on our own request: the takeover's resend after a lost response)
+        if item is None:
             return None
         self.obs.count("DeleteTakenOver")
-        return Claim.of(request_id, taken.item, taken_over=True, previous=items.since(seen, "delete_request"))
+        return Claim.of(request_id, item, taken_over=True, previous=items.since(seen, "delete_request"))
 
     def finish(self, account_id: str, rid: str, claim: Claim) -> bool:
         """Release the claimed incarnation's slot at each level that holds it (at most once
@@ -204,7 +207,12 @@ class DeleteFlow:
         ``account_released``). Its range busy: 503, and the sweeper takes the census."""
         guarded(
             lambda: self._table.leave_to_census(
-                account_id, rid, claim.request_id, incarnation=claim.incarnation, kind=claim.kind
+                account_id,
+                rid,
+                claim.request_id,
+                incarnation=claim.incarnation,
+                kind=claim.kind,
+                sweep_from=self._fx.clock() - self._grace - 1,  # the next sweep takes it
             ),
             "the delete",
         )
@@ -317,7 +325,9 @@ class DeleteFlow:
                 continue  # it became live again between the claim and its refusal
             owner = items.since(item, "delete_request")
             if owner == request_id:
-                return Claim.of(request_id, item)  # our own claim, retried by botocore after a lost response
+                # our own claim, resent by botocore after a lost response: a takeover's says so
+                previous = items.since(item, "took_over") or None
+                return Claim.of(request_id, item, taken_over=previous is not None, previous=previous)
             if self._stale(item, "deleting_since"):
                 taken = guarded(
                     partial(

@@ -112,8 +112,14 @@ def left_to_census(item: dict[str, Any] | None) -> bool:
 
 def visible(item: dict[str, Any] | None) -> bool:
     """What a reader sees: live, or claimed by a delete whose account's release is not known to
-    have applied (a slot freed at the account is gone from the account's resources)."""
-    return bool(item) and state_of(item) in VISIBLE and not account_released(item)  # type: ignore[arg-type]
+    have applied and not left to the census (a slot freed at the account, or that a census may
+    free at any moment, is gone from the account's resources)."""
+    return (
+        bool(item)
+        and state_of(item) in VISIBLE
+        and not account_released(item)  # type: ignore[arg-type]
+        and not left_to_census(item)
+    )
 
 
 def state_of(item: dict[str, Any] | None) -> str | None:

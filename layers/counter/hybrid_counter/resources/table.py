@@ -246,6 +246,10 @@ class ResourceTable:
             condition = "#state = :deleting AND delete_request = :old AND incarnation = :inc"
             values[":old"] = {"S": taking_over}
             values[":inc"] = {"S": incarnation}
+            # on the claim: a lost response's resend, refused, still finds it was a takeover
+            update += ", took_over = :old"
+        if taking_over is None:
+            update += " REMOVE took_over"
         return self._update(
             account_id,
             resource_id,
@@ -355,11 +359,14 @@ class ResourceTable:
         *,
         incarnation: str,
         kind: str = DEFAULT_KIND,
+        sweep_from: float,
     ) -> Written:
         """A takeover that cannot tell whether the dead delete's release at the account applied
         leaves that level to the census of the range (resources/dead_claims.py): ``left_to_census
-        = <its request>`` on its own claim, in the PendingIndex so the sweeper takes that census.
-        From this write on, its owner never releases at the account."""
+        = <its request>`` on its own claim. From this write on, its owner never releases at the
+        account, and readers no longer see it (items.visible; out of the HoldIndex): its slot may
+        be held for nothing until the census, never given away while it is seen. In the
+        PendingIndex since ``sweep_from``, so that the sweeper's next run takes that census."""
         return self._on_own_claim(
             account_id,
             resource_id,
@@ -368,8 +375,8 @@ class ResourceTable:
             kind=kind,
             update="SET left_to_census = :req, "
             "pending_shard = if_not_exists(pending_shard, :pending_shard), "
-            "pending_since = if_not_exists(pending_since, :pending_since)",
-            values=pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
+            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            values=pending_index(account_id, resource_id, sweep_from, kind=kind),
         )
 
     def remove_left(self, item: Item) -> Written:
