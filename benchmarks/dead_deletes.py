@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from benchmarks import seed
 from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import NotFound
 from hybrid_counter.keys import DEFAULT_KIND, range_of, token
 
 if TYPE_CHECKING:
@@ -33,23 +34,27 @@ def _at(world: BenchWorld, size: int) -> dict[str, Any]:
         Effects(clock=lambda: now + world.settings.pending_grace_seconds + 60, waiter=Waiter(attempts=1))
     )
     known, census, plain, other = ids[0], ids[1], ids[2], ids[3]
-    # A delete of ``known`` that released and died; one of ``census`` that died before releasing,
-    # after which a delete of ``other`` overwrote last_release.
+    # A delete of ``census`` that died before releasing, after which a delete of ``other`` wrote
+    # last_release; then one of ``known`` that released (last_release names it) and died.
+    service._table.claim(account, census, "dead-census")
+    service.delete(account, other)
     service._table.claim(account, known, "dead-known")
     item = service._table.get(account, known)
     assert item is not None
     service.counters.release(account, known, token(known, item["incarnation"]["S"]), True, kind=DEFAULT_KIND)
-    service._table.claim(account, census, "dead-census")
-    service.delete(account, other)
     figures: dict[str, Any] = {}
-    for case, rid, by in (
-        ("plain_delete", plain, service),
+    for case, rid, by in (  # (in this order: a plain delete overwrites last_release)
         ("takeover_known", known, later),
         ("takeover_by_census", census, later),
+        ("plain_delete", plain, service),
     ):
         with world.meter.labeled(f"dead_deletes:{size}:{case}") as tally:
-            by.delete(account, rid)
-        figures[case] = tally.per(1)
+            try:
+                by.delete(account, rid)
+                answer = 204
+            except NotFound:
+                answer = 404  # the dead request's release had applied: this one released nothing
+        figures[case] = {**tally.per(1), "answer": answer}
     usage = service.usage(account)
     figures["range_items"] = sum(1 for rid in ids if range_of(rid) == range_of(census))
     figures["exact"] = usage.best_effort == usage.eventual == size - 4

@@ -7,15 +7,15 @@ from typing import Any
 
 Row = dict[str, Any]
 LABELS = {
-    "plain_delete": "a delete (for comparison)",
     "takeover_known": "a retried DELETE taking over a dead claim whose release `last_release` names",
     "takeover_by_census": "... whose release nothing names: the census of its range",
+    "plain_delete": "a delete (for comparison)",
 }
 
 
 def _figures(per: dict[str, Any]) -> str:
     by_op = ", ".join(f"{op} {count:g}" for op, count in per["requests_by_operation"].items())
-    return f"{per['requests']:g} | {per['read_units']:g} | {per['total_write_units']:g} | {by_op}"
+    return f"{per['answer']} | {per['requests']:g} | {per['read_units']:g} | {per['total_write_units']:g} | {by_op}"
 
 
 def markdown(results: dict[str, Any]) -> list[str]:
@@ -29,8 +29,8 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "the dead request's release applied, the census of the claim's range (a sixteenth of the "
         "account's resources of the kind) decides.",
         "",
-        "| resources | what | requests | read units | write units (with index) | requests by operation |",
-        "|---|---|---|---|---|---|",
+        "| resources | what | answer | requests | read units | write units (with index) | requests by operation |",
+        "|---|---|---|---|---|---|---|",
     ]
     for size in dead["sizes"]:
         figures = dead["by_size"][str(size)]
