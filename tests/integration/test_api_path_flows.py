@@ -499,3 +499,53 @@ def test_a_takeover_dead_after_its_census_correction_leaves_nothing_seen_without
     drain(account)
     usage = service.usage(account)
     assert (usage.best_effort, usage.eventual) == (2, 2)
+
+
+def _left_after_its_correction(timed, service, settings, clients, clock, account, drain):
+    """a and b at a limit of 2; a's delete died after its claim (before its release); b deleted
+    (last_release names b); a's retried DELETE took it over, left it to the census, corrected the
+    range (a's slot freed) and died before its removal. Then c0, c1 fill the two slots."""
+    timed.set_limit(account, 2)
+    for rid in ("a", "b"):
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    _a_delete_that_died(timed, clients, account, "a", "never sent")
+    timed.delete(account, "b")
+    clock.now += settings.pending_grace_seconds + 1
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        retry = race.start("DELETE a again", lambda: timed.delete(account, "a"))
+        correction = race.until(retry, "UpdateItem", count=4)  # claim, takeover, mark, correction
+        assert "COUNTER" in str(correction.body.get("Key")), correction.describe()
+        assert race.next_call(retry) == "DeleteItem"
+        race.step(retry, fault="crash")
+    drain(account)
+    for n in range(2):
+        timed.create(account, f"c{n}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, "c2", {})
+
+
+@pytest.mark.parametrize("by", ["a retried DELETE", "a repair"])
+def test_a_claim_left_to_the_census_is_never_taken_over_again_its_census_finishes_it(
+    by, timed, service, settings, clients, clock, account, drain, live_count
+):
+    # Given a left to the census, its range corrected (its slot freed, then taken by c0 and c1
+    # at a limit of 2), its removal never made, and the sweeper not run yet
+    _left_after_its_correction(timed, service, settings, clients, clock, account, drain)
+    assert live_count(account) == 2
+    # When, past the grace period of that takeover, another takeover tries (review of the census:
+    # taken over, the claim lost its mark and was seen again, a third resource at a limit of 2)
+    clock.now += settings.pending_grace_seconds + 1
+    seen = timed._table.get(account, "a")
+    assert timed._delete.take_over(account, "a", seen) is None  # refused: only its census finishes it
+    if by == "a retried DELETE":
+        with pytest.raises(NotFound):  # 404: the census finished it, the earlier attempt deleted it
+            timed.delete(account, "a")
+    else:
+        assert timed.repairs.finish_stale_delete(account, "a", seen)
+    # Then a is gone, never seen again, and the counters are exact
+    assert timed._table.get(account, "a") is None
+    assert live_count(account) == 2
+    drain(account)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (2, 2)

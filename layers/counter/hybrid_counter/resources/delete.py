@@ -227,6 +227,26 @@ class DeleteFlow:
         ):
             raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
+    def finish_left(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
+        """A claim left to the census (hidden: its slot may be free already) is never taken over:
+        the census of its range finishes it, whoever asks. True if it is finished at its account
+        (gone, or a member's marked ``account_released``)."""
+        self.dead_claims.settle(account_id, kind, range_of(rid))
+        item = self._table.get(account_id, rid, kind=kind)
+        return (
+            item is None
+            or items.incarnation_of(item) != items.incarnation_of(seen)
+            or items.account_released(item)
+        )
+
+    def _finished_by_census(self, account_id: str, kind: str, rid: str, item: Item) -> NoReturn:
+        """A DELETE that finds the claim left to the census of its range (an earlier attempt's
+        takeover): that census finishes it; 404 once it has (a reader no longer sees it), else
+        503."""
+        if guarded(lambda: self.finish_left(account_id, kind, rid, item), "the delete"):
+            raise NotFound(f"resource {rid} not found")
+        raise InProgress("the delete is being finished; a retry answers 404 once it is")
+
     def _leave_to_census(self, account_id: str, rid: str, claim: Claim) -> NoReturn:
         """Mark the claim released at its account (hidden, indexed: the sweeper finishes it by a
         census of its organization's range), then 503."""
@@ -323,6 +343,8 @@ class DeleteFlow:
                 continue
             if state != items.DELETING:
                 continue  # it became live again between the claim and its refusal
+            if items.left_to_census(item):
+                self._finished_by_census(account_id, kind, rid, item)
             owner = items.since(item, "delete_request")
             if owner == request_id:
                 # our own claim, resent by botocore after a lost response: a takeover's says so

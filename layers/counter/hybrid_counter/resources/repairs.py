@@ -90,6 +90,8 @@ class Repairs:
         repair finished it. Raises the domain's retryable errors when the store refuses."""
         if items.state_of(seen) != items.DELETING or not self.stale(seen, "deleting_since"):
             return False
+        if items.left_to_census(seen):  # never taken over: its census finishes it
+            return self._deletes.finish_left(account_id, items.kind_of(seen), rid, seen)
         claim = self._deletes.take_over(account_id, rid, seen)
         if claim is None:
             return False  # the claim or the incarnation changed since the read: not ours to touch

@@ -243,7 +243,12 @@ class ResourceTable:
         else:
             if incarnation is None:
                 raise ValueError("a takeover names the incarnation whose claim it takes over")
-            condition = "#state = :deleting AND delete_request = :old AND incarnation = :inc"
+            # never a claim left to the census: only the census finishes it (dead_claims.py); taken
+            # over, it would be seen again though its slot may be free already
+            condition = (
+                "#state = :deleting AND delete_request = :old AND incarnation = :inc "
+                "AND (attribute_not_exists(left_to_census) OR left_to_census <> :old)"
+            )
             values[":old"] = {"S": taking_over}
             values[":inc"] = {"S": incarnation}
             # on the claim: a lost response's resend, refused, still finds it was a takeover
