@@ -335,19 +335,36 @@ def _a_delete_that_died(timed, clients, account: str, rid: str, release: str) ->
         race.step(first, fault="crash")
 
 
+def _a_died_then_b_deleted(timed, clients, drain, account: str, ids: tuple[str, ...], release: str) -> None:
+    """``ids`` counted at a limit of as many, then the stream stopped; a delete of a that died
+    after its claim (``release``: applied, or never sent), then a delete of b, whose release
+    overwrites last_release: nothing can tell whether a's release applied."""
+    timed.set_limit(account, len(ids))
+    for rid in ids:
+        timed.create(account, rid, {}, resource_id=rid)
+    drain(account)
+    _a_delete_that_died(timed, clients, account, "a", release)
+    timed.delete(account, "b")
+
+
+def _retried_delete_dies_after_its_correction(timed, clients, account: str) -> None:
+    """A retried DELETE of a takes it over, leaves it to the census, corrects the range (a's slot
+    released) and dies before it removes a."""
+    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+        retry = race.start("DELETE a again", lambda: timed.delete(account, "a"))
+        correction = race.until(retry, "UpdateItem", count=4)  # claim, takeover, mark, correction
+        assert "COUNTER" in str(correction.body.get("Key")), correction.describe()
+        assert race.next_call(retry) == "DeleteItem"  # the removal
+        race.step(retry, fault="crash")
+
+
 @pytest.mark.parametrize("release", ["applied", "never sent"])
 def test_a_takeover_that_cannot_tell_whether_the_release_applied_releases_exactly_once_by_a_census(
     release, timed, service, settings, clients, clock, account, drain, live_count
 ):
-    # Given three counted resources at the limit of 3, and then the stream stopped
-    timed.set_limit(account, 3)
-    for rid in ("a", "b", "z"):
-        timed.create(account, rid, {}, resource_id=rid)
-    drain(account)
-    # And a delete of a that died after its claim (its release applied, or never sent), then a
-    # delete of b, whose release overwrites last_release, the stream still stopped
-    _a_delete_that_died(timed, clients, account, "a", release)
-    timed.delete(account, "b")
+    # Given three counted resources at the limit of 3, the stream stopped, a delete of a that
+    # died after its claim (its release applied, or never sent), then a delete of b
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b", "z"), release)
     held = 1 if release == "applied" else 2
     assert (service.usage(account).best_effort, service.usage(account).eventual) == (held, held)
     # When the client retries the delete of a after the grace period: nothing can tell whether
@@ -380,12 +397,7 @@ def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_fini
 ):
     # Given a at a limit of 2, its delete dead after its release (the stream stopped), and
     # another delete of the kind since (last_release names b)
-    timed.set_limit(account, 2)
-    for rid in ("a", "b"):
-        timed.create(account, rid, {}, resource_id=rid)
-    drain(account)
-    _a_delete_that_died(timed, clients, account, "a", "applied")
-    timed.delete(account, "b")
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b"), "applied")
     clock.now += settings.pending_grace_seconds + 1
     # And a create running in a's range (its pending item, young): the range cannot stand still
     busy = _same_range_as("a")
@@ -428,12 +440,7 @@ def test_a_takeover_whose_claims_response_is_lost_never_releases_on_a_guess(
 ):
     # Given a, b, z counted at a limit of 3, the stream stopped; a delete of a whose release
     # applied but that could not remove its item, then a delete of b (last_release names b)
-    timed.set_limit(account, 3)
-    for rid in ("a", "b", "z"):
-        timed.create(account, rid, {}, resource_id=rid)
-    drain(account)
-    _a_delete_that_died(timed, clients, account, "a", "applied")
-    timed.delete(account, "b")
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b", "z"), "applied")
     assert service.usage(account).best_effort == 1  # z
     clock.now += settings.pending_grace_seconds + 1
     # When the client retries the delete of a past the grace period, and the response to its
@@ -464,22 +471,12 @@ def test_a_takeover_dead_after_its_census_correction_leaves_nothing_seen_without
 ):
     # Given a and b counted at a limit of 2; a delete of a that died after its claim, before its
     # release; then a delete of b (last_release names b)
-    timed.set_limit(account, 2)
-    for rid in ("a", "b"):
-        timed.create(account, rid, {}, resource_id=rid)
-    drain(account)
-    _a_delete_that_died(timed, clients, account, "a", "never sent")
-    timed.delete(account, "b")
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b"), "never sent")
     assert service.usage(account).best_effort == 1  # a still holds its slot
     clock.now += settings.pending_grace_seconds + 1
     # When the retried DELETE a takes it over, leaves it to the census (from here on a reader no
     # longer sees a), corrects the range (a's slot released) and dies before it removes a
-    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
-        retry = race.start("DELETE a again", lambda: timed.delete(account, "a"))
-        correction = race.until(retry, "UpdateItem", count=4)  # claim, takeover, mark, correction
-        assert "COUNTER" in str(correction.body.get("Key")), correction.describe()
-        assert race.next_call(retry) == "DeleteItem"  # the removal
-        race.step(retry, fault="crash")
+    _retried_delete_dies_after_its_correction(timed, clients, account)
     assert service.usage(account).best_effort == 0
     drain(account)
     # Then two creates are admitted into the free slots, and a reader sees two resources, never
@@ -504,19 +501,9 @@ def _left_after_its_correction(timed, service, settings, clients, clock, account
     """a and b at a limit of 2; a's delete died after its claim (before its release); b deleted
     (last_release names b); a's retried DELETE took it over, left it to the census, corrected the
     range (a's slot freed) and died before its removal. Then c0, c1 fill the two slots."""
-    timed.set_limit(account, 2)
-    for rid in ("a", "b"):
-        timed.create(account, rid, {}, resource_id=rid)
-    drain(account)
-    _a_delete_that_died(timed, clients, account, "a", "never sent")
-    timed.delete(account, "b")
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b"), "never sent")
     clock.now += settings.pending_grace_seconds + 1
-    with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
-        retry = race.start("DELETE a again", lambda: timed.delete(account, "a"))
-        correction = race.until(retry, "UpdateItem", count=4)  # claim, takeover, mark, correction
-        assert "COUNTER" in str(correction.body.get("Key")), correction.describe()
-        assert race.next_call(retry) == "DeleteItem"
-        race.step(retry, fault="crash")
+    _retried_delete_dies_after_its_correction(timed, clients, account)
     drain(account)
     for n in range(2):
         timed.create(account, f"c{n}", {})

@@ -22,6 +22,11 @@ from hybrid_counter.resources.items import kind_of as items_kind
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
+# Into the PendingIndex, unless already there (its first date kept).
+INDEXED = (
+    "pending_shard = if_not_exists(pending_shard, :pending_shard), "
+    "pending_since = if_not_exists(pending_since, :pending_since)"
+)
 RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since, org_resized, org_unresized, settling, settling_since"
 
 
@@ -347,9 +352,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update="SET account_released = :true, "
-            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
-            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            update=f"SET account_released = :true, {INDEXED} REMOVE hold_account",
             values={
                 ":true": {"BOOL": True},
                 **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
@@ -378,9 +381,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update="SET left_to_census = :req, "
-            "pending_shard = if_not_exists(pending_shard, :pending_shard), "
-            "pending_since = if_not_exists(pending_since, :pending_since) REMOVE hold_account",
+            update=f"SET left_to_census = :req, {INDEXED} REMOVE hold_account",
             values=pending_index(account_id, resource_id, sweep_from, kind=kind),
         )
 
