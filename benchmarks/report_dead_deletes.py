@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.report_holds import cells
+
 Row = dict[str, Any]
 LABELS = {
     "takeover_known": "a retried DELETE taking over a dead claim whose release `last_release` names",
@@ -14,8 +16,7 @@ LABELS = {
 
 
 def _figures(per: dict[str, Any]) -> str:
-    by_op = ", ".join(f"{op} {count:g}" for op, count in per["requests_by_operation"].items())
-    return f"{per['answer']} | {per['requests']:g} | {per['read_units']:g} | {per['total_write_units']:g} | {by_op}"
+    return f"{per['answer']} | {cells(per)}"
 
 
 def markdown(results: dict[str, Any]) -> list[str]:

@@ -18,7 +18,8 @@ ROWS = (
 )
 
 
-def _figures(per: dict[str, Any]) -> str:
+def cells(per: dict[str, Any]) -> str:
+    """One operation's figures as table cells: requests, read units, write units, by operation."""
     by_op = ", ".join(f"{op} {count:g}" for op, count in per["requests_by_operation"].items())
     return f"{per['requests']:g} | {per['read_units']:g} | {per['total_write_units']:g} | {by_op}"
 
@@ -33,7 +34,7 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "| operation | requests | read units | write units (with index) | requests by operation |",
         "|---|---|---|---|---|",
     ]
-    lines += [f"| {label} | {_figures(holds[part][phase])} |" for part, phase, label in ROWS]
+    lines += [f"| {label} | {cells(holds[part][phase])} |" for part, phase, label in ROWS]
     reclaim = holds["reclaim"]
     lines += [
         "",
@@ -44,9 +45,9 @@ def markdown(results: dict[str, Any]) -> list[str]:
         "",
         "| create at the limit | requests | read units | write units (with index) | requests by operation |",
         "|---|---|---|---|---|",
-        f"| refused, the account never held | {_figures(reclaim['never'])} |",
-        f"| refused, the account held before, nothing expired | {_figures(reclaim['nothing'])} |",
-        f"| admitted after reclaiming one expired hold | {_figures(reclaim['expired'])} |",
+        f"| refused, the account never held | {cells(reclaim['never'])} |",
+        f"| refused, the account held before, nothing expired | {cells(reclaim['nothing'])} |",
+        f"| admitted after reclaiming one expired hold | {cells(reclaim['expired'])} |",
         "",
         f"After the expiries the counters were {holds['expired']['counters_after']} "
         f"(best_effort, eventual) for {holds['expired']['expired']} holds expired.",

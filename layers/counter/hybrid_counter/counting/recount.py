@@ -63,11 +63,11 @@ class RangeResult:
 
     @property
     def eventual_drift(self) -> int:
-        return self.eventual - self.census.counted_live
+        return self.census.eventual_drift(self.eventual)
 
     @property
     def best_effort_excess(self) -> int:
-        return max(0, self.best_effort - self.census.slot_bound)
+        return self.census.best_effort_excess(self.best_effort)
 
 
 @dataclass
@@ -289,9 +289,8 @@ class Recounter:
                 applied = self._counter.apply(ops)
                 actions.append(f"counted {applied.counted} resources the stream path had not")
                 changed = applied.counted > 0
-        for item in census.deleting_items:
-            if any(item is dead for dead in census.dead_items):
-                continue  # left to this census: finished once the range is corrected (below)
+        # (not the claims left to this census: finished once the range is corrected, below)
+        for item in census.claims_in_flight + census.released_items:
             account_id, resource_id = str(item["account_id"]["S"]), str(item["resource_id"]["S"])
             try:
                 finished = self._repairs.finish_stale_delete(account_id, resource_id, item)

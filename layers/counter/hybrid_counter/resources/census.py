@@ -53,6 +53,7 @@ class RangeCensus:
     # that could not tell (``left_to_census``: dead_claims.py, which a correction then finishes).
     released_items: list[Item] = field(default_factory=list)
     dead_items: list[Item] = field(default_factory=list)
+    claims_in_flight: list[Item] = field(default_factory=list)  # the other deleting_items
 
     @property
     def slot_bound(self) -> int:
@@ -63,9 +64,16 @@ class RangeCensus:
     @property
     def in_flight(self) -> list[Item]:
         """Deletes, resizes and creates running: their counter writes are not readable off the items."""
-        settled = self.released_items + self.dead_items
-        deleting = [item for item in self.deleting_items if not any(item is s for s in settled)]
-        return deleting + self.resizing_items + self.creating_items
+        return self.claims_in_flight + self.resizing_items + self.creating_items
+
+    def best_effort_excess(self, best_effort: int) -> int:
+        """How far a best-effort share read at this census's instant is above what can hold a
+        slot (a recount lowers it by that; it never raises it)."""
+        return max(0, best_effort - self.slot_bound)
+
+    def eventual_drift(self, eventual: int) -> int:
+        """How far an eventual share read at this census's instant is from the counted units."""
+        return eventual - self.counted_live
 
     def without(self, resource_id: str) -> RangeCensus:
         """The same census with one resource left out (the one a settlement is about)."""
@@ -106,6 +114,7 @@ class RangeCensus:
             if items.left_to_census(item):
                 self.dead_items.append(item)
                 return
+            self.claims_in_flight.append(item)
         self.slot_units += items.slot_units(item)
 
 

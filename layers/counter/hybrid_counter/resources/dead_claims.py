@@ -87,7 +87,7 @@ class DeadClaims:
         version: int,
     ) -> bool:
         """The range's shares (as read at ``version``) brought to ``census``; True if they are."""
-        excess, drift = max(0, share.best_effort - census.slot_bound), share.eventual - census.counted_live
+        excess, drift = census.best_effort_excess(share.best_effort), census.eventual_drift(share.eventual)
         if not excess and not drift:
             return True
         return correct_range(

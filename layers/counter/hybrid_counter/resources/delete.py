@@ -217,33 +217,26 @@ class DeleteFlow:
             "the delete",
         )
         self.obs.count("DeleteLeftToCensus")
-        if not guarded(lambda: self.dead_claims.settle(account_id, claim.kind, range_of(rid)), "the delete"):
-            raise InProgress("the delete is being finished; a retry answers 404 once it is")
-        item = guarded(lambda: self._table.get(account_id, rid, kind=claim.kind), "the delete")
-        if (
-            item is not None
-            and items.incarnation_of(item) == claim.incarnation
-            and (claim.org is None or not items.account_released(item))
+        if not guarded(
+            lambda: self.finish_left(account_id, claim.kind, rid, claim.incarnation), "the delete"
         ):
             raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
-    def finish_left(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
+    def finish_left(self, account_id: str, kind: str, rid: str, incarnation: str) -> bool:
         """A claim left to the census (hidden: its slot may be free already) is never taken over:
         the census of its range finishes it, whoever asks. True if it is finished at its account
         (gone, or a member's marked ``account_released``)."""
-        self.dead_claims.settle(account_id, kind, range_of(rid))
+        if not self.dead_claims.settle(account_id, kind, range_of(rid)):
+            return False
         item = self._table.get(account_id, rid, kind=kind)
-        return (
-            item is None
-            or items.incarnation_of(item) != items.incarnation_of(seen)
-            or items.account_released(item)
-        )
+        return item is None or items.incarnation_of(item) != incarnation or items.account_released(item)
 
     def _finished_by_census(self, account_id: str, kind: str, rid: str, item: Item) -> NoReturn:
         """A DELETE that finds the claim left to the census of its range (an earlier attempt's
         takeover): that census finishes it; 404 once it has (a reader no longer sees it), else
         503."""
-        if guarded(lambda: self.finish_left(account_id, kind, rid, item), "the delete"):
+        incarnation = items.incarnation_of(item)
+        if guarded(lambda: self.finish_left(account_id, kind, rid, incarnation), "the delete"):
             raise NotFound(f"resource {rid} not found")
         raise InProgress("the delete is being finished; a retry answers 404 once it is")
 

@@ -91,7 +91,7 @@ class Repairs:
         if items.state_of(seen) != items.DELETING or not self.stale(seen, "deleting_since"):
             return False
         if items.left_to_census(seen):  # never taken over: its census finishes it
-            return self._deletes.finish_left(account_id, items.kind_of(seen), rid, seen)
+            return self._deletes.finish_left(account_id, items.kind_of(seen), rid, items.incarnation_of(seen))
         claim = self._deletes.take_over(account_id, rid, seen)
         if claim is None:
             return False  # the claim or the incarnation changed since the read: not ours to touch
