@@ -335,6 +335,14 @@ def _a_delete_that_died(timed, clients, account: str, rid: str, release: str) ->
         race.step(first, fault="crash")
 
 
+def _admits_exactly(timed, account: str, n: int) -> None:
+    """``n`` creates admitted, the next one refused: the limit, never one past it."""
+    for i in range(n):
+        timed.create(account, f"c{i}", {})
+    with pytest.raises(LimitExceeded):
+        timed.create(account, f"c{n}", {})
+
+
 def _a_died_then_b_deleted(timed, clients, drain, account: str, ids: tuple[str, ...], release: str) -> None:
     """``ids`` counted at a limit of as many, then the stream stopped; a delete of a that died
     after its claim (``release``: applied, or never sent), then a delete of b, whose release
@@ -372,15 +380,12 @@ def test_a_takeover_that_cannot_tell_whether_the_release_applied_releases_exactl
     clock.now += settings.pending_grace_seconds + 1
     timed.delete(account, "a")  # 204: the census of a's range released it, exactly once
     # Then the counters hold z alone, whichever it was: nothing was released twice (this was the
-    # one double release, design.md §4.3, before the census)
+    # one double release, design.md §4, before the census)
     assert (service.usage(account).best_effort, service.usage(account).eventual) == (1, 1)
     with pytest.raises(NotFound):
         service.get(account, "a")
     # And exactly two creates are admitted, never one past the limit
-    for n in range(2):
-        timed.create(account, f"c{n}", {})
-    with pytest.raises(LimitExceeded):
-        timed.create(account, "c2", {})
+    _admits_exactly(timed, account, 2)
     assert live_count(account) == 3
     # And the stream's late records change nothing: exact
     drain(account)
@@ -428,10 +433,7 @@ def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_fini
     assert timed._table.get(account, "a") is None
     drain(account)
     assert (service.usage(account).best_effort, service.usage(account).eventual) == (0, 0)
-    for n in range(2):
-        timed.create(account, f"c{n}", {})
-    with pytest.raises(LimitExceeded):
-        timed.create(account, "c2", {})
+    _admits_exactly(timed, account, 2)
     assert live_count(account) == 2
 
 
@@ -459,10 +461,7 @@ def test_a_takeover_whose_claims_response_is_lost_never_releases_on_a_guess(
     with pytest.raises(NotFound):
         service.get(account, "a")
     # And exactly two creates are admitted, never one past the limit
-    for n in range(2):
-        timed.create(account, f"c{n}", {})
-    with pytest.raises(LimitExceeded):
-        timed.create(account, "c2", {})
+    _admits_exactly(timed, account, 2)
     assert live_count(account) == 3
 
 
@@ -481,10 +480,7 @@ def test_a_takeover_dead_after_its_census_correction_leaves_nothing_seen_without
     drain(account)
     # Then two creates are admitted into the free slots, and a reader sees two resources, never
     # three (found by the review of the census: a stayed visible until the sweeper's next run)
-    for n in range(2):
-        timed.create(account, f"c{n}", {})
-    with pytest.raises(LimitExceeded):
-        timed.create(account, "c2", {})
+    _admits_exactly(timed, account, 2)
     with pytest.raises(NotFound):
         service.get(account, "a")
     assert [r.resource_id for r in service.list(account).items].count("a") == 0
@@ -505,10 +501,7 @@ def _left_after_its_correction(timed, service, settings, clients, clock, account
     clock.now += settings.pending_grace_seconds + 1
     _retried_delete_dies_after_its_correction(timed, clients, account)
     drain(account)
-    for n in range(2):
-        timed.create(account, f"c{n}", {})
-    with pytest.raises(LimitExceeded):
-        timed.create(account, "c2", {})
+    _admits_exactly(timed, account, 2)
 
 
 @pytest.mark.parametrize("by", ["a retried DELETE", "a repair"])

@@ -506,36 +506,45 @@ def test_a_delete_dead_after_its_accounts_release_is_finished_by_a_census_when_i
         org.service.create(org.b, "z2", {}, kind=SEATS)
 
 
+def _x_dead_then_v_deleted(settings: Settings, clients: Clients, stream: StreamReader, crash: Any) -> Org:
+    """An organization of 4: a holds x, v and u, b holds y; a's delete of x dies at ``crash``,
+    then a's delete of v overwrites both levels' last_release, every record late (a batch in the
+    retry queue past the grace period). Returns the organization."""
+    org = Org(settings, clients, stream, Clock(), limit=4)
+    for rid in ("x", "v", "u"):
+        org.service.create(org.a, rid, {}, resource_id=rid, kind=SEATS)
+    org.service.create(org.b, "y", {}, kind=SEATS)
+    org.drain()
+    with crash(org), pytest.raises(ProcessDied):
+        org.service.delete(org.a, "x", kind=SEATS)
+    org.service.delete(org.a, "v", kind=SEATS)
+    return org
+
+
 @pytest.mark.parametrize("d2", ["applied", "never sent"])
 def test_a_member_delete_whose_accounts_release_nothing_can_confirm_is_released_once_at_each_level(
     settings: Settings, clients: Clients, stream: StreamReader, d2: str
 ) -> None:
     # Given an organization of 4: a holds x, v and u, b holds y
-    org = Org(settings, clients, stream, Clock(), limit=4)
-    x, _ = org.service.create(org.a, "x", {}, kind=SEATS)
-    v, _ = org.service.create(org.a, "v", {}, kind=SEATS)
-    org.service.create(org.a, "u", {}, kind=SEATS)
-    org.service.create(org.b, "y", {}, kind=SEATS)
-    org.drain()
-    # When a's delete of x dies after its claim: after its account's release, or before it
-    with (
-        injected(
-            org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1 if d2 == "applied" else 0
-        ),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.delete(org.a, x.resource_id, kind=SEATS)
+    # When a's delete of x dies after its claim: after its account's release, or before it;
     # and a's delete of v overwrites both levels' last_release, every record late (a batch in
     # the retry queue past the grace period)
-    org.service.delete(org.a, v.resource_id, kind=SEATS)
+    org = _x_dead_then_v_deleted(
+        settings,
+        clients,
+        stream,
+        lambda org: injected(
+            org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1 if d2 == "applied" else 0
+        ),
+    )
     # and the client retries the delete of x past the grace period: its account's level is
     # settled by the census of x's range (no second release), its organization's is left to
     # that organization's census (503)
     org.clock.now += settings.pending_grace_seconds + 1
     with pytest.raises(InProgress):
-        org.service.delete(org.a, x.resource_id, kind=SEATS)
+        org.service.delete(org.a, "x", kind=SEATS)
     with pytest.raises(NotFound):
-        org.service.get(org.a, x.resource_id, kind=SEATS)  # released at its account: hidden
+        org.service.get(org.a, "x", kind=SEATS)  # released at its account: hidden
     usage = org.service.usage(org.a).kinds[SEATS]
     assert (usage.best_effort, usage.eventual) == (1, 1)  # u's: x released there once
     org.sweep_after_the_grace_period()
@@ -553,25 +562,19 @@ def test_a_member_delete_whose_accounts_release_nothing_can_confirm_is_released_
 def test_a_members_takeover_whose_claims_response_is_lost_releases_nothing_twice_at_either_level(
     settings: Settings, clients: Clients, stream: StreamReader
 ) -> None:
-    # Given an organization of 4: a holds x, v and u, b holds y
-    org = Org(settings, clients, stream, Clock(), limit=4)
-    x, _ = org.service.create(org.a, "x", {}, kind=SEATS)
-    v, _ = org.service.create(org.a, "v", {}, kind=SEATS)
-    org.service.create(org.a, "u", {}, kind=SEATS)
-    org.service.create(org.b, "y", {}, kind=SEATS)
-    org.drain()
-    # And a's delete of x dies after both its releases, before it removes x; then a's delete of
-    # v overwrites both levels' last_release, every record late
-    with injected(org.clients.dynamodb, "DeleteItem", when="crash"), pytest.raises(ProcessDied):
-        org.service.delete(org.a, x.resource_id, kind=SEATS)
-    org.service.delete(org.a, v.resource_id, kind=SEATS)
+    # Given an organization of 4: a holds x, v and u, b holds y; a's delete of x dies after both
+    # its releases, before it removes x; then a's delete of v overwrites both levels'
+    # last_release, every record late
+    org = _x_dead_then_v_deleted(
+        settings, clients, stream, lambda org: injected(org.clients.dynamodb, "DeleteItem", when="crash")
+    )
     assert org.service.usage(org.a).kinds[SEATS].best_effort == 1  # u
     assert org.org_counters()[0] == 2  # u, y
     # When the client retries the delete of x past the grace period and the response to its
     # takeover of the claim is lost (applied; botocore resends it)
     org.clock.now += settings.pending_grace_seconds + 1
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
-        retry = race.start("DELETE x", lambda: org.service.delete(org.a, x.resource_id, kind=SEATS))
+        retry = race.start("DELETE x", lambda: org.service.delete(org.a, "x", kind=SEATS))
         race.until(retry, "UpdateItem")  # its plain claim, refused (x claimed, stale)
         assert race.next_call(retry) == "UpdateItem"  # the takeover
         race.step(retry, fault="lost")
