@@ -1066,14 +1066,14 @@ class Run:
             )
         if truth.undercounts:  # (documented until the census of a dead delete: now a defect)
             found.append(f"a release made twice: {[t for t, n in truth.released.items() if n > 1]}")
-        # Exact only without faults, double releases, or a resource made live without an admission
-        # (an adoption: best_effort may undercount it until it is counted and healed)
-        exact = truth.faults == 0 and not truth.undercounts and self.now == START and not truth.adopted
+        # Exact only without faults, or a resource made live without an admission (an adoption:
+        # best_effort may undercount it until it is counted and healed)
+        exact = truth.faults == 0 and self.now == START and not truth.adopted
         if exact and state.best_effort != units + owed:
             found.append(f"best_effort {state.best_effort} != {units} units holding a slot {held} (no fault)")
         counted = self.counted_units(snap, kind)
         total = sum(counted.values())
-        if state.eventual > total or (not truth.undercounts and state.eventual != total):
+        if state.eventual != total:
             found.append(f"eventual {state.eventual} != {total} counted unreleased units {counted}")
         if after is not None and after.key == f"{COUNTER_PREFIX}{kind}" and _admits(after):
             unadmitted = sum(
@@ -1152,7 +1152,7 @@ class Run:
                 f"end: {kind} best_effort {state.best_effort} > {sum(visible.values())} visible units"
             )
         counted = sum(self.counted_units(snap, kind).values())
-        if not truth.undercounts and state.eventual != counted:
+        if state.eventual != counted:
             self.violations.append(
                 f"end: {kind} eventual {state.eventual} does not count the {counted} visible counted units"
             )
