@@ -17,7 +17,8 @@ from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk, range_of, resource_key
+from hybrid_counter.resources.items import pending_item
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
@@ -585,6 +586,48 @@ def test_a_members_takeover_whose_claims_response_is_lost_releases_nothing_twice
     org.sweep_after_the_grace_period()
     assert org.held(org.a) == [("live", 1)]
     org.exact()
+
+
+def test_a_retried_delete_that_finds_its_claim_settled_at_its_account_only_answers_503_not_404(
+    settings: Settings, clients: Clients, stream: StreamReader
+) -> None:
+    # Given an organization of 4: a holds x, v and u, b holds y; a's delete of x dies after its
+    # account's release, before its organization's; a's delete of v overwrites last_release
+    org = _x_dead_then_v_deleted(
+        settings,
+        clients,
+        stream,
+        lambda org: injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+    )
+    # And a create running in x's range (its pending item, young): the range cannot stand still
+    busy = next(f"p{n}" for n in range(1_000) if range_of(f"p{n}") == range_of("x"))
+    org.service._table.put_pending(pending_item(org.a, busy, "running", {}, "i", now=org.clock(), kind=SEATS))
+    # When the client retries the delete of x past the grace period: its takeover leaves x's
+    # account level to the census of x's range, which is busy (503)
+    org.clock.now += settings.pending_grace_seconds + 1
+    with pytest.raises(InProgress):
+        org.service.delete(org.a, "x", kind=SEATS)
+    # and that create ends without an admission (its item removed), then the client retries
+    # again: the census settles x at its account (no second release there)
+    org.clients.dynamodb.delete_item(TableName=settings.table_name, Key=resource_key(org.a, busy, kind=SEATS))
+    # Then that retry answers 503, not 404: x's organization still holds its slot (its release
+    # is owed to that organization's census), and a 404 would leave a refusal by the
+    # organization that no order of the answers explains (before: 404)
+    with pytest.raises(InProgress):
+        org.service.delete(org.a, "x", kind=SEATS)
+    assert org.service.usage(org.a).kinds[SEATS].best_effort == 1  # u's: x released there once
+    org.service.create(org.b, "z0", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded) as refused:
+        org.service.create(org.b, "z1", {}, kind=SEATS)  # x, u, y, z0: explained, x not deleted yet
+    assert refused.value.scope == "organization"
+    # And once the sweeper has finished x at its organization, a retry answers 404
+    org.sweep_after_the_grace_period()
+    with pytest.raises(NotFound):
+        org.service.delete(org.a, "x", kind=SEATS)
+    org.exact()
+    org.service.create(org.b, "z1", {}, kind=SEATS)
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.b, "z2", {}, kind=SEATS)
 
 
 def _claimed_and_released_at_the_org_the_old_way(org: Org, x: str) -> dict:

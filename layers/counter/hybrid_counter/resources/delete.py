@@ -226,17 +226,25 @@ class DeleteFlow:
         """A claim left to the census (hidden: its slot may be free already) is never taken over:
         the census of its range finishes it, whoever asks. True if it is finished at its account
         (gone, or a member's marked ``account_released``)."""
+        return self._census_of_left(account_id, kind, rid, incarnation) is not None
+
+    def _census_of_left(self, account_id: str, kind: str, rid: str, incarnation: str) -> str | None:
+        """GONE once the census finished the claim, RELEASED if it finished a member's at its
+        account only (its organization's level is owed still), None if the range was busy."""
         if not self.dead_claims.settle(account_id, kind, range_of(rid)):
-            return False
+            return None
         item = self._table.get(account_id, rid, kind=kind)
-        return item is None or items.incarnation_of(item) != incarnation or items.account_released(item)
+        if item is None or items.incarnation_of(item) != incarnation:
+            return GONE
+        return RELEASED if items.account_released(item) else None
 
     def _finished_by_census(self, account_id: str, kind: str, rid: str, item: Item) -> NoReturn:
         """A DELETE that finds the claim left to the census of its range (an earlier attempt's
-        takeover): that census finishes it; 404 once it has (a reader no longer sees it), else
-        503."""
+        takeover): that census finishes it; 404 once it is gone, else 503. A member's finished at
+        its account only is 503 too: its organization may hold its slot until that
+        organization's census (a 404 then would leave a refusal there no order explains)."""
         incarnation = items.incarnation_of(item)
-        if guarded(lambda: self.finish_left(account_id, kind, rid, incarnation), "the delete"):
+        if guarded(lambda: self._census_of_left(account_id, kind, rid, incarnation), "the delete") == GONE:
             raise NotFound(f"resource {rid} not found")
         raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
