@@ -18,8 +18,8 @@ from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk, range_of, resource_key
-from hybrid_counter.resources.items import pending_item
 from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources.items import pending_item
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 from tests.explorer.scheduler import Race
