@@ -437,6 +437,33 @@ def test_a_takeover_whose_range_is_busy_answers_503_and_the_sweepers_census_fini
     assert live_count(account) == 2
 
 
+def test_a_put_of_the_id_of_a_claim_left_to_the_census_takes_that_census_and_creates_it_again(
+    timed, service, settings, clients, clock, account, drain, live_count
+):
+    # Given a at a limit of 2, its delete dead after its release (the stream stopped), and
+    # another delete of the kind since (last_release names b)
+    _a_died_then_b_deleted(timed, clients, drain, account, ("a", "b"), "applied")
+    clock.now += settings.pending_grace_seconds + 1
+    # And a left to the census by a retried DELETE that found a's range busy (a create running)
+    busy = _same_range_as("a")
+    table = ResourceTable(settings.table_name, clients, Effects(clock=clock))
+    table.put_pending(pending_item(account, busy, "running", {}, "i", now=clock()))
+    with pytest.raises(InProgress):
+        timed.delete(account, "a")
+    # When that create ends without an admission (its item removed) and the client PUTs a again
+    clients.dynamodb.delete_item(TableName=settings.table_name, Key=resource_key(account, busy))
+    resource, created = timed.create(account, "a", {}, resource_id="a")
+    # Then the PUT took the census of a's range itself (it answered 503 until the sweeper's) and
+    # created a afresh: a new incarnation, a's old slot released exactly once
+    assert created
+    assert resource.resource_id == "a"
+    drain(account)
+    usage = service.usage(account)
+    assert (usage.best_effort, usage.eventual) == (1, 1)
+    assert live_count(account) == 1
+    _admits_exactly(timed, account, 1)
+
+
 def test_a_takeover_whose_claims_response_is_lost_never_releases_on_a_guess(
     timed, service, settings, clients, clock, account, drain, live_count
 ):

@@ -616,18 +616,21 @@ def test_a_retried_delete_that_finds_its_claim_settled_at_its_account_only_answe
     with pytest.raises(InProgress):
         org.service.delete(org.a, "x", kind=SEATS)
     assert org.service.usage(org.a).kinds[SEATS].best_effort == 1  # u's: x released there once
+    with pytest.raises(InProgress):  # a PUT of x waits for the organization's census too
+        org.service.create(org.a, "x", {}, resource_id="x", kind=SEATS)
     org.service.create(org.b, "z0", {}, kind=SEATS)
     with pytest.raises(LimitExceeded) as refused:
         org.service.create(org.b, "z1", {}, kind=SEATS)  # x, u, y, z0: explained, x not deleted yet
     assert refused.value.scope == "organization"
-    # And once the sweeper has finished x at its organization, a retry answers 404
+    # And once the sweeper has finished x at its organization, a retry answers 404, and a PUT
+    # of x creates it again in the slot x held there
     org.sweep_after_the_grace_period()
     with pytest.raises(NotFound):
         org.service.delete(org.a, "x", kind=SEATS)
+    assert org.service.create(org.a, "x", {}, resource_id="x", kind=SEATS)[1]
     org.exact()
-    org.service.create(org.b, "z1", {}, kind=SEATS)
     with pytest.raises(LimitExceeded):
-        org.service.create(org.b, "z2", {}, kind=SEATS)
+        org.service.create(org.b, "z1", {}, kind=SEATS)
 
 
 def _claimed_and_released_at_the_org_the_old_way(org: Org, x: str) -> dict:

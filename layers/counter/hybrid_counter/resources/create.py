@@ -18,7 +18,7 @@ Why the order (call by call, against every other flow): docs/design.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -77,6 +77,12 @@ class Request:
     hold_until: float | None = None  # a hold (holds.py): its deadline
 
 
+class LeftClaims(Protocol):
+    """What a PUT needs of deletes: the census that finishes a claim left to it (delete.py)."""
+
+    def finish_left(self, account_id: str, kind: str, rid: str, incarnation: str) -> bool: ...
+
+
 class CreateFlow:
     def __init__(
         self,
@@ -94,6 +100,7 @@ class CreateFlow:
         self._fx = effects
         self._obs = obs
         self._orgs = orgs
+        self.left_claims: LeftClaims | None = None  # set by the service (delete.py)
 
     def create(
         self,
@@ -366,6 +373,17 @@ class CreateFlow:
         it has happened, so its item is removed here, as the stream path would, and the id is
         free; otherwise it may still be running, and nothing can be said yet."""
         assert item is not None
+        if items.left_to_census(item):
+            # Never taken over, never removed on last_release alone: the census of its range
+            # finishes it (delete.py), here as for a retried DELETE. A member's finished at its
+            # account only still waits for its organization's census.
+            incarnation = items.incarnation_of(item)
+            if self.left_claims is None or not self.left_claims.finish_left(
+                account_id, kind, rid, incarnation
+            ):
+                return None
+            after = self._table.get(account_id, rid, kind=kind)
+            return Found(None) if after is None or items.incarnation_of(after) != incarnation else None
         if items.org_of(item) is not None:
             # A member's: its organization's release comes after its account's; the stream path
             # removes it once that too applied (or the sweeper finishes it: delete.py).

@@ -99,6 +99,7 @@ class ResourceService:
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete.resizes = self._resize
+        self._create.left_claims = self._delete
         self.repairs = Repairs(self._table, self._delete, grace, self._fx, resizes=self._resize)
         self.holds = HoldFlow(self._table, self._delete, self._fx, self._obs)
         self.org_store = OrgStore(settings.table_name, self._clients, clock=self._fx.clock)
