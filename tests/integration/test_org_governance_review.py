@@ -163,13 +163,9 @@ def test_an_override_set_while_its_organization_is_deleted_never_outlives_it(spl
 
 
 # ---- 4. records from before the split, judged on shard 0 alone after it ---------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="a record of the organization's counter item from before its split (the stream path's own "
-    "count of an earlier batch) whose alert state has moved on is judged on 'the item as it is now', "
-    "which after the split is shard 0 alone: the organization is announced Cleared 80 % (used 5 of "
-    "10) and then Reached 80 % again, while it held 8 of 10 throughout",
-)
+# (fixed: a record of the organization's item from before its split whose alert state had moved
+# on was judged on "the item as it is now", shard 0 alone after the split: Cleared 80 % at 5 of
+# 10, then Reached 80 % again, while it held 8 of 10 throughout. Now judged on the shards' sum.)
 def test_an_organization_split_after_a_crossing_announces_nothing_while_its_use_stays_over_it(
     gov, stream, counter, watcher, bus
 ):

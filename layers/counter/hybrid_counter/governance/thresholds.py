@@ -362,10 +362,17 @@ class ThresholdWatcher:
         return False
 
     def _current(self, account_id: str, kind: str, scope: str = ACCOUNT) -> Image | None:
+        """The item as it is now. An organization's split since the record was written: its
+        shards summed, as a split organization is judged (shard 0 alone is a part of its use:
+        judged alone, it announced a crossing back and forth the use never made)."""
         item = self._clients.dynamodb.get_item(
             TableName=self._table, Key=owner_key(account_id, kind, scope), ConsistentRead=True
         ).get("Item")
-        return None if item is None else Image.of(account_id, kind, dict(item), scope)
+        if item is None:
+            return None
+        if scope == ORGANIZATION and ("allowance" in item or "rebasing" in item):
+            return self._split_image(account_id, kind)
+        return Image.of(account_id, kind, dict(item), scope)
 
     def _split_image(self, org_id: str, kind: str) -> Image | None:
         """A split organization's use of ``kind`` (its shards summed, one consistent Query) with
