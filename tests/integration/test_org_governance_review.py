@@ -18,6 +18,7 @@ import pytest
 from hybrid_counter.counters.split import shard_of_resource
 from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitBelowUsage, NotFound
+from hybrid_counter.resources import ResourceService
 from tests.explorer.scheduler import Call, Race
 from tests.faults import ProcessDied, injected
 from tests.integration.test_governance import (
@@ -29,7 +30,13 @@ from tests.integration.test_governance import (
     gov_settings,
     watcher,
 )
-from tests.integration.test_split_review import SplitOrg, is_override_write, split_org, stop_before
+from tests.integration.test_split_review import (
+    SplitOrg,
+    is_override_write,
+    split_org,
+    stop_before,
+    updates_of,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +47,7 @@ __all__ = ["bus", "gov", "gov_clients", "gov_settings", "split_org", "watcher"]
 
 def is_override_removal(call: Call) -> bool:
     """The write of a change that removes an organization's override (governance/changes.py)."""
-    return call.operation == "UpdateItem" and "REMOVE #limit" in call.body.get("UpdateExpression", "")
+    return any("REMOVE #limit" in update for update in updates_of(call))
 
 
 def org_limit(org: SplitOrg) -> tuple[int, str, int]:
@@ -97,12 +104,10 @@ def test_the_organizations_history_lists_its_changes_in_the_order_they_were_made
 
 
 # ---- 2. an override removed while the organization moves to a smaller plan: both unforced --------
-@pytest.mark.xfail(
-    strict=True,
-    reason="an unforced override removal is judged by the plan read before its write and an unforced "
-    "plan move skips a kind that has an override, so the two racing both apply and leave the "
-    "organization's limit below its use without force (LimitBelowUsage never answered)",
-)
+# (fixed: the removal was judged by the plan read before its write and the plan move skipped a
+# kind that has an override, so both applied and left the organization below its use unforced.
+# Now each is written with a check of the other's item: the removal while the plan is the one it
+# read, the move while the overrides it relied on are there.)
 @pytest.mark.parametrize("shards", [1, 4])
 def test_an_override_removed_while_its_organization_moves_plan_never_leaves_it_below_use_unforced(
     split_org, shards
@@ -132,14 +137,45 @@ def test_an_override_removed_while_its_organization_moves_plan_never_leaves_it_b
     assert refused or used <= limit, (limit, source, used)
 
 
+def test_an_override_removed_while_its_account_moves_plan_never_leaves_it_below_use_unforced(
+    service, settings, clients, account
+):
+    # Given an account on a plan of 10 with an override of 8 for the kind, 6 held, and a plan of 4
+    big, small = f"big-{uuid.uuid4().hex[:8]}", f"small-{uuid.uuid4().hex[:8]}"
+    service.put_plan(big, {SEATS: 10})
+    service.put_plan(small, {SEATS: 4})
+    service.assign_plan(account, big)
+    service.set_limit(account, 8, kind=SEATS)
+    for n in range(6):
+        service.create(account, f"r{n}", {}, kind=SEATS)
+    remover, mover = ResourceService(settings, clients), ResourceService(settings, clients)
+    for first in ("remove", "move"):
+        with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
+            # When the override's removal (judged by the plan's 10) and a move to the plan of 4
+            # (judged on the override: seats skipped) race, each judged before the other writes
+            removal = race.start("remove", lambda: remover.remove_limit(account, kind=SEATS))
+            stop_before(race, removal, is_override_removal)
+            move = race.start("move", lambda: mover.assign_plan(account, small))
+            stop_before(race, move, lambda call: "plan_id = :new" in " ".join(updates_of(call)))
+            race.finish(removal if first == "remove" else move)
+            race.finish(move if first == "remove" else removal)
+        # Then the one written second is refused (LimitBelowUsage), and the limit holds the use
+        assert [op.name for op in (removal, move) if isinstance(op.error, LimitBelowUsage)] == [
+            "move" if first == "remove" else "remove"
+        ], (removal.error, move.error)
+        usage = service.usage(account).kinds[SEATS]
+        assert usage.limit >= usage.best_effort == 6, usage
+        # (back to the start for the other order)
+        if first == "remove":
+            service.set_limit(account, 8, kind=SEATS)
+        else:
+            service.assign_plan(account, big)
+
+
 # ---- 3. an override set while its organization is deleted --------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="PUT /orgs/{org}/limits/{kind} checks the organization exists, then writes the override "
-    "unconditionally: a DELETE /orgs landing between leaves an override on a deleted organization, "
-    "which an organization created again under the same id is then held to (no order of the "
-    "requests gives that)",
-)
+# (fixed: the override was written unconditionally after the organization was found, so a DELETE
+# /orgs between left an override an organization created again under the id was held to. Now
+# written with a check that the organization is there and not being deleted: 404 otherwise.)
 def test_an_override_set_while_its_organization_is_deleted_never_outlives_it(split_org):
     # Given an organization of 10 seats without members
     org = split_org(10, 1, members=0)
@@ -154,8 +190,9 @@ def test_an_override_set_while_its_organization_is_deleted_never_outlives_it(spl
     assert deletion.error is None
     with pytest.raises(NotFound):
         org.service.get_org(org.org_id)
-    # Then (200 or 404) once the organization is created again under its id, on the same plan ...
-    assert change.error is None or isinstance(change.error, NotFound)
+    # Then (404: the organization was gone when the override was written) once it is created
+    # again under its id, on the same plan ...
+    assert isinstance(change.error, NotFound), change.error
     org.service.put_org(org.org_id, org.plan)
     # ... it is held to its plan's 10, not to an override of the organization that was deleted
     limit, source, _ = org_limit(org)

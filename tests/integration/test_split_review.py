@@ -237,7 +237,17 @@ def is_freeze(call: Call) -> bool:
 
 
 def is_override_write(call: Call) -> bool:
-    return call.operation == "UpdateItem" and "#limit = :new" in call.body.get("UpdateExpression", "")
+    return any("#limit = :new" in update for update in updates_of(call))
+
+
+def updates_of(call: Call) -> list[str]:
+    """The update expressions a call writes: an UpdateItem's, or a transaction's Updates' (an
+    organization's override is written with a check of its organization's item)."""
+    if call.operation == "UpdateItem":
+        return [call.body.get("UpdateExpression", "")]
+    if call.operation == "TransactWriteItems":
+        return [a["Update"]["UpdateExpression"] for a in call.body.get("TransactItems", []) if "Update" in a]
+    return []
 
 
 def stop_before(race: Race, op: Operation, matches: Callable[[Call], bool]) -> Call:

@@ -33,10 +33,10 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import CONDITION_FAILED, RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.aws import CONDITION_FAILED, CONFLICT_ERRORS, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters import CounterState
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
-from hybrid_counter.errors import InProgress, LimitBelowUsage, ValidationError
+from hybrid_counter.errors import InProgress, LimitBelowUsage, NotFound, ValidationError
 from hybrid_counter.governance.event_log import take_off
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 
 Key = dict[str, dict[str, str]]
 Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
+Check = dict[str, Any]  # a ConditionCheck of a transaction: a condition on another item
 ATTEMPTS = 4
 
 
@@ -105,7 +106,7 @@ class LimitChanges:
             limit,
             force=force,
             by=by,
-            plan_limit=lambda: self._limits.stored_plan_limit(account_id, kind),
+            plan_of=lambda: self._account_plan(account_id, kind),
             ids={"account_id": account_id},
             counter_index=account_id,
         )
@@ -131,14 +132,40 @@ class LimitChanges:
             limit,
             force=force,
             by=by,
-            plan_limit=lambda: self._limits.stored_org_plan_limit(org_id, kind),
+            plan_of=lambda: self._org_plan(org_id, kind),
             ids={"org_id": org_id},
             counter_index=None,
             # a split counter's use is its shards' (the check in the write covers shard 0 only;
             # the guard keeps the other shards within the limit until it is laid out)
             used_of=lambda state: self._org_used(org_id, kind, state),
             guard=guard,
+            # its organization still there (not being deleted) when the override is written: an
+            # override written after DELETE /orgs would outlive it (review of its governance)
+            owner=lambda: _holder_check(self._table, org_key(org_id), None, exists=True),
+            owner_gone=lambda: self._org_gone(org_id),
         )
+
+    def _account_plan(self, account_id: str, kind: str) -> tuple[int, Check]:
+        """The account's plan's limit as stored, and the check that it is still its plan."""
+        plan_id, limit = self._limits.stored_plan(account_id, kind)
+        return limit, _holder_check(self._table, profile_key(account_id), plan_id, exists=False)
+
+    def _org_plan(self, org_id: str, kind: str) -> tuple[int, Check]:
+        """The organization's plan's limit as stored, and the check that it is still its plan
+        (and that the organization is still there)."""
+        plan_id, limit = self._limits.stored_org_plan(org_id, kind)
+        if plan_id is None:
+            raise NotFound(f"organization {org_id} not found")
+        return limit, _holder_check(self._table, org_key(org_id), plan_id, exists=True)
+
+    def _org_gone(self, org_id: str) -> Exception | None:
+        """Why an organization's change was refused, if it is no longer there to change."""
+        item = self._item(org_key(org_id))
+        if item is None:
+            return NotFound(f"organization {org_id} not found")
+        if "deleting" in item:
+            return InProgress("the organization is being deleted; retry the request")
+        return None
 
     def _org_used(self, org_id: str, kind: str, state: CounterState) -> int:
         if state.allowance is None and state.rebasing is None:
@@ -154,11 +181,13 @@ class LimitChanges:
         *,
         force: bool,
         by: str,
-        plan_limit: Callable[[], int],
+        plan_of: Callable[[], tuple[int, Check]],
         ids: dict[str, str],
         counter_index: str | None,
         used_of: Callable[[CounterState], int] | None = None,
         guard: Callable[[int], Guard] | None = None,
+        owner: Callable[[], Check] | None = None,
+        owner_gone: Callable[[], Exception | None] | None = None,
     ) -> None:
         change = self._new_change()
         for _ in range(ATTEMPTS):
@@ -166,7 +195,14 @@ class LimitChanges:
             state = CounterState.from_item(item)
             if state.limit == limit:
                 return  # nothing changes (a repeat, or no override to remove): nothing recorded
-            effective = limit if limit is not None else plan_limit()
+            if limit is not None:
+                effective, check = limit, None if owner is None else owner()
+            else:
+                # Judged by the plan as stored, and written only while it is still that plan: a
+                # plan move in between (itself judged on this override being there) refuses the
+                # write, and it is judged again (review of the organization's governance)
+                effective, plan_check = plan_of()
+                check = plan_check if not force else None if owner is None else owner()
             used = state.used if used_of is None else used_of(state)
             if not force and effective < used:
                 raise LimitBelowUsage([(kind, effective, used)])
@@ -184,9 +220,12 @@ class LimitChanges:
                 effective=effective,
                 force=force,
                 guard=guarded,
+                check=check,
             )
             if self._made(key, record, write):
                 return
+            if owner_gone is not None and (gone := owner_gone()) is not None:
+                raise gone
         raise InProgress("the limit kept changing while it was being set; retry the request")
 
     def _write_override(
@@ -201,7 +240,10 @@ class LimitChanges:
         effective: int,
         force: bool,
         guard: Guard | None = None,
+        check: Check | None = None,
     ) -> bool:
+        """The override's one write; with ``check`` (another item's condition), a transaction of
+        the two."""
         values: dict[str, Any] = {":change": {"S": record.name}}
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
         sets = ["#change = :change"]
@@ -229,16 +271,17 @@ class LimitChanges:
             conditions.append(f"({condition})")
             names.update(guard_names)
             values.update(guard_values)
-        return self._conditional(
-            lambda: self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=update,
-                ConditionExpression=" AND ".join(conditions),
-                ExpressionAttributeNames=names,
-                ExpressionAttributeValues=values,
-            )
-        )
+        write: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key,
+            "UpdateExpression": update,
+            "ConditionExpression": " AND ".join(conditions),
+            "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": values,
+        }
+        if check is not None:
+            return self._transact_conditional([{"Update": write}, check])
+        return self._conditional(lambda: self._clients.dynamodb.update_item(**write))
 
     # ---- plans --------------------------------------------------------------------------------------
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str) -> Plan:
@@ -287,8 +330,7 @@ class LimitChanges:
             if old == plan_id:
                 self._limits.forget(account_id=account_id)
                 return  # already on it: nothing recorded
-            if not force:
-                self._check_plan_fits(account_id, plan)
+            relied = [] if force else self._check_plan_fits(account_id, plan)
             record = self._record(
                 change,
                 "account_plan",
@@ -317,6 +359,7 @@ class LimitChanges:
                 f"SET plan_id = :new, updated_at = :at, {LIMIT_CHANGE} = :name",
                 condition,
                 values,
+                checks=[_override_check(self._table, counter_key(account_id, kind=kind)) for kind in relied],
             )
             if self._made(key, record, write):
                 self._limits.forget(account_id=account_id)
@@ -337,8 +380,7 @@ class LimitChanges:
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else None
             if old == plan_id:
                 return False  # already on it: nothing recorded
-            if not force and item is not None:
-                self._check_org_plan_fits(org_id, plan)
+            relied = self._check_org_plan_fits(org_id, plan) if not force and item is not None else []
             record = self._record(
                 change, "org_plan", old, plan_id, force=force, by=by, org_id=org_id, plan_id=plan_id
             )
@@ -359,33 +401,22 @@ class LimitChanges:
                 "SET plan_id = :new, updated_at = :at, created_at = if_not_exists(created_at, :at), "
                 f"{LIMIT_CHANGE} = :name ADD plan_moves :one"
             )
-            if self._made(key, record, partial(self._update, key, update, condition, values)):
+            checks = [_override_check(self._table, org_counter_key(org_id, kind=kind)) for kind in relied]
+            if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
                 self._limits.forget(org_id=org_id)
                 return old is None
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
 
-    def _check_org_plan_fits(self, org_id: str, plan: Plan) -> None:
-        below = [
-            (kind, plan.limit_for(kind), state.used)
-            for kind, state in sorted(self._org_counters(org_id).items())
-            if state.limit is None and plan.limit_for(kind) < state.used
-        ]
-        if below:
-            raise LimitBelowUsage(below)
+    def _check_org_plan_fits(self, org_id: str, plan: Plan) -> list[str]:
+        return _fits(plan, self._org_counters(org_id))
 
     def _org_counters(self, org_id: str) -> dict[str, CounterState]:
         return {
             kind: shards.total() for kind, shards in org_counters(self._clients, self._table, org_id).items()
         }
 
-    def _check_plan_fits(self, account_id: str, plan: Plan) -> None:
-        below = [
-            (kind, plan.limit_for(kind), state.used)
-            for kind, state in sorted(self._counters.read_all(account_id).items())
-            if state.limit is None and plan.limit_for(kind) < state.used
-        ]
-        if below:
-            raise LimitBelowUsage(below)
+    def _check_plan_fits(self, account_id: str, plan: Plan) -> list[str]:
+        return _fits(plan, self._counters.read_all(account_id))
 
     # ---- making a change once -----------------------------------------------------------------------
     def _made(self, key: Key, record: ChangeRecord, write: Callable[[], bool]) -> bool:
@@ -574,16 +605,40 @@ class LimitChanges:
             args["ExpressionAttributeValues"] = values
         return self._conditional(lambda: self._clients.dynamodb.put_item(**args))
 
-    def _update(self, key: Key, update: str, condition: str, values: dict[str, Any]) -> bool:
-        return self._conditional(
-            lambda: self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=update,
-                ConditionExpression=condition,
-                ExpressionAttributeValues=values,
-            )
-        )
+    def _update(
+        self, key: Key, update: str, condition: str, values: dict[str, Any], checks: list[Check] | None = None
+    ) -> bool:
+        write: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key,
+            "UpdateExpression": update,
+            "ConditionExpression": condition,
+            "ExpressionAttributeValues": values,
+        }
+        if checks:
+            return self._transact_conditional([{"Update": write}, *checks])
+        return self._conditional(lambda: self._clients.dynamodb.update_item(**write))
+
+    def _transact_conditional(self, actions: list[dict[str, Any]]) -> bool:
+        """A change's write with a condition on another item (no admission waits on it: these
+        are operators' changes): True if it applied, False if a condition refused it; retried on
+        conflicts (creates and the stream path write the same counter items)."""
+        delay = self._retry.first_delay
+        for attempt in range(self._retry.attempts):
+            try:
+                self._clients.dynamodb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
+            except ClientError as error:
+                reasons = {r.get("Code") for r in error.response.get("CancellationReasons", [])}
+                if "ConditionalCheckFailed" in reasons:
+                    return False
+                conflict = bool(reasons & {"TransactionConflict"}) or error_code(error) in CONFLICT_ERRORS
+                if not conflict or attempt == self._retry.attempts - 1:
+                    raise
+                self._retry.sleep(delay)
+                delay = min(delay * 2, self._retry.max_delay)
+                continue
+            return True
+        raise AssertionError("unreachable")
 
     def _conditional(self, call: Any) -> bool:
         """True if the conditional write applied, False if its condition refused it."""
@@ -594,6 +649,46 @@ class LimitChanges:
                 raise
             return False
         return True
+
+
+def _fits(plan: Plan, counters: dict[str, CounterState]) -> list[str]:
+    """LimitBelowUsage where a kind used, without an override, would be over the plan's limit;
+    else the kinds whose override the move relies on (used over the plan's limit): the move is
+    written only while they still have one."""
+    below = [
+        (kind, plan.limit_for(kind), state.used)
+        for kind, state in sorted(counters.items())
+        if state.limit is None and plan.limit_for(kind) < state.used
+    ]
+    if below:
+        raise LimitBelowUsage(below)
+    return [kind for kind, state in sorted(counters.items()) if plan.limit_for(kind) < state.used]
+
+
+def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) -> Check:
+    """The condition on the item that holds an owner's plan (an account's profile, an
+    organization's item): on that plan still (``plan_id``), there and not being deleted
+    (``exists``: an organization)."""
+    conditions = ["attribute_exists(pk)", "attribute_not_exists(deleting)"] if exists else []
+    check: dict[str, Any] = {"TableName": table, "Key": key}
+    if plan_id is not None:
+        check["ExpressionAttributeValues"] = {":plan": {"S": plan_id}}
+        same = "plan_id = :plan"
+        conditions.append(f"(attribute_not_exists(plan_id) OR {same})" if plan_id == DEFAULT_PLAN else same)
+    check["ConditionExpression"] = " AND ".join(conditions)
+    return {"ConditionCheck": check}
+
+
+def _override_check(table: str, key: Key) -> Check:
+    """The condition that a counter item still has its override."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": key,
+            "ConditionExpression": "attribute_exists(#limit)",
+            "ExpressionAttributeNames": {"#limit": LIMIT},
+        }
+    }
 
 
 def _still_named(named: str | None, values: dict[str, Any], attribute: str = "#change") -> str:

@@ -81,17 +81,17 @@ class Limits:
         plan = self.plan(self.plan_id_of(account_id))
         return 0 if plan is None else plan.limit_for(kind)
 
-    def stored_plan_limit(self, account_id: str, kind: str) -> int:
-        """The plan's limit as stored now (consistent reads, no cache): what a check that guards a
-        write judges by (a process's cache may be PlanCacheSeconds behind another's change).
-        What it read replaces what this process had cached."""
+    def stored_plan(self, account_id: str, kind: str) -> tuple[str, int]:
+        """The account's plan as stored now and its limit for the kind (consistent reads, no
+        cache): what a check that guards a write judges by (a process's cache may be
+        PlanCacheSeconds behind another's change). What it read replaces what was cached."""
         profile = self._plans.profile_of(account_id)
         plan_id = profile[0]
         plan = self._plans.get(plan_id)
         with self._lock:
             self._plan_of[account_id] = profile
             self._plan[plan_id] = plan
-        return 0 if plan is None else plan.limit_for(kind)
+        return plan_id, 0 if plan is None else plan.limit_for(kind)
 
     def org_profile(self, org_id: str) -> OrgProfile | None:
         """An organization's plan and shards, through the cache (None: it does not exist)."""
@@ -130,15 +130,15 @@ class Limits:
             return Basis.of_plan(0, 0 if profile is None else profile.plan_moves, 0)
         return Basis.of_plan(plan.limit_for(kind), profile.plan_moves, plan.version)
 
-    def stored_org_plan_limit(self, org_id: str, kind: str) -> int:
-        """The organization's plan's limit as stored now (consistent reads, no cache)."""
+    def stored_org_plan(self, org_id: str, kind: str) -> tuple[str | None, int]:
+        """The organization's plan as stored now (None: no such organization), and its limit."""
         profile = self._plans.org_profile_of(org_id)
         plan = None if profile is None else self._plans.get(profile.plan_id)
         with self._lock:
             self._org_profile[org_id] = profile
             if profile is not None:
                 self._plan[profile.plan_id] = plan
-        return 0 if plan is None else plan.limit_for(kind)
+        return None if profile is None else profile.plan_id, 0 if plan is None else plan.limit_for(kind)
 
     def org_judge(self, org_id: str, kind: str) -> Judge:
         """How an admission on the organization's counter item is judged: its override there,
