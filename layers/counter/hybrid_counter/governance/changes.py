@@ -46,6 +46,7 @@ from hybrid_counter.keys import (
     PLANS_PK,
     counter_key,
     counter_shard,
+    epoch_of,
     iso_utc,
     org_counter_key,
     org_key,
@@ -208,7 +209,9 @@ class LimitChanges:
                 raise LimitBelowUsage([(kind, effective, used)])
             guarded = guard(effective) if guard is not None and not force else None
             what: What = "override" if limit is not None else "override_removed"
-            record = self._record(change, what, state.limit, limit, force=force, by=by, kind=kind, **ids)
+            record = self._record(
+                self._after(change, named), what, state.limit, limit, force=force, by=by, kind=kind, **ids
+            )
             write = partial(
                 self._write_override,
                 key,
@@ -289,12 +292,12 @@ class LimitChanges:
         key = plan_key(plan_id)
         change = self._new_change()
         for _ in range(ATTEMPTS):
-            item, _ = self._settled(key)
+            item, named = self._settled(key)
             old = self._plans.plan_of_item(plan_id, item)
             if item is not None and old is not None and old.limits == limits:
                 return old  # the plan already has these limits: nothing recorded
             record = self._record(
-                change,
+                self._after(change, named),
                 "plan_limits",
                 old.limits if old else None,
                 dict(limits),
@@ -332,7 +335,7 @@ class LimitChanges:
                 return  # already on it: nothing recorded
             relied = [] if force else self._check_plan_fits(account_id, plan)
             record = self._record(
-                change,
+                self._after(change, named),
                 "account_plan",
                 old,
                 plan_id,
@@ -382,7 +385,14 @@ class LimitChanges:
                 return False  # already on it: nothing recorded
             relied = self._check_org_plan_fits(org_id, plan) if not force and item is not None else []
             record = self._record(
-                change, "org_plan", old, plan_id, force=force, by=by, org_id=org_id, plan_id=plan_id
+                self._after(change, named),
+                "org_plan",
+                old,
+                plan_id,
+                force=force,
+                by=by,
+                org_id=org_id,
+                plan_id=plan_id,
             )
             values: dict[str, Any] = {
                 ":new": {"S": plan_id},
@@ -558,9 +568,20 @@ class LimitChanges:
         )
         return None if found is None else dict(found)
 
-    def _new_change(self) -> tuple[str, str]:
-        """The id and time of one request's change: kept through its retries."""
-        return self._fx.new_id()[:16], iso_utc(self._fx.clock())
+    def _new_change(self) -> str:
+        """The id of one request's change: kept through its retries."""
+        return self._fx.new_id()[:16]
+
+    def _after(self, change_id: str, named: str | None) -> tuple[str, str]:
+        """The change as this attempt makes it: its time now, and after the change the item
+        names, which it will follow. An attempt is made only once the one before is known not to
+        have applied, so its place in history is where it applies: after every change it follows,
+        whatever the clocks (a request's start time put a retry behind a change made before it:
+        review of the organization's governance)."""
+        now = self._fx.clock()
+        if named is not None and not named.startswith("{"):
+            now = max(now, epoch_of(named.rpartition("#")[0]) + 0.001)
+        return change_id, iso_utc(now)
 
     @staticmethod
     def _record(
