@@ -13,6 +13,7 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StrictStr,
+    field_validator,
     model_validator,
 )
 
@@ -77,6 +78,15 @@ class OrgBody(BaseModel):
             )
         ),
     ] = None
+
+    @field_validator("shards", mode="before")
+    @classmethod
+    def _shards_an_integer(cls, value: Any) -> Any:
+        """An integer, as its schema says: a JSON true equals 1 and 1.0 does too (the literal
+        alone took ``"shards": true`` for 1 and merged a split organization)."""
+        if value is not None and type(value) is not int:
+            raise ValueError("shards must be an integer: 1, 2, 4, 8 or 16")
+        return value
 
 
 class ResizeBody(BaseModel):
