@@ -272,7 +272,8 @@ NO_SUCH_ORG: dict[int, OpenAPIResponse] = {
 BELOW_USAGE: dict[int, OpenAPIResponse] = {
     409: _answer(
         "LimitBelowUsage: the new limit is below the kind's current use (error.limit, error.used, "
-        "error.kinds); nothing changed. Send force: true (?force=true) to apply it anyway",
+        "error.kinds); nothing changed. Send force: true in the body (?force=true on a DELETE) to "
+        "apply it anyway",
         LimitBelowUsage([("seats", 3, 5)]),
     )
 }
