@@ -4,8 +4,8 @@ organization's limits and plan and record them (``PUT /orgs/{org}``, ``PUT``/``D
 single-item organization counter and a split one; each met by another flow's call between two of
 its own, against DynamoDB Local, every component on one clock.
 
-Every test here is marked ``xfail(strict=True)``: it exposes a defect (its reason says which
-invariant breaks); it flips to a failure when the defect is fixed.
+Each test was first a strict xfail exposing a defect (2026-11-26); each defect is fixed, and the
+comment above each test says what it was.
 """
 
 from __future__ import annotations
@@ -229,12 +229,9 @@ def test_an_organization_split_after_a_crossing_announces_nothing_while_its_use_
 
 
 # ---- 5. a change left unrecorded by a dead process, on an organization then deleted ---------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="an override change whose process died between its write and its history item is "
-    "completed by nobody once DELETE /orgs removes the counter item naming it: the sweeper finds no "
-    "item naming the record and drops it, so the organization's history lacks a change that applied",
-)
+# (fixed: the sweeper completes a change only while an item names it, and DELETE /orgs removed
+# that item first. Now the deletion completes the history of every change its items name first,
+# once its mark keeps any other change out.)
 def test_a_change_whose_process_died_before_its_history_is_recorded_even_if_its_organization_is_deleted(
     split_org,
 ):

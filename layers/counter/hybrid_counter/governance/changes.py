@@ -526,6 +526,12 @@ class LimitChanges:
         )
         return completed
 
+    def complete_named(self, item: dict[str, Any]) -> None:
+        """Complete the change the item names, if any and not in history yet (before the item is
+        deleted: the sweeper completes a change only while an item names it)."""
+        if LIMIT_CHANGE in item:
+            self._settled({"pk": item["pk"], "sk": item["sk"]})
+
     # ---- plumbing -----------------------------------------------------------------------------------
     def _settled(self, key: Key) -> tuple[dict[str, Any] | None, str | None]:
         """The item and the change it names, once that change is in history (completed here

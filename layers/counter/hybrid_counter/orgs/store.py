@@ -28,6 +28,7 @@ more kinds than one transaction can hold (TransactWriteItems takes 100 actions) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -306,21 +307,25 @@ class OrgStore:
             raise
 
     # ---- deleting ----------------------------------------------------------------------------------
-    def delete(self, org_id: str) -> None:
+    def delete(self, org_id: str, *, settle: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Delete the organization, its counter items and any rebase record: only without
         members. Marked ``deleting`` first (conditional on no members; joins are refused from
         then on), so its counters can only go down while they are checked and removed in
         transactions of at most 100 items (16 shards of many kinds are more than one holds);
         the organization's item goes last, so a deletion that dies half way is finished by
-        the next DELETE."""
+        the next DELETE. ``settle``: called with each item about to go, once no override can be
+        written any more (the mark), to complete the history of a limit change it names first
+        (its request may have died before it: the sweeper completes one only while an item names
+        it)."""
         try:
-            retry_conflicts(
+            marked = retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
                     TableName=self._table,
                     Key=org_key(org_id),
                     UpdateExpression="SET deleting = :yes",
                     ConditionExpression="attribute_exists(pk) AND (attribute_not_exists(members) OR members = :zero)",
                     ExpressionAttributeValues={":yes": {"BOOL": True}, ":zero": {"N": "0"}},
+                    ReturnValues="ALL_NEW",
                 ),
                 self._retry,
             )
@@ -339,6 +344,9 @@ class OrgStore:
                 ConditionExpression="attribute_exists(pk)",
             )
             raise _not_empty(org_id)
+        if settle is not None:
+            for item in [*items, dict(marked.get("Attributes", {}))]:
+                settle(item)
         zero = {":zero": {"N": "0"}}
         actions: list[dict[str, Any]] = [
             {

@@ -267,7 +267,7 @@ class ResourceService:
         return org
 
     def delete_org(self, org_id: str) -> None:
-        guarded(lambda: self.org_store.delete(org_id), "the delete")
+        guarded(lambda: self.org_store.delete(org_id, settle=self.changes.complete_named), "the delete")
 
     def set_org_limit(
         self, org_id: str, kind: str, limit: int | None, *, force: bool = False, by: str = OPERATOR_TOOL
