@@ -405,6 +405,9 @@ class LimitChanges:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
             condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
+            # not once its deletion began: that completes the history its items name, then
+            # removes them (a move written after would be dropped with them)
+            condition += " AND attribute_not_exists(deleting)"
             # plan_moves orders views of its plan (a split counter's basis, counters/split.py)
             values[":one"] = {"N": "1"}
             update = (
@@ -415,6 +418,8 @@ class LimitChanges:
             if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
                 self._limits.forget(org_id=org_id)
                 return old is None
+            if item is not None and (gone := self._org_gone(org_id)) is not None:
+                raise gone
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
 
     def _check_org_plan_fits(self, org_id: str, plan: Plan) -> list[str]:
@@ -546,9 +551,11 @@ class LimitChanges:
         if self._history.exists_at(history_pk_of(key), named):
             return item, named
         stored = self._item(record_key(named.rpartition("#")[2]))
-        if stored is None:
-            raise InProgress("a limit change named on this item has no record; retry the request")
-        self.complete(ChangeRecord.of(str(stored["record"]["S"])))
+        if stored is not None:
+            self.complete(ChangeRecord.of(str(stored["record"]["S"])))
+        # (no record: it is removed only once its change is in history, so that history has
+        # expired, HistoryRetentionDays: completed long ago. This refused every later change of
+        # the item, and DELETE /orgs, for good: review of the day's changes)
         return item, named
 
     def _settled_legacy(self, key: Key, item: dict[str, Any]) -> bool:
