@@ -770,16 +770,23 @@ def test_an_organizations_crossings_are_events_of_its_own_split_or_not(
     ]
 
 
-def test_an_organization_split_after_a_crossing_does_not_announce_it_again(
-    gov, stream, counter, watcher, bus
-):
-    # Given an organization of 10 seats on one counter item that reached 80 % (8 seats)
+def reached_80_then_split(gov, stream, counter, watcher, bus) -> EventfulOrg:
+    """An organization of 10 seats on one counter item that reached 80 % (8 seats, its stream
+    batch delivered once), then split over 4 items."""
     org = EventfulOrg(gov, stream, counter, watcher, bus, 1)
     org.create(8)
     org.pump()
     assert crossings(org.events()) == [("Reached", 80)]
-    # When it is split over 4 items and its members create a ninth seat, then a tenth
     gov.set_org_shards(org.org_id, 4)
+    return org
+
+
+def test_an_organization_split_after_a_crossing_does_not_announce_it_again(
+    gov, stream, counter, watcher, bus
+):
+    # Given an organization of 10 seats on one counter item that reached 80 % (8 seats)
+    # When it is split over 4 items and its members create a ninth seat, then a tenth
+    org = reached_80_then_split(gov, stream, counter, watcher, bus)
     org.create(1)
     org.pump()
     # Then 80 % is not reached again (the split state starts from the item's), and 100 % is once

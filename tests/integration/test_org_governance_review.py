@@ -22,12 +22,11 @@ from hybrid_counter.resources import ResourceService
 from tests.explorer.scheduler import Call, Race
 from tests.faults import ProcessDied, injected
 from tests.integration.test_governance import (
-    EventfulOrg,
     bus,
-    crossings,
     gov,
     gov_clients,
     gov_settings,
+    reached_80_then_split,
     watcher,
 )
 from tests.integration.test_split_review import (
@@ -206,14 +205,10 @@ def test_an_organization_split_after_a_crossing_announces_nothing_while_its_use_
     # Given an organization of 10 seats on one counter item, whose members created 8: Reached 80
     # (its stream batch delivered once: the counts that batch wrote at the organization are the
     # next batch's records)
-    org = EventfulOrg(gov, stream, counter, watcher, bus, 1)
-    org.create(8)
-    org.pump()
-    assert crossings(org.events()) == [("Reached", 80)]
     # When it is split over 4 items (PUT /orgs/{org} with shards: 4), and its members delete 3
     # seats (held on shard 0, where everything from before the split is) and create 3 (on the
     # other shards): 8 of 10 all along, shard 0 holding 5
-    gov.set_org_shards(org.org_id, 4)
+    org = reached_80_then_split(gov, stream, counter, watcher, bus)
     for _ in range(3):
         member, rid = org.ids.pop(0)
         gov.delete(member, rid, kind=SEATS)

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import InProgress, NotFound
 from hybrid_counter.keys import org_key
 from tests.explorer.scheduler import Call, Race
+from tests.integration.test_org_governance_review import sweep_changes_after_the_grace_period
 from tests.integration.test_split_review import Clock, SplitOrg, split_org, stop_before
 
 pytestmark = pytest.mark.integration
@@ -33,16 +33,6 @@ def org_history(org: SplitOrg) -> list[tuple[str, Any, Any, str]]:
     """Every change of the organization in its history, newest first: (what, old, new, by)."""
     items = org.new_service().org_history(org.org_id).items
     return [(h["what"], h["old"], h["new"], h["by"]) for h in items]
-
-
-def sweep_changes_after_the_grace_period(org: SplitOrg) -> None:
-    """The sweeper past the grace period, completing limit changes left waiting (as deployed)."""
-    org.clock.now += org.settings.pending_grace_seconds + 1
-    grace = org.settings.pending_grace_seconds
-    sweeper = Sweeper(
-        org.settings.table_name, org.counter, grace, org.clients, clock=org.clock, changes=org.service.changes
-    )
-    sweeper.sweep()
 
 
 def expire_history(org: SplitOrg) -> int:

@@ -282,9 +282,7 @@ class LimitChanges:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        if check is not None:
-            return self._transact_conditional([{"Update": write}, check])
-        return self._conditional(lambda: self._clients.dynamodb.update_item(**write))
+        return self._written(write, [] if check is None else [check])
 
     # ---- plans --------------------------------------------------------------------------------------
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str) -> Plan:
@@ -649,6 +647,10 @@ class LimitChanges:
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
+        return self._written(write, checks or [])
+
+    def _written(self, write: dict[str, Any], checks: list[Check]) -> bool:
+        """One conditional UpdateItem; with conditions on other items, a transaction of them all."""
         if checks:
             return self._transact_conditional([{"Update": write}, *checks])
         return self._conditional(lambda: self._clients.dynamodb.update_item(**write))
@@ -656,7 +658,9 @@ class LimitChanges:
     def _transact_conditional(self, actions: list[dict[str, Any]]) -> bool:
         """A change's write with a condition on another item (no admission waits on it: these
         are operators' changes): True if it applied, False if a condition refused it; retried on
-        conflicts (creates and the stream path write the same counter items)."""
+        conflicts (creates and the stream path write the same counter items). Not retry_conflicts:
+        that retries a single write's conflict errors, not a transaction cancelled by one, and
+        the stream path's transactions rely on it as it is."""
         delay = self._retry.first_delay
         for attempt in range(self._retry.attempts):
             try:

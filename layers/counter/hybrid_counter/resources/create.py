@@ -80,7 +80,7 @@ class Request:
 class LeftClaims(Protocol):
     """What a PUT needs of deletes: the census that finishes a claim left to it (delete.py)."""
 
-    def finish_left(self, account_id: str, kind: str, rid: str, incarnation: str) -> bool: ...
+    def gone_by_census(self, account_id: str, kind: str, rid: str, incarnation: str) -> bool: ...
 
 
 class CreateFlow:
@@ -378,12 +378,10 @@ class CreateFlow:
             # finishes it (delete.py), here as for a retried DELETE. A member's finished at its
             # account only still waits for its organization's census.
             incarnation = items.incarnation_of(item)
-            if self.left_claims is None or not self.left_claims.finish_left(
+            gone = self.left_claims is not None and self.left_claims.gone_by_census(
                 account_id, kind, rid, incarnation
-            ):
-                return None
-            after = self._table.get(account_id, rid, kind=kind)
-            return Found(None) if after is None or items.incarnation_of(after) != incarnation else None
+            )
+            return Found(None) if gone else None
         if items.org_of(item) is not None:
             # A member's: its organization's release comes after its account's; the stream path
             # removes it once that too applied (or the sweeper finishes it: delete.py).

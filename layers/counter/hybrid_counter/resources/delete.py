@@ -228,6 +228,11 @@ class DeleteFlow:
         (gone, or a member's marked ``account_released``)."""
         return self._census_of_left(account_id, kind, rid, incarnation) is not None
 
+    def gone_by_census(self, account_id: str, kind: str, rid: str, incarnation: str) -> bool:
+        """The census of a claim left to it taken (finish_left): True once it removed the claim
+        (a member's finished at its account only is not gone: its organization's census is owed)."""
+        return self._census_of_left(account_id, kind, rid, incarnation) == GONE
+
     def _census_of_left(self, account_id: str, kind: str, rid: str, incarnation: str) -> str | None:
         """GONE once the census finished the claim, RELEASED if it finished a member's at its
         account only (its organization's level is owed still), None if the range was busy."""
@@ -244,7 +249,7 @@ class DeleteFlow:
         its account only is 503 too: its organization may hold its slot until that
         organization's census (a 404 then would leave a refusal there no order explains)."""
         incarnation = items.incarnation_of(item)
-        if guarded(lambda: self._census_of_left(account_id, kind, rid, incarnation), "the delete") == GONE:
+        if guarded(lambda: self.gone_by_census(account_id, kind, rid, incarnation), "the delete"):
             raise NotFound(f"resource {rid} not found")
         raise InProgress("the delete is being finished; a retry answers 404 once it is")
 
