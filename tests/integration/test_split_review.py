@@ -182,9 +182,16 @@ def split_org(settings: Settings, clients: Clients, stream: StreamReader) -> Cal
 
 # ---- helpers ---------------------------------------------------------------------------------------
 def is_rebase_put(call: Call) -> bool:
-    return call.operation == "PutItem" and call.body.get("Item", {}).get("sk", {}).get("S", "").startswith(
-        "REBASE#"
-    )
+    """A rebase's record put (in a transaction with a check of its owner's item)."""
+    return any(put.get("Item", {}).get("sk", {}).get("S", "").startswith("REBASE#") for put in puts_of(call))
+
+
+def puts_of(call: Call) -> list[dict[str, Any]]:
+    if call.operation == "PutItem":
+        return [call.body]
+    if call.operation == "TransactWriteItems":
+        return [a["Put"] for a in call.body.get("TransactItems", []) if "Put" in a]
+    return []
 
 
 def is_admission(call: Call) -> bool:
@@ -231,9 +238,8 @@ def is_credit(call: Call) -> bool:
 
 
 def is_freeze(call: Call) -> bool:
-    return call.operation == "UpdateItem" and call.body.get("UpdateExpression", "").startswith(
-        "SET #rebasing"
-    )
+    """A shard's freeze mark (a new shard's: in a transaction with a check of the rebase's record)."""
+    return any(update.startswith("SET #rebasing") for update in updates_of(call))
 
 
 def is_override_write(call: Call) -> bool:
@@ -661,6 +667,10 @@ def _expr(body: dict[str, Any]) -> str:
     return str(body.get("UpdateExpression", ""))
 
 
+def _actions(body: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(body.get("TransactItems", []))
+
+
 def _sk(body: dict[str, Any]) -> str:
     return str((body.get("Key") or body.get("Item") or {}).get("sk", {}).get("S", ""))
 
@@ -672,8 +682,13 @@ WRITES: dict[str, tuple[str, str, Callable[[dict[str, Any]], bool]]] = {
     "debit": _single(lambda b: _expr(b).startswith("SET #allowance") and "REMOVE" not in _expr(b)),
     "credit": _single(lambda b: "ADD #allowance" in _expr(b)),
     "release": _single(lambda b: "#last_release" in _expr(b) and _sk(b).startswith("COUNTER#seats#")),
-    "record put": _retrying("PutItem", lambda b: _sk(b).startswith("REBASE#")),
+    "record put": _retrying(
+        "TransactWriteItems", lambda b: any(_sk(a.get("Put", {})).startswith("REBASE#") for a in _actions(b))
+    ),
     "freeze": _retrying("UpdateItem", freeze_body),
+    "new shard's freeze": _retrying(
+        "TransactWriteItems", lambda b: any(freeze_body(a.get("Update", {})) for a in _actions(b))
+    ),
     "plan write": _retrying("UpdateItem", lambda b: _expr(b).startswith("SET #plan = :plan")),
     "apply": _retrying("UpdateItem", apply_body),
     "record delete": _retrying("DeleteItem", lambda b: _sk(b).startswith("REBASE#")),

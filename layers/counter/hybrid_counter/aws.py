@@ -327,6 +327,32 @@ def retry_conflicts[T](call: Callable[[], T], policy: RetryPolicy) -> T:
     raise AssertionError("unreachable")
 
 
+def transact_conditionally(
+    dynamodb: DynamoDBClient, actions: list[dict[str, Any]], policy: RetryPolicy
+) -> list[str | None] | None:
+    """A transaction of idempotent writes whose conditions may refuse it (operators' changes
+    and rebases: no admission waits on one): None if it applied; each action's cancellation
+    code if a condition refused it (which item refused is the caller's answer). Retried on
+    conflicts with other writes of its items, since a transaction cancelled by one is not the
+    conflict error that ``retry_conflicts`` retries (and the stream path relies on that)."""
+    delay = policy.first_delay
+    for attempt in range(policy.attempts):
+        try:
+            dynamodb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
+        except ClientError as error:
+            codes = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            if "ConditionalCheckFailed" in codes:
+                return [None if code in (None, "None") else code for code in codes]
+            conflict = "TransactionConflict" in codes or error_code(error) in CONFLICT_ERRORS
+            if not conflict or attempt == policy.attempts - 1:
+                raise
+            policy.sleep(delay)
+            delay = min(delay * 2, policy.max_delay)
+            continue
+        return None
+    raise AssertionError("unreachable")
+
+
 @dataclass
 class Clients:
     """The AWS clients a component uses; pass your own to inject stubs or wrapped clients."""

@@ -74,6 +74,7 @@ from hybrid_counter.aws import (
     attempt_write,
     error_code,
     retry_conflicts,
+    transact_conditionally,
 )
 from hybrid_counter.counters.expressions import UpdateExpr
 from hybrid_counter.counters.expressions import _range_delta as range_delta
@@ -101,6 +102,7 @@ ShardKeyOf = Callable[[str, str, int], dict[str, Any]]  # (owner, kind, shard) -
 RecordKeyOf = Callable[[str, str], dict[str, Any]]  # (owner, kind) -> the rebase record's key
 ListKey = Callable[[str, str], tuple[str, str]]  # (owner, kind) -> (pk, sort key prefix) of its shards
 ShardOf = Callable[[str], int]  # a shard item's sort key -> its number
+OwnerCheck = Callable[[str], dict[str, Any]]  # owner -> a ConditionCheck: it exists, takes changes
 
 OVERRIDE = "override"
 KEPT, KEPT_SOURCE = "kept_basis", "kept_source"  # a strict rebase's record: the basis it keeps if refused
@@ -294,6 +296,7 @@ class SplitCounter:
         list_key: ListKey,
         shard_of_sk: ShardOf,
         pending_key: Callable[[str, str], str],
+        owner_check: OwnerCheck | None = None,
     ) -> None:
         self._table = table_name
         self._clients = clients
@@ -304,6 +307,7 @@ class SplitCounter:
         self._list_key = list_key
         self._shard_of_sk = shard_of_sk
         self._pending_key = pending_key
+        self._owner_check = owner_check
 
     # ---- reading -----------------------------------------------------------------------------------
     def read(self, owner: str, kind: str) -> ShardSet:
@@ -439,17 +443,29 @@ class SplitCounter:
             if strict is not None:
                 item[KEPT] = {"N": str(strict.limit)}
                 item[KEPT_SOURCE] = {"S": strict.source}
-            if not self._conditional(
-                self._clients.dynamodb.put_item,
-                TableName=self._table,
-                Item=item,
-                ConditionExpression="attribute_not_exists(pk)",
-            ):
+            if not self._put_record(owner, item):
                 continue  # another rebase started: finish it
             self._obs.count("Rebased")
             self.finish(owner, kind, item)
             return
         raise _busy()
+
+    def _put_record(self, owner: str, item: dict[str, Any]) -> bool:
+        """Step 1, only while no rebase of the kind is under way (False: one is) and, with
+        ``owner_check``, only while its owner takes changes: an owner being deleted removes its
+        records before its shards, and a shard is created only while its rebase's record is there
+        (``_freeze``), so nothing is laid out again after the owner's deletion."""
+        put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
+        if self._owner_check is None:
+            return self._conditional(self._clients.dynamodb.put_item, **put)
+        refused = transact_conditionally(
+            self._clients.dynamodb, [{"Put": put}, self._owner_check(owner)], self._fx.retry
+        )
+        if refused is None:
+            return True
+        if refused[1] is not None:
+            raise InProgress("the counter's owner is being deleted or is gone; nothing was changed")
+        return False
 
     def _target(self, picture: ShardSet, asked: Basis) -> Basis:
         """An override on shard 0 wins (governance keeps it there); else what was asked."""
@@ -522,30 +538,54 @@ class SplitCounter:
     def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet:
         """Mark every shard (creating the new ones); then the picture, once all are marked, or
         as soon as one is laid out at the epoch or later (the rebase is applied, or under way
-        from its plan)."""
+        from its plan), or once the record of the epoch is gone (finished by another process,
+        or removed by the owner's deletion: ``finish`` then writes nothing more)."""
+        known = set(self.read(owner, kind).shards)
         for _ in range(ATTEMPTS):
-            for n in numbers:
-                expr = UpdateExpr()
-                expr.set(REBASING, expr.number(epoch))
-                e, r = expr.name(EPOCH), expr.name(REBASING)
-                at = expr.number(epoch)
-                # not applied yet, and not frozen by a later rebase (an earlier one's stale mark
-                # on an item a late finisher created is overwritten)
-                expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
-                expr.when(f"attribute_not_exists({r}) OR {r} <= {at}")
-                self._conditional(
-                    self._clients.dynamodb.update_item,
-                    **expr.update_key(self._table, self._shard_key(owner, kind, n)),
-                )
+            recorded = all(self._mark(owner, kind, n, epoch, exists=n in known) for n in numbers)
             picture = self.read(owner, kind)
-            if picture.epoch >= epoch:
+            if picture.epoch >= epoch or not recorded:
                 return picture
             if all(s.state.rebasing == epoch for s in picture.shards.values()) and set(numbers) <= set(
                 picture.shards
             ):
                 return picture
-            numbers = sorted(set(numbers) | set(picture.shards))
+            known = set(picture.shards)
+            numbers = sorted(set(numbers) | known)
         raise _busy()
+
+    def _mark(self, owner: str, kind: str, n: int, epoch: int, *, exists: bool) -> bool:
+        """One shard's freeze mark: an existing shard's while it exists; a new shard is created
+        only in a transaction with a check that the epoch's record is still there, so a finisher
+        that outlived its rebase (or its owner) never leaves an item behind. False: that record
+        is gone."""
+        expr = UpdateExpr()
+        expr.set(REBASING, expr.number(epoch))
+        e, r = expr.name(EPOCH), expr.name(REBASING)
+        at = expr.number(epoch)
+        # not applied yet, and not frozen by a later rebase (an earlier one's stale mark on an
+        # item is overwritten)
+        expr.when(f"attribute_not_exists({e}) OR {e} < {at}")
+        expr.when(f"attribute_not_exists({r}) OR {r} <= {at}")
+        if exists:
+            expr.when("attribute_exists(pk)")
+            self._conditional(
+                self._clients.dynamodb.update_item,
+                **expr.update_key(self._table, self._shard_key(owner, kind, n)),
+            )
+            return True
+        check = {
+            "ConditionCheck": {
+                "TableName": self._table,
+                "Key": self._record_key(owner, kind),
+                "ConditionExpression": "#e = :e",
+                "ExpressionAttributeNames": {"#e": EPOCH},
+                "ExpressionAttributeValues": {":e": {"N": str(epoch)}},
+            }
+        }
+        update = expr.update_key(self._table, self._shard_key(owner, kind, n))
+        refused = transact_conditionally(self._clients.dynamodb, [{"Update": update}, check], self._fx.retry)
+        return refused is None or refused[1] is None
 
     def _record_plan(self, owner: str, kind: str, epoch: int, plan: Plan) -> Plan | None:
         """Write the plan on the record unless one is there; the one there is the plan."""

@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import CONDITION_FAILED, CONFLICT_ERRORS, RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.aws import (
+    CONDITION_FAILED,
+    RetryPolicy,
+    error_code,
+    retry_conflicts,
+    transact_conditionally,
+)
 from hybrid_counter.counters import CounterState
 from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
 from hybrid_counter.errors import InProgress, LimitBelowUsage, NotFound, ValidationError
@@ -656,27 +662,10 @@ class LimitChanges:
         return self._conditional(lambda: self._clients.dynamodb.update_item(**write))
 
     def _transact_conditional(self, actions: list[dict[str, Any]]) -> bool:
-        """A change's write with a condition on another item (no admission waits on it: these
-        are operators' changes): True if it applied, False if a condition refused it; retried on
-        conflicts (creates and the stream path write the same counter items). Not retry_conflicts:
-        that retries a single write's conflict errors, not a transaction cancelled by one, and
-        the stream path's transactions rely on it as it is."""
-        delay = self._retry.first_delay
-        for attempt in range(self._retry.attempts):
-            try:
-                self._clients.dynamodb.transact_write_items(TransactItems=actions)  # type: ignore[arg-type]
-            except ClientError as error:
-                reasons = {r.get("Code") for r in error.response.get("CancellationReasons", [])}
-                if "ConditionalCheckFailed" in reasons:
-                    return False
-                conflict = bool(reasons & {"TransactionConflict"}) or error_code(error) in CONFLICT_ERRORS
-                if not conflict or attempt == self._retry.attempts - 1:
-                    raise
-                self._retry.sleep(delay)
-                delay = min(delay * 2, self._retry.max_delay)
-                continue
-            return True
-        raise AssertionError("unreachable")
+        """A change's write with a condition on another item: True if it applied, False if a
+        condition refused it (aws.transact_conditionally: retried on conflicts with creates and
+        the stream path, which write the same counter items)."""
+        return transact_conditionally(self._clients.dynamodb, actions, self._retry) is None
 
     def _conditional(self, call: Any) -> bool:
         """True if the conditional write applied, False if its condition refused it."""

@@ -10,6 +10,7 @@ from hybrid_counter.counters.state import CounterState
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     org_counter_key,
+    org_key,
     org_pk,
     org_rebase_key,
     parse_org_counter_sk,
@@ -34,6 +35,14 @@ def org_split_counter(table: str, clients: Clients, obs: Observability, effects:
         list_key=lambda org, kind: (org_pk(org), f"{COUNTER_PREFIX}{kind}#"),
         shard_of_sk=lambda sk: parse_org_counter_sk(sk)[1],
         pending_key=lambda org, kind: pending_shard(org_pk(org), "REBASE", kind=kind),
+        owner_check=lambda org: {
+            "ConditionCheck": {
+                "TableName": table,
+                "Key": org_key(org),
+                # DELETE /orgs marks it first, then removes its rebase records, then its shards
+                "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(deleting)",
+            }
+        },
     )
 
 

@@ -38,6 +38,7 @@ from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.counters.state import NO_ORG, ORG_KIND
 from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
 from hybrid_counter.keys import (
+    ALERT_PREFIX,
     COUNTER_PREFIX,
     MEMBER_PREFIX,
     REBASE_PREFIX,
@@ -308,8 +309,8 @@ class OrgStore:
 
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str, *, settle: Callable[[dict[str, Any]], None] | None = None) -> None:
-        """Delete the organization, its counter items and any rebase record: only without
-        members. Marked ``deleting`` first (conditional on no members; joins are refused from
+        """Delete the organization, its counter items, any rebase record and its threshold state
+        (a split organization's ALERT# items): only without members. Marked ``deleting`` first (conditional on no members; joins are refused from
         then on), so its counters can only go down while they are checked and removed in
         transactions of at most 100 items (16 shards of many kinds are more than one holds);
         the organization's item goes last, so a deletion that dies half way is finished by
@@ -335,7 +336,9 @@ class OrgStore:
             if self._get(org_key(org_id)) is None:
                 raise NotFound(f"organization {org_id} not found") from error
             raise _not_empty(org_id) from error
-        items = self._items(org_pk(org_id), COUNTER_PREFIX) + self._items(org_pk(org_id), REBASE_PREFIX)
+        pk = org_pk(org_id)
+        records = self._items(pk, REBASE_PREFIX)
+        items = self._items(pk, COUNTER_PREFIX) + records
         if any(_holds(item) for item in items):
             self._clients.dynamodb.update_item(
                 TableName=self._table,
@@ -347,20 +350,33 @@ class OrgStore:
         if settle is not None:
             for item in [*items, dict(marked.get("Attributes", {}))]:
                 settle(item)
+        # The rebase records first: from the mark on no record can be put, and without its
+        # record no rebase creates a shard item (counters/split.py), so the shards read next
+        # are all there will be, whatever a rebase under way (an operator's, dead or slow) does.
+        for record in records:
+            retry_conflicts(
+                lambda r=record: self._clients.dynamodb.delete_item(  # type: ignore[misc]
+                    TableName=self._table, Key={"pk": r["pk"], "sk": r["sk"]}
+                ),
+                self._retry,
+            )
         zero = {":zero": {"N": "0"}}
+        counted = (
+            "(attribute_not_exists(best_effort) OR best_effort = :zero) "
+            "AND (attribute_not_exists(eventual) OR eventual = :zero)"
+        )
         actions: list[dict[str, Any]] = [
             {
                 "Delete": {
                     "TableName": self._table,
                     "Key": {"pk": item["pk"], "sk": item["sk"]},
-                    "ConditionExpression": (
-                        "(attribute_not_exists(best_effort) OR best_effort = :zero) "
-                        "AND (attribute_not_exists(eventual) OR eventual = :zero)"
+                    **(
+                        {"ConditionExpression": counted, "ExpressionAttributeValues": zero} if counter else {}
                     ),
-                    "ExpressionAttributeValues": zero,
                 }
             }
-            for item in items
+            for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False))
+            for item in self._items(pk, prefix)
         ]
         for at in range(0, len(actions), TRANSACTION_ITEMS):
             self._transact(actions[at : at + TRANSACTION_ITEMS])

@@ -1,0 +1,115 @@
+"""DELETE /orgs racing an operator's change that lays a split organization's allowances out
+(set_org_shards, a limit change's rebalance): each of its writes may land between any two of the
+deletion's, or after it. A deleted organization must leave nothing in its partition that an
+organization created again under its id would be judged by.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
+from hybrid_counter.keys import org_pk
+from tests.explorer.scheduler import Call, Race
+from tests.integration.test_split_review import (
+    SEATS,
+    SplitOrg,
+    is_freeze,
+    is_rebase_put,
+    split_org,
+    stop_before,
+)
+
+pytestmark = pytest.mark.integration
+__all__ = ["split_org"]
+
+
+def partition(org: SplitOrg) -> list[dict[str, Any]]:
+    """Every item left in the organization's partition."""
+    return org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": org_pk(org.org_id)}},
+        ConsistentRead=True,
+    )["Items"]
+
+
+def created_again_holds(org: SplitOrg, limit: int) -> int:
+    """The organization created again under its id on a plan of ``limit`` seats, with one member
+    that may hold 100: how many creates it admits out of ``limit + 3``."""
+    service = org.new_service()
+    plan = f"small-{uuid.uuid4().hex[:8]}"
+    service.put_plan(plan, {SEATS: limit})
+    service.put_org(org.org_id, plan)
+    account = f"again-{uuid.uuid4().hex[:8]}"
+    service.set_limit(account, 100, kind=SEATS)
+    service.add_member(org.org_id, account)
+    admitted = 0
+    for n in range(limit + 3):
+        try:
+            service.create(account, f"r{n}", {}, f"r{n}", kind=SEATS)
+            admitted += 1
+        except LimitExceeded:
+            pass
+    return admitted
+
+
+@pytest.mark.parametrize("stopped_before", ["record", "freeze"])
+def test_a_reshard_racing_the_deletion_of_its_organization_leaves_nothing_behind(split_org, stopped_before):
+    # Given an empty organization of 10 seats split over 4 shards, laid out
+    org = split_org(10, 4, members=0)
+    org.service.set_org_limit(org.org_id, SEATS, 10, force=True)
+    org.service.set_org_shards(org.org_id, 4)
+    assert org.picture().split
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When an operator's set_org_shards(8) is about to put its rebase record (or to freeze
+        # its shards) ...
+        reshard = race.start("reshard", lambda: org.new_service().set_org_shards(org.org_id, 8))
+        stop_before(race, reshard, is_rebase_put if stopped_before == "record" else is_freeze)
+        # ... and DELETE /orgs runs meanwhile, to its end
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        race.finish(reshard)
+    assert deletion.error is None, deletion.error
+    assert reshard.error is None or isinstance(reshard.error, (InProgress, NotFound)), reshard.error
+    then_it_is_gone_with_everything_it_held(org)
+
+
+def test_a_reshard_whose_new_shards_land_while_the_deletion_removes_its_shards_leaves_nothing_behind(
+    split_org,
+):
+    # Given an empty organization of 10 seats split over 4 shards, laid out, and an operator's
+    # set_org_shards(8) whose rebase record is put, about to freeze the shards
+    org = split_org(10, 4, members=0)
+    org.service.set_org_limit(org.org_id, SEATS, 10, force=True)
+    org.service.set_org_shards(org.org_id, 4)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        reshard = race.start("reshard", lambda: org.new_service().set_org_shards(org.org_id, 8))
+        stop_before(race, reshard, is_freeze)
+        # When DELETE /orgs has read what it deletes and is about to delete its shards ...
+        deletion = race.start("delete", lambda: org.new_service().delete_org(org.org_id))
+        stop_before(race, deletion, is_shard_delete)
+        # ... and the reshard freezes (creating the 4 new shards, if it still can) and gives up
+        race.finish(reshard)
+        race.finish(deletion)
+    assert deletion.error is None, deletion.error
+    assert reshard.error is None or isinstance(reshard.error, (InProgress, NotFound)), reshard.error
+    then_it_is_gone_with_everything_it_held(org)
+
+
+def is_shard_delete(call: Call) -> bool:
+    actions = call.body.get("TransactItems", []) if call.operation == "TransactWriteItems" else []
+    return any(
+        a.get("Delete", {}).get("Key", {}).get("sk", {}).get("S", "").startswith("COUNTER#") for a in actions
+    )
+
+
+def then_it_is_gone_with_everything_it_held(org: SplitOrg) -> None:
+    """The organization is gone, with everything in its partition; one created again under its
+    id holds to its own plan."""
+    with pytest.raises(NotFound):
+        org.new_service().get_org(org.org_id)
+    assert partition(org) == []
+    assert created_again_holds(org, 3) == 3
