@@ -36,10 +36,12 @@ source, the shards it covers, then the plan) and four steps that any process can
 conditional and idempotent, so a crash leaves a record that the next admission, the next
 rebase, or the sweeper (the record is in the PendingIndex) completes:
 
-1. the record, created only if none is there (one rebase of a kind at a time);
+1. the record, created only if none is there (one rebase of a kind at a time) and, with an
+   ``owner_check``, only while its owner takes changes (an organization being deleted does not);
 2. every shard **frozen** (``rebasing = epoch``): moves and admissions are refused on a frozen
    shard (they complete the rebase, then go on); releases and counting go on, and they can only
-   lower a shard's claim;
+   lower a shard's claim. A new shard is created only while the record is there, so nothing a
+   late finisher does outlives its rebase or its owner;
 3. one picture of the frozen shards, and from it the **plan**, written once on the record (the
    first plan written is the one every finisher applies): each shard's new allowance, with
    claims <= the new basis: what the basis holds beyond the claims goes to the shard that asked,
