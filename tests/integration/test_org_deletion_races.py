@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
-from hybrid_counter.keys import org_pk
+from hybrid_counter.keys import ORG_PROFILE_SK, org_pk
 from tests.explorer.scheduler import Call, Race
+from tests.faults import injected
 from tests.integration.test_split_review import (
     SEATS,
     SplitOrg,
@@ -113,3 +114,43 @@ def then_it_is_gone_with_everything_it_held(org: SplitOrg) -> None:
         org.new_service().get_org(org.org_id)
     assert partition(org) == []
     assert created_again_holds(org, 3) == 3
+
+
+def deletes_the_org_item(body: dict[str, Any]) -> bool:
+    return any(
+        a.get("Delete", {}).get("Key", {}).get("sk", {}).get("S") == ORG_PROFILE_SK
+        for a in body.get("TransactItems", [])
+    )
+
+
+def test_two_deletions_at_once_answer_204_once_and_404_to_the_other(split_org):
+    # Given an empty organization of 10 seats split over 4 shards
+    org = split_org(10, 4, members=0)
+    org.service.set_org_limit(org.org_id, SEATS, 10, force=True)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When one DELETE /orgs is about to delete the organization's item, and another runs
+        # meanwhile, to its end
+        first = race.start("first", lambda: org.new_service().delete_org(org.org_id))
+        stop_before(race, first, lambda call: deletes_the_org_item(call.body))
+        second = race.run("second", lambda: org.new_service().delete_org(org.org_id))
+        race.finish(first)
+    # Then the one that deleted it answers 204 and the other 404, as in some order one after the
+    # other
+    assert second.error is None, second.error
+    assert isinstance(first.error, NotFound), first.error
+    then_it_is_gone_with_everything_it_held(org)
+
+
+def test_a_deletion_whose_last_response_is_lost_answers_204(split_org):
+    # Given an empty organization of 10 seats split over 4 shards
+    org = split_org(10, 4, members=0)
+    org.service.set_org_limit(org.org_id, SEATS, 10, force=True)
+    # When DELETE /orgs deletes the organization's item and the response is lost (botocore
+    # sends it again)
+    with injected(
+        org.clients.dynamodb, "TransactWriteItems", when="after", where=deletes_the_org_item
+    ) as lost:
+        org.new_service().delete_org(org.org_id)
+    # Then it answered 204, not the 404 its resend would have found
+    assert lost.fired == 1
+    then_it_is_gone_with_everything_it_held(org)

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts
+from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts, transact_conditionally
 from hybrid_counter.counters.state import NO_ORG, ORG_KIND
 from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
 from hybrid_counter.keys import (
@@ -313,8 +313,9 @@ class OrgStore:
         (a split organization's ALERT# items): only without members. Marked ``deleting`` first (conditional on no members; joins are refused from
         then on), so its counters can only go down while they are checked and removed in
         transactions of at most 100 items (16 shards of many kinds are more than one holds);
-        the organization's item goes last, so a deletion that dies half way is finished by
-        the next DELETE. ``settle``: called with each item about to go, once no override can be
+        the organization's item goes last (conditional on the mark: a concurrent deletion that
+        removed it first answered 204, this one 404), so a deletion that dies half way is
+        finished by the next DELETE. ``settle``: called with each item about to go, once no override can be
         written any more (the mark), to complete the history of a limit change it names first
         (its request may have died before it: the sweeper completes one only while an item names
         it)."""
@@ -380,18 +381,28 @@ class OrgStore:
         ]
         for at in range(0, len(actions), TRANSACTION_ITEMS):
             self._transact(actions[at : at + TRANSACTION_ITEMS])
-        self._transact(
+        # The item this deletion marked (an organization created again under the id since has no
+        # mark): refused once another deletion removed it, which is that deletion's 204, not ours.
+        # A transaction, so that botocore's resend after a lost response (the same client token)
+        # is answered as the delete that applied, not refused as a second one.
+        refused = transact_conditionally(
+            self._clients.dynamodb,
             [
                 {
                     "Delete": {
                         "TableName": self._table,
                         "Key": org_key(org_id),
-                        "ConditionExpression": "attribute_not_exists(members) OR members = :zero",
-                        "ExpressionAttributeValues": zero,
+                        "ConditionExpression": (
+                            "deleting = :yes AND (attribute_not_exists(members) OR members = :zero)"
+                        ),
+                        "ExpressionAttributeValues": {**zero, ":yes": {"BOOL": True}},
                     }
                 }
-            ]
+            ],
+            self._retry,
         )
+        if refused is not None:
+            raise NotFound(f"organization {org_id} not found")
 
     def _items(self, pk: str, prefix: str) -> list[dict[str, Any]]:
         """Every item of a partition whose sort key begins with ``prefix`` (consistent, paged)."""
