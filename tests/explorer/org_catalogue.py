@@ -60,6 +60,14 @@ def org_limit(n: int, of: str = R) -> OrgOp:
     return org_op("org_limit", n, of=of)
 
 
+def org_delete() -> OrgOp:
+    return org_op("org_delete")
+
+
+def org_shards(n: int) -> OrgOp:
+    return org_op("org_shards", n)
+
+
 def account_limit(who: str, n: int) -> OrgOp:
     return org_op("limit", n, who=who)
 
@@ -264,6 +272,36 @@ ORG_SCENARIOS: list[OrgScenario] = [
     # account (undone at the organization if its account refuses it); a shrink released at its
     # account first, then at the organization; the stream path finishing a shrink, noting a grow
     # or its undoing; a resize that died settled after the grace period at its account's size
+    # DELETE /orgs racing an operator's change that lays its split counter out again (a reshard,
+    # a limit change's rebalance) or another deletion: an empty organization (its override made
+    # its counter item; split over 2), and one with a member (the deletion refused)
+    scenario(
+        "deleted while an operator splits it over 4",
+        (org_shards(4), org_delete()),
+        org=3,
+        org_override=3,
+        members=(),
+        shards=2,
+    ),
+    scenario(
+        "deleted while its override is lowered, split over 2",
+        (org_limit(1), org_delete()),
+        org=3,
+        org_override=3,
+        members=(),
+        shards=2,
+    ),
+    scenario(
+        "deleted twice at once", (org_delete(), org_delete()), org=3, org_override=3, members=(), shards=2
+    ),
+    scenario(
+        "deleted with a member (refused) while an operator splits it over 4",
+        (org_shards(4), org_delete()),
+        org=3,
+        org_override=3,
+        members=("A",),
+        shards=2,
+    ),
     scenario(
         "member resize: A grows x to 2 while B posts for the organization's last unit",
         (patch("A"), post("B")),

@@ -49,7 +49,7 @@ from typing import Any
 from benchmarks.capacity import item_size
 from hybrid_counter.counters import AdmissionOutcome
 from hybrid_counter.counters.split import Shard, ShardSet
-from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, CounterState
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, REBASING, CounterState
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import LimitExceeded, MembershipConflict
@@ -60,6 +60,8 @@ from hybrid_counter.keys import (
     DEFAULT_KIND,
     HISTORY_PREFIX,
     ORG_PREFIX,
+    ORG_PROFILE_SK,
+    REBASE_PREFIX,
     UNDO_SUFFIX,
     account_pk,
     all_ranges,
@@ -94,10 +96,13 @@ from tests.explorer.scheduler import Call, Operation
 from tests.explorer.spec import (
     ABSENT,
     CHANGED,
+    DELETED,
     LIMIT_OPS,
+    MAYBE,
     MEMBERSHIP_OPS,
     NEVER_ENDED,
     NOT_EMPTY,
+    ORG_ADMIN_OPS,
     REFUSED,
     REPAIR,
     RESIZED,
@@ -115,12 +120,14 @@ PARTS = ("A", "B", "org")  # the stream's partitions of a run: each account's, t
 ORG_BACKGROUNDS = ("stream-A", "stream-B", "stream-org", "sweep", "heal", "recount")
 # (operation index, call site (site_of), fault, how many of its calls get it: 0 = every one)
 FaultAt = tuple[int, str, str, int]
+ORG_LEVEL_OPS = frozenset({"org_limit"}) | ORG_ADMIN_OPS  # the organization's, no account's
 
 
 @dataclass(frozen=True)
 class OrgOp(OpSpec):
     """An operation for account ``who``: post, put, delete, limit (its override), join, leave;
-    or the organization's: org_limit (``arg`` the limit, ``of`` the kind)."""
+    or the organization's: org_limit (``arg`` the limit, ``of`` the kind), org_shards (``arg``
+    the number of shards), org_delete."""
 
     who: str = "A"
 
@@ -128,7 +135,7 @@ class OrgOp(OpSpec):
         if self.kind in MEMBERSHIP_OPS:
             text = f"{self.who}'s {self.kind}"
             return text if self.after is None else f"{text} after {chr(65 + self.after)}"
-        return OpSpec.__str__(self) if self.kind == "org_limit" else f"{self.who}'s {OpSpec.__str__(self)}"
+        return OpSpec.__str__(self) if self.kind in ORG_LEVEL_OPS else f"{self.who}'s {OpSpec.__str__(self)}"
 
 
 def org_op(
@@ -398,7 +405,7 @@ class OrgRun(Run):
         if index is None:
             return None
         spec = self.scenario.ops[index]
-        return getattr(spec, "who", None) if spec.kind != "org_limit" else None
+        return getattr(spec, "who", None) if spec.kind not in ORG_LEVEL_OPS else None
 
     def _mine(self, call: Call) -> bool:
         partition = call.partition
@@ -500,6 +507,8 @@ class OrgRun(Run):
             "patch": lambda: service.resize(account, str(arg), units, kind=of),
             "limit": lambda: service.set_limit(account, int(arg), kind=of, force=True, by=by),
             "org_limit": lambda: service.set_org_limit(org, of, int(arg), force=True, by=by),
+            "org_shards": lambda: service.set_org_shards(org, int(arg)),
+            "org_delete": lambda: service.delete_org(org),
             "join": lambda: service.add_member(org, account),
             "leave": lambda: service.remove_member(org, account),
         }
@@ -542,7 +551,7 @@ class OrgRun(Run):
             and (not at_account or any(c.outcome == "fault:lost" for c in at_account)),
             past_org_limit_allowed=unadmitted
             and (not at_org or any(c.outcome == "fault:lost" for c in at_org)),
-            of=spec.of if spec.kind == "org_limit" or membership else f"{spec.who}/{spec.of}",
+            of=spec.of if spec.kind in ORG_LEVEL_OPS or membership else f"{spec.who}/{spec.of}",
             units=spec.units,
             busy=index in self.busy,
         )
@@ -555,7 +564,7 @@ class OrgRun(Run):
         of their kind), never the other account's."""
         part = self.part_of(call.partition)
         who = getattr(spec, "who", None)
-        if part in WHO and part != who and spec.kind != "org_limit":
+        if part in WHO and part != who and spec.kind not in ORG_LEVEL_OPS:
             self.violations.append(f"step {self.step_no}: {op.name} wrote {part}'s {call.key}")
         if part == "org" and call.key.startswith(COUNTER_PREFIX):
             if spec.kind in KIND_OPS and org_kind_of(call.key) != spec.of:
@@ -824,7 +833,7 @@ class OrgRun(Run):
             for who in WHO if self.scenario.records_lost else resizing:
                 self.background(f"audit-{who}")
             self.background("stream")
-        changes = any(op.kind in LIMIT_OPS for op in self.scenario.ops)
+        changes = any(op.kind in LIMIT_OPS | ORG_ADMIN_OPS for op in self.scenario.ops)
         for _ in range(2):  # an undo finished by the first sweep may leave a count to the second
             if not (changes or self._left_to_sweeper()):
                 break
@@ -850,6 +859,7 @@ class OrgRun(Run):
             self._check_org_end(kind)
         if any(op.kind in LIMIT_OPS for op in self.scenario.ops):
             self._check_history()
+        self._check_deletion_end()
         self._check_answers(self._final())
 
     def _check_visible_within_the_limit(self) -> None:
@@ -931,6 +941,37 @@ class OrgRun(Run):
                 self.violations.append(f"end: org: {who}'s {rid} is still claimed by a resize")
             if state == resource_items.LIVE and not resource_items.org_counted(item):
                 self.violations.append(f"end: org: {who}'s {rid} is live but was never counted there")
+
+    def _check_deletion_end(self) -> None:
+        """DELETE /orgs (design.md §10.2): once one answered 204, nothing is left in the
+        organization's partition, whatever a rebase racing it did; while the organization stays
+        (refused, or never deleted), it carries no deletion mark and, after the sweeper's run, no
+        rebase under way and no frozen shard. (A deletion that died half way is finished by the
+        next one: not judged.)"""
+        deletions = [d for d in self.done.values() if d.kind == "org_delete"]
+        if not deletions or any(d.answer in MAYBE for d in deletions):
+            return
+        left = self.world.clients.dynamodb.query(
+            TableName=self.world.settings.table_name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": org_pk(self.org)}},
+            ConsistentRead=True,
+        )["Items"]
+        keys = sorted(str(item["sk"]["S"]) for item in left)
+        if any(d.answer == DELETED for d in deletions):
+            if keys:
+                self.violations.append(f"end: org: deleted (204), but its partition holds {keys}")
+            return
+        profile = next((item for item in left if item["sk"]["S"] == ORG_PROFILE_SK), None)
+        if profile is None:
+            self.violations.append("end: org: no deletion answered 204, but the organization is gone")
+        elif "deleting" in profile:
+            self.violations.append(
+                "end: org: a deletion refused, yet the organization is still marked deleting"
+            )
+        frozen = [item["sk"]["S"] for item in left if REBASING in item]
+        if frozen or any(key.startswith(REBASE_PREFIX) for key in keys):
+            self.violations.append(f"end: org: a rebase left under way {keys}, frozen {frozen}")
 
     def _history(self) -> list[dict[str, Any]]:
         found = []
@@ -1020,5 +1061,10 @@ def org_answer_of(op: Operation, kind: str) -> int | str:
         if error is None:
             return CHANGED if op.result else UNCHANGED
         if isinstance(error, MembershipConflict) and error.code == "AccountNotEmpty":
+            return NOT_EMPTY
+    if kind == "org_delete":
+        if error is None:
+            return DELETED
+        if isinstance(error, MembershipConflict) and error.code == "OrganizationNotEmpty":
             return NOT_EMPTY
     return answer_of(op, kind)

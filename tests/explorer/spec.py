@@ -68,6 +68,10 @@ REPAIR = "repair"
 # tests/integration/test_governance.py), so the model never refuses one.
 LIMIT_OPS = frozenset({"limit", "unlimit", "plan", "assign", "org_limit"})
 MEMBERSHIP_OPS = frozenset({"join", "leave"})
+# An organization's own operations that no create is judged by: its deletion (DELETE /orgs:
+# 204, not-empty while it has members, 404 once gone) and its split (set_org_shards: changed,
+# 404 once gone).
+ORG_ADMIN_OPS = frozenset({"org_delete", "org_shards"})
 CHANGED, UNCHANGED, NOT_EMPTY = "changed", "unchanged", "not-empty"  # a membership change's answers
 SCOPES = ("account", "organization")  # the levels a create's refusal names (orgs.py)
 
@@ -110,6 +114,7 @@ class Model:
     members: frozenset[str] = frozenset()  # the accounts (who) in the organization
     held: frozenset[Key] = frozenset()  # live resources that are holds not confirmed yet
     expired: frozenset[Key] = frozenset()  # ids whose hold expired (a confirm answers HoldExpired)
+    org_gone: bool = False  # the organization was deleted (DELETE /orgs answered 204)
 
     # ---- what the model holds ---------------------------------------------------------------------
     def units_of(self, key: Key) -> int | None:
@@ -165,6 +170,8 @@ class Model:
             return op.answer, self
         if op.kind in MEMBERSHIP_OPS:
             return self._membership(op)
+        if op.kind in ORG_ADMIN_OPS:
+            return self._org_admin(op)
         if op.kind == "expire":
             return len(self.held), self.expiring()
         key = (op.of, str(op.arg if op.kind not in ("post", "reclaim") else op.created_id))
@@ -257,6 +264,16 @@ class Model:
             return NOT_EMPTY, self
         members = self.members | {who} if op.kind == "join" else self.members - {who}
         return CHANGED, replace(self, members=members)
+
+    def _org_admin(self, op: Done) -> tuple[int | str, Model]:
+        """The organization deleted (only without members) or split; 404 once it is gone."""
+        if self.org_gone:
+            return ABSENT, self
+        if op.kind == "org_shards":
+            return LIMIT_SET, self
+        if self.members:
+            return NOT_EMPTY, self
+        return DELETED, replace(self, org_gone=True)
 
     def _dead(self, op: Done, key: Key) -> tuple[int | str, Model]:
         """A request that died before the run, on the incarnation it was made on only."""

@@ -23,6 +23,8 @@ from datetime import UTC, datetime
 
 ACCOUNT_PREFIX = "ACCOUNT#"
 CONTROL_PREFIX = "CONTROL#"  # the sweeper's saved progress, not an account
+# How many organizations were ever created: each one's split counter's epochs start above the last's
+ORG_INCARNATIONS_KEY = {"pk": {"S": f"{CONTROL_PREFIX}orgs"}, "sk": {"S": "incarnations"}}
 RESOURCE_PREFIX = "RESOURCE#"
 COUNTER_PREFIX = "COUNTER#"
 REPAIR_PREFIX = "REPAIR#"  # a requested census of one range (recount_requests.py)

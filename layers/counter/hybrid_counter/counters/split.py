@@ -104,7 +104,10 @@ ShardKeyOf = Callable[[str, str, int], dict[str, Any]]  # (owner, kind, shard) -
 RecordKeyOf = Callable[[str, str], dict[str, Any]]  # (owner, kind) -> the rebase record's key
 ListKey = Callable[[str, str], tuple[str, str]]  # (owner, kind) -> (pk, sort key prefix) of its shards
 ShardOf = Callable[[str], int]  # a shard item's sort key -> its number
-OwnerCheck = Callable[[str], dict[str, Any]]  # owner -> a ConditionCheck: it exists, takes changes
+# (owner, epoch) -> a ConditionCheck: the owner exists, takes changes, and is the incarnation
+# whose epochs the epoch is of (an owner created again under its id starts above the old one's)
+OwnerCheck = Callable[[str, int], dict[str, Any]]
+EpochFloor = Callable[[str], int]  # owner -> the epoch its incarnation's epochs start above
 
 OVERRIDE = "override"
 KEPT, KEPT_SOURCE = "kept_basis", "kept_source"  # a strict rebase's record: the basis it keeps if refused
@@ -299,6 +302,7 @@ class SplitCounter:
         shard_of_sk: ShardOf,
         pending_key: Callable[[str, str], str],
         owner_check: OwnerCheck | None = None,
+        epoch_floor: EpochFloor | None = None,
     ) -> None:
         self._table = table_name
         self._clients = clients
@@ -310,6 +314,7 @@ class SplitCounter:
         self._shard_of_sk = shard_of_sk
         self._pending_key = pending_key
         self._owner_check = owner_check
+        self._epoch_floor = epoch_floor
 
     # ---- reading -----------------------------------------------------------------------------------
     def read(self, owner: str, kind: str) -> ShardSet:
@@ -430,7 +435,8 @@ class SplitCounter:
                 return
             numbers = sorted(set(range(shards)) | set(picture.shards))
             target = basis if strict is not None else self._target(picture, basis)
-            epoch = picture.epoch + 1
+            floor = 0 if self._epoch_floor is None else self._epoch_floor(owner)
+            epoch = max(picture.epoch, floor) + 1
             now = self._fx.clock()
             item = {
                 **self._record_key(owner, kind),
@@ -456,12 +462,16 @@ class SplitCounter:
         """Step 1, only while no rebase of the kind is under way (False: one is) and, with
         ``owner_check``, only while its owner takes changes: an owner being deleted removes its
         records before its shards, and a shard is created only while its rebase's record is there
-        (``_freeze``), so nothing is laid out again after the owner's deletion."""
+        (``_freeze``), so nothing is laid out again after the owner's deletion. An owner created
+        again under its id has an ``epoch_floor`` above every epoch of the old one, and the check
+        refuses an epoch below it: a rebase computed on the old one never lands on the new one,
+        and a late finisher of the old one meets no record, mark or shard of its epoch there."""
         put = {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}
         if self._owner_check is None:
             return self._conditional(self._clients.dynamodb.put_item, **put)
+        epoch = int(item[EPOCH]["N"])
         refused = transact_conditionally(
-            self._clients.dynamodb, [{"Put": put}, self._owner_check(owner)], self._fx.retry
+            self._clients.dynamodb, [{"Put": put}, self._owner_check(owner, epoch)], self._fx.retry
         )
         if refused is None:
             return True

@@ -48,6 +48,7 @@ from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEve
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import (
     HISTORY_PREFIX,
+    ORG_INCARNATIONS_KEY,
     ORG_PREFIX,
     PLANS_PK,
     counter_key,
@@ -77,6 +78,11 @@ Key = dict[str, dict[str, str]]
 Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
 Check = dict[str, Any]  # a ConditionCheck of a transaction: a condition on another item
 ATTEMPTS = 4
+
+# An organization's split counter's epochs start at its incarnation's number times this (a number
+# no organization created before had): above every epoch a deleted one of its id reached, unless
+# that one rebased a kind 10**12 times
+EPOCHS_PER_INCARNATION = 10**12
 
 
 class LimitChanges:
@@ -382,6 +388,7 @@ class LimitChanges:
             raise ValidationError(f"plan {plan_id} does not exist")
         key = org_key(org_id)
         change = self._new_change()
+        base = 0
         for _ in range(ATTEMPTS):
             item, named = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else None
@@ -403,8 +410,14 @@ class LimitChanges:
                 ":at": {"S": record.at},
                 ":name": {"S": record.name},
             }
+            created = ""
             if old is None:
                 condition = "attribute_not_exists(plan_id)"
+                # its split counter's epochs start above any a deleted organization of the id
+                # reached (counters/split.py): a rebase of the old one never lands on this one
+                created = ", epoch_base = :base"
+                base = base or self._incarnation() * EPOCHS_PER_INCARNATION
+                values[":base"] = {"N": str(base)}
             else:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
@@ -416,7 +429,7 @@ class LimitChanges:
             values[":one"] = {"N": "1"}
             update = (
                 "SET plan_id = :new, updated_at = :at, created_at = if_not_exists(created_at, :at), "
-                f"{LIMIT_CHANGE} = :name ADD plan_moves :one"
+                f"{LIMIT_CHANGE} = :name{created} ADD plan_moves :one"
             )
             checks = [_override_check(self._table, org_counter_key(org_id, kind=kind)) for kind in relied]
             if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
@@ -425,6 +438,22 @@ class LimitChanges:
             if item is not None and (gone := self._org_gone(org_id)) is not None:
                 raise gone
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
+
+    def _incarnation(self) -> int:
+        """A number no organization created before had (one ADD on a control item per creation:
+        an operator's call). Not the clock: two hosts' clocks could put a new organization's
+        epochs below those of the deleted one of its id."""
+        added = retry_conflicts(
+            lambda: self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=ORG_INCARNATIONS_KEY,
+                UpdateExpression="ADD n :one",
+                ExpressionAttributeValues={":one": {"N": "1"}},
+                ReturnValues="UPDATED_NEW",
+            ),
+            self._retry,
+        )
+        return int(added["Attributes"]["n"]["N"])
 
     def _check_org_plan_fits(self, org_id: str, plan: Plan) -> list[str]:
         return _fits(plan, self._org_counters(org_id))

@@ -39,6 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybrid_counter.aws import error_code
 from hybrid_counter.counters import CounterState, Judged
 from hybrid_counter.counters.split import Shard, ShardSet
+from hybrid_counter.errors import InProgress
 from hybrid_counter.governance.publisher import OUTBOX, THRESHOLD_CLEARED, THRESHOLD_REACHED, OutboxEvent
 from hybrid_counter.governance.usage_over import (
     OVER_ALL,
@@ -57,6 +58,7 @@ from hybrid_counter.keys import (
     iso_utc,
     org_alert_key,
     org_counter_key,
+    org_key,
     org_pk,
     parse_account_pk,
     parse_counter_sk,
@@ -297,7 +299,9 @@ class ThresholdWatcher:
     ) -> bool:
         """One transaction: the counter item's new state (conditional on the state it moves
         from), with its place in the near-limit indexes (usage_over.py), and the events' outbox
-        items. False if the state was no longer that."""
+        items; an organization's, with a check that it is there and not being deleted (a
+        judgement that lands after DELETE /orgs read its items would write them back: design.md
+        §10.2). False if the state was no longer that, or the organization is gone."""
         exists = seq and not image.fresh
         condition = f"{ALERT_SEQ} = :seq" if exists else f"attribute_not_exists({ALERT_SEQ})"
         values: dict[str, Any] = {":reached": {"N": str(target)}, ":next": {"N": str(seq + 1)}}
@@ -326,6 +330,7 @@ class ThresholdWatcher:
                 }
             }
         ]
+        org_check = image.scope == ORGANIZATION
         for event in events:
             actions.append(
                 {
@@ -343,6 +348,16 @@ class ThresholdWatcher:
                     }
                 }
             )
+        if org_check:
+            actions.append(
+                {
+                    "ConditionCheck": {
+                        "TableName": self._table,
+                        "Key": org_key(image.account_id),
+                        "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(deleting)",
+                    }
+                }
+            )
         delay = 0.05
         for attempt in range(ATTEMPTS):
             try:
@@ -351,6 +366,8 @@ class ThresholdWatcher:
                 if error_code(error) != "TransactionCanceledException":
                     raise
                 reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+                if org_check and len(reasons) == len(actions) and reasons[-1] == "ConditionalCheckFailed":
+                    return self._org_gone(image)
                 if reasons and reasons[0] == "ConditionalCheckFailed":
                     return False
                 if not any(reason in RETRYABLE for reason in reasons) or attempt == ATTEMPTS - 1:
@@ -359,6 +376,18 @@ class ThresholdWatcher:
                 delay = min(delay * 2, 1.0)
                 continue
             return True
+        return False
+
+    def _org_gone(self, image: Image) -> bool:
+        """The organization refused a transition: gone (nothing to judge: False, and the item
+        read again is not there), or being deleted (judged again once the deletion is done or
+        refused: the batch is retried)."""
+        org = self._clients.dynamodb.get_item(
+            TableName=self._table, Key=org_key(image.account_id), ConsistentRead=True
+        ).get("Item")
+        if org is not None and "deleting" in org:
+            cause = InProgress(f"organization {image.account_id} is being deleted")
+            raise CrossingNotRecorded(image.account_id, image.kind, cause)
         return False
 
     def _current(self, account_id: str, kind: str, scope: str = ACCOUNT) -> Image | None:
