@@ -369,7 +369,7 @@ PROFILES = {
         pair_schedules=80,
         kind_pair_schedules=8,
         kind_background_samples=1,
-        # 36 scenarios at 12 schedules each (spread over each tree): about 1 minute 45 s here
+        # 42 scenarios at 12 schedules each (spread over each tree): about 5 minutes here beside the rest
         org_schedules=12,
         org_random_runs=40,
         # (a recount of both accounts is about a second here: the long profile places it)
