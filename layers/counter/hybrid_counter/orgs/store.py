@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 # member item, and one per counter item.
 MAX_KINDS = 100 - 3
 TRANSACTION_ITEMS = 100
+ZERO = {":zero": {"N": "0"}}
 ATTEMPTS = 4
 
 
@@ -310,15 +311,45 @@ class OrgStore:
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str, *, settle: Callable[[dict[str, Any]], None] | None = None) -> None:
         """Delete the organization, its counter items, any rebase record and its threshold state
-        (a split organization's ALERT# items): only without members. Marked ``deleting`` first (conditional on no members; joins are refused from
-        then on), so its counters can only go down while they are checked and removed in
-        transactions of at most 100 items (16 shards of many kinds are more than one holds);
-        the organization's item goes last (conditional on the mark: a concurrent deletion that
-        removed it first answered 204, this one 404), so a deletion that dies half way is
-        finished by the next DELETE. ``settle``: called with each item about to go, once no override can be
-        written any more (the mark), to complete the history of a limit change it names first
-        (its request may have died before it: the sweeper completes one only while an item names
-        it)."""
+        (a split organization's ALERT# items): only without members (design.md §10.2).
+
+        Marked ``deleting`` first (conditional on no members; joins, overrides, plan moves and
+        rebase records are refused from then on), so its counters can only go down while they
+        are checked and removed; the organization's item goes last, so a deletion that dies half
+        way is finished by the next DELETE. ``settle``: called with each item about to go, once
+        no override can be written any more (the mark), to complete the history of a limit
+        change it names first (its request may have died before it: the sweeper completes one
+        only while an item names it)."""
+        marked = self._mark_deleting(org_id)
+        pk = org_pk(org_id)
+        records = self._items(pk, REBASE_PREFIX)
+        items = self._items(pk, COUNTER_PREFIX) + records
+        if any(_holds(item) for item in items):
+            self._clients.dynamodb.update_item(
+                TableName=self._table,
+                Key=org_key(org_id),
+                UpdateExpression="REMOVE deleting",
+                ConditionExpression="attribute_exists(pk)",
+            )
+            raise _not_empty(org_id)
+        if settle is not None:
+            for item in [*items, marked]:
+                settle(item)
+        # The rebase records first: from the mark on no record can be put, and without its
+        # record no rebase creates a shard item (counters/split.py), so the shards read next
+        # are all there will be, whatever a rebase under way (an operator's, dead or slow) does.
+        for record in records:
+            retry_conflicts(
+                lambda r=record: self._clients.dynamodb.delete_item(  # type: ignore[misc]
+                    TableName=self._table, Key={"pk": r["pk"], "sk": r["sk"]}
+                ),
+                self._retry,
+            )
+        self._remove_counters(pk)
+        self._remove_profile(org_id)
+
+    def _mark_deleting(self, org_id: str) -> dict[str, Any]:
+        """The organization's item, marked ``deleting`` (NotFound; or 409 with members)."""
         try:
             marked = retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
@@ -337,43 +368,23 @@ class OrgStore:
             if self._get(org_key(org_id)) is None:
                 raise NotFound(f"organization {org_id} not found") from error
             raise _not_empty(org_id) from error
-        pk = org_pk(org_id)
-        records = self._items(pk, REBASE_PREFIX)
-        items = self._items(pk, COUNTER_PREFIX) + records
-        if any(_holds(item) for item in items):
-            self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=org_key(org_id),
-                UpdateExpression="REMOVE deleting",
-                ConditionExpression="attribute_exists(pk)",
-            )
-            raise _not_empty(org_id)
-        if settle is not None:
-            for item in [*items, dict(marked.get("Attributes", {}))]:
-                settle(item)
-        # The rebase records first: from the mark on no record can be put, and without its
-        # record no rebase creates a shard item (counters/split.py), so the shards read next
-        # are all there will be, whatever a rebase under way (an operator's, dead or slow) does.
-        for record in records:
-            retry_conflicts(
-                lambda r=record: self._clients.dynamodb.delete_item(  # type: ignore[misc]
-                    TableName=self._table, Key={"pk": r["pk"], "sk": r["sk"]}
-                ),
-                self._retry,
-            )
-        zero = {":zero": {"N": "0"}}
+        return dict(marked.get("Attributes", {}))
+
+    def _remove_counters(self, pk: str) -> None:
+        """Its counter items (each conditional on holding nothing) and its threshold state, in
+        transactions of at most 100 items (16 shards of many kinds are more than one holds):
+        nothing can raise a counter once it is marked, so the batches need no atomicity."""
         counted = (
             "(attribute_not_exists(best_effort) OR best_effort = :zero) "
             "AND (attribute_not_exists(eventual) OR eventual = :zero)"
         )
+        only_if_empty = {"ConditionExpression": counted, "ExpressionAttributeValues": ZERO}
         actions: list[dict[str, Any]] = [
             {
                 "Delete": {
                     "TableName": self._table,
                     "Key": {"pk": item["pk"], "sk": item["sk"]},
-                    **(
-                        {"ConditionExpression": counted, "ExpressionAttributeValues": zero} if counter else {}
-                    ),
+                    **(only_if_empty if counter else {}),
                 }
             }
             for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False))
@@ -381,10 +392,12 @@ class OrgStore:
         ]
         for at in range(0, len(actions), TRANSACTION_ITEMS):
             self._transact(actions[at : at + TRANSACTION_ITEMS])
-        # The item this deletion marked (an organization created again under the id since has no
-        # mark): refused once another deletion removed it, which is that deletion's 204, not ours.
-        # A transaction, so that botocore's resend after a lost response (the same client token)
-        # is answered as the delete that applied, not refused as a second one.
+
+    def _remove_profile(self, org_id: str) -> None:
+        """The item this deletion marked (an organization created again under the id since has
+        no mark): refused once another deletion removed it, which is that deletion's 204, and
+        this one's 404. A transaction, so that botocore's resend after a lost response (the same
+        client token) is answered as the delete that applied, not refused as a second one."""
         refused = transact_conditionally(
             self._clients.dynamodb,
             [
@@ -395,7 +408,7 @@ class OrgStore:
                         "ConditionExpression": (
                             "deleting = :yes AND (attribute_not_exists(members) OR members = :zero)"
                         ),
-                        "ExpressionAttributeValues": {**zero, ":yes": {"BOOL": True}},
+                        "ExpressionAttributeValues": {**ZERO, ":yes": {"BOOL": True}},
                     }
                 }
             ],
