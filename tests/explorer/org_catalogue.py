@@ -108,6 +108,12 @@ def scenario(
     )
 
 
+def deletion(name: str, ops: tuple[OrgOp, ...], members: tuple[str, ...] = ()) -> OrgScenario:
+    """DELETE /orgs racing ``ops``: an organization of 3 (its override, which made its counter
+    item), split over 2 shards, empty unless ``members``."""
+    return scenario(name, ops, org=3, org_override=3, members=members, shards=2)
+
+
 def _both(site: str, fault: str, times: int) -> tuple[FaultAt, ...]:
     """The fault at that call of both of A's creates (which one its account refuses depends on
     the interleaving)."""
@@ -268,40 +274,21 @@ ORG_SCENARIOS: list[OrgScenario] = [
         org_override=3,
         counted=("B.y",),
     ),
+    # DELETE /orgs racing an operator's change that lays its split counter out again (a reshard,
+    # a limit change's rebalance) or another deletion: an empty organization (its override made
+    # its counter item; split over 2), and one with a member (the deletion refused)
+    deletion("deleted while an operator splits it over 4", (org_shards(4), org_delete())),
+    deletion("deleted while its override is lowered, split over 2", (org_limit(1), org_delete())),
+    deletion("deleted twice at once", (org_delete(), org_delete())),
+    deletion(
+        "deleted with a member (refused) while an operator splits it over 4",
+        (org_shards(4), org_delete()),
+        members=("A",),
+    ),
     # A member's resize (design.md §10.7): a grow admitted at the organization first, then at its
     # account (undone at the organization if its account refuses it); a shrink released at its
     # account first, then at the organization; the stream path finishing a shrink, noting a grow
     # or its undoing; a resize that died settled after the grace period at its account's size
-    # DELETE /orgs racing an operator's change that lays its split counter out again (a reshard,
-    # a limit change's rebalance) or another deletion: an empty organization (its override made
-    # its counter item; split over 2), and one with a member (the deletion refused)
-    scenario(
-        "deleted while an operator splits it over 4",
-        (org_shards(4), org_delete()),
-        org=3,
-        org_override=3,
-        members=(),
-        shards=2,
-    ),
-    scenario(
-        "deleted while its override is lowered, split over 2",
-        (org_limit(1), org_delete()),
-        org=3,
-        org_override=3,
-        members=(),
-        shards=2,
-    ),
-    scenario(
-        "deleted twice at once", (org_delete(), org_delete()), org=3, org_override=3, members=(), shards=2
-    ),
-    scenario(
-        "deleted with a member (refused) while an operator splits it over 4",
-        (org_shards(4), org_delete()),
-        org=3,
-        org_override=3,
-        members=("A",),
-        shards=2,
-    ),
     scenario(
         "member resize: A grows x to 2 while B posts for the organization's last unit",
         (patch("A"), post("B")),

@@ -38,9 +38,9 @@ def partition(org: SplitOrg) -> list[dict[str, Any]]:
     )["Items"]
 
 
-def created_again_holds(org: SplitOrg, limit: int) -> int:
-    """The organization created again under its id on a plan of ``limit`` seats, with one member
-    that may hold 100: how many creates it admits out of ``limit + 3``."""
+def created_again(org: SplitOrg, limit: int) -> tuple[str, str]:
+    """The organization created again under its id, on a plan of ``limit`` seats, with one
+    member that may hold 100 (not used yet): (its plan, the member)."""
     service = org.new_service()
     plan = f"small-{uuid.uuid4().hex[:8]}"
     service.put_plan(plan, {SEATS: limit})
@@ -48,14 +48,28 @@ def created_again_holds(org: SplitOrg, limit: int) -> int:
     account = f"again-{uuid.uuid4().hex[:8]}"
     service.set_limit(account, 100, kind=SEATS)
     service.add_member(org.org_id, account)
+    return plan, account
+
+
+def admitted_of(org: SplitOrg, account: str, tries: int) -> int:
+    """How many of ``tries`` creates of the member are admitted (a fresh process each)."""
+    service = org.new_service()
     admitted = 0
-    for n in range(limit + 3):
+    for n in range(tries):
+        rid = f"again{n}-{uuid.uuid4().hex[:6]}"
         try:
-            service.create(account, f"r{n}", {}, f"r{n}", kind=SEATS)
+            service.create(account, rid, {}, rid, kind=SEATS)
             admitted += 1
         except LimitExceeded:
             pass
     return admitted
+
+
+def created_again_holds(org: SplitOrg, limit: int) -> int:
+    """The organization created again under its id on a plan of ``limit`` seats, with one member
+    that may hold 100: how many creates it admits out of ``limit + 3``."""
+    _, account = created_again(org, limit)
+    return admitted_of(org, account, limit + 3)
 
 
 @pytest.mark.parametrize("stopped_before", ["record", "freeze"])

@@ -9,7 +9,6 @@ invariant breaks and how). The others are evidence of attacks that held.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
@@ -19,7 +18,7 @@ from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
 from hybrid_counter.keys import org_pk
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
-from tests.integration.test_org_deletion_races import partition
+from tests.integration.test_org_deletion_races import admitted_of, created_again, partition
 from tests.integration.test_split_review import (
     SEATS,
     SplitOrg,
@@ -45,33 +44,6 @@ def emptied(org: SplitOrg) -> SplitOrg:
     for account in org.accounts:
         org.service.remove_member(org.org_id, account)
     return org
-
-
-def created_again(org: SplitOrg, limit: int) -> tuple[str, str]:
-    """The organization created again under its id, on a plan of ``limit`` seats, with one
-    member that may hold 100 (not used yet): (its plan, the member)."""
-    service = org.new_service()
-    plan = f"small-{uuid.uuid4().hex[:8]}"
-    service.put_plan(plan, {SEATS: limit})
-    service.put_org(org.org_id, plan)
-    account = f"again-{uuid.uuid4().hex[:8]}"
-    service.set_limit(account, 100, kind=SEATS)
-    service.add_member(org.org_id, account)
-    return plan, account
-
-
-def admitted_of(org: SplitOrg, account: str, tries: int) -> int:
-    """How many of ``tries`` creates of the member are admitted (a fresh process each)."""
-    service = org.new_service()
-    admitted = 0
-    for n in range(tries):
-        rid = f"again{n}-{uuid.uuid4().hex[:6]}"
-        try:
-            service.create(account, rid, {}, rid, kind=SEATS)
-            admitted += 1
-        except LimitExceeded:
-            pass
-    return admitted
 
 
 def is_alert_read(call: Call) -> bool:
