@@ -454,7 +454,7 @@ class SplitCounter:
             if not self._put_record(owner, item):
                 continue  # another rebase started: finish it
             self._obs.count("Rebased")
-            self.finish(owner, kind, item)
+            self.finish(owner, kind, item, known=set(picture.shards))
             return
         raise _busy()
 
@@ -486,19 +486,21 @@ class SplitCounter:
             return Basis(override, OVERRIDE)
         return asked
 
-    def finish(self, owner: str, kind: str, record: dict[str, Any]) -> None:
+    def finish(self, owner: str, kind: str, record: dict[str, Any], known: set[int] | None = None) -> None:
         """Complete a rebase from its record (steps 2 to 4; each step conditional and idempotent).
 
         A record can outlive its rebase's epoch: its put was read at epoch e - 1 and another
         process's whole rebase of epoch e fitted between that read and the put (or the put's
         response was lost and botocore's resend came after that rebase). Such a record has no
         plan and finds its epoch applied: it is removed, with any freeze mark its finishers left
-        on shards the applied plan did not cover."""
+        on shards the applied plan did not cover. ``known``: the shards the caller's picture had
+        (the rebase that put the record read it just before), so the freeze need not read them
+        again; stale, it only sends a shard's mark the other way, each way conditional."""
         epoch = int(record[EPOCH]["N"])
         numbers = sorted(int(n) for n in record["shards"]["NS"])
         plan = _plan_of(record)
         if plan is None:
-            picture = self._freeze(owner, kind, numbers, epoch)
+            picture = self._freeze(owner, kind, numbers, epoch, known)
             if picture.epoch >= epoch:
                 # laid out already: by this record's plan (apply what is left of it), or by
                 # another rebase of the epoch (this record is left over: remove it)
@@ -547,12 +549,15 @@ class SplitCounter:
                 **expr.update_key(self._table, self._shard_key(owner, kind, shard.number)),
             )
 
-    def _freeze(self, owner: str, kind: str, numbers: list[int], epoch: int) -> ShardSet:
+    def _freeze(
+        self, owner: str, kind: str, numbers: list[int], epoch: int, known: set[int] | None = None
+    ) -> ShardSet:
         """Mark every shard (creating the new ones); then the picture, once all are marked, or
         as soon as one is laid out at the epoch or later (the rebase is applied, or under way
         from its plan), or once the record of the epoch is gone (finished by another process,
         or removed by the owner's deletion: ``finish`` then writes nothing more)."""
-        known = set(self.read(owner, kind).shards)
+        if known is None:
+            known = set(self.read(owner, kind).shards)
         for _ in range(ATTEMPTS):
             recorded = all(self._mark(owner, kind, n, epoch, exists=n in known) for n in numbers)
             picture = self.read(owner, kind)
