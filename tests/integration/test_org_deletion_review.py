@@ -15,7 +15,7 @@ import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
-from hybrid_counter.keys import org_pk
+from hybrid_counter.keys import counter_key, org_pk
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import admitted_of, created_again, partition
@@ -24,6 +24,7 @@ from tests.integration.test_split_review import (
     SplitOrg,
     is_freeze,
     is_rebase_put,
+    puts_of,
     split_org,
     stop_before,
 )
@@ -201,22 +202,23 @@ def is_pending_put(call: Call) -> bool:
     return call.operation == "PutItem" and call.key.startswith("RESOURCE#")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "Nothing is written to a deleted organization's partition: broken. A member's create "
-        "reads its account's counter item (org = the organization) and the organization's "
-        "counter (no item yet) and stops before its pending item's put; the member leaves (no "
-        "resource item yet: the leave is sent), DELETE /orgs answers 204; the create goes on: its "
-        "admission at the organization is an UpdateItem of the single item with no condition on "
-        "it existing, so it creates ORG#<id>/COUNTER#seats#0 (best_effort 1), its account's "
-        "admission is refused (MOVED), the undo releases there: the item is left, holding 0."
-    ),
-)
-def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(split_org):
-    # Given an organization of 10 seats on one counter item (none written yet), one member
+# (fixed: the single item's admission was an upsert, so it created ORG#<id>/COUNTER#seats#0 again
+# after the 204 (best_effort 1; its account's admission was refused, MOVED, and the undo left the
+# item holding 0). Now the admission requires the item to exist, and a kind's first create opens
+# it empty in a transaction with a check that the organization lives (org_level.py ``_open``):
+# the create finds it gone, rolls its pending item back and judges the membership again.)
+@pytest.mark.parametrize("counter", ["none written yet", "written before"])
+def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(split_org, counter):
+    # Given an organization of 10 seats on one counter item, one member; the item not written
+    # yet, or written by a create and a delete before (holding 0)
     org = split_org(10, 1, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
+    if counter == "written before":
+        before = org.rid_on(0)
+        org.service.create(account, before, {}, before, kind=SEATS)
+        org.service.delete(account, before, kind=SEATS)
+        org.drain()
+        assert "COUNTER#seats#0" in judged_by(org)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has judged its membership and read the organization's
         # counter, and is about to put its pending item ...
@@ -230,8 +232,59 @@ def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(spli
         assert judged_by(org) == []
         # ... and the create goes on
         race.finish(create)
-    # Then nothing is in the deleted organization's partition
+    # Then nothing is in the deleted organization's partition, and the create was judged again
+    # as the account's alone: created, held by the account only
     assert judged_by(org) == []
+    assert create.error is None, create.error
+    resource, created = create.result
+    assert created
+    assert resource.resource_id == rid
+    org.drain()
+    assert held_by(org, account) == (1, 1)
+
+
+def test_concurrent_first_creates_of_a_kind_open_its_counter_once_and_are_all_counted(split_org):
+    # Given an organization of 3 seats on one counter item not written yet, four members
+    org = split_org(3, 1, members=4)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When each member's first create of the kind has read the organization's counter (no
+        # item) and is about to open it ...
+        creates = []
+        for n, account in enumerate(org.accounts):
+            rid = org.rid_on(0)
+            op = race.start(
+                f"create{n}", lambda a=account, r=rid: org.new_service().create(a, r, {}, r, kind=SEATS)
+            )
+            stop_before(race, op, is_opening)
+            creates.append(op)
+        # ... and they go on, one after the other
+        for op in creates:
+            race.finish(op)
+    # Then three are created and the fourth is refused at the organization's limit
+    outcomes = [type(op.error).__name__ if op.error else "created" for op in creates]
+    assert sorted(outcomes) == ["LimitExceeded", "created", "created", "created"], outcomes
+    refused = next(op.error for op in creates if op.error is not None)
+    assert isinstance(refused, LimitExceeded)
+    assert refused.scope == "organization"
+    org.drain()
+    assert [held_by(org, a) for a in org.accounts].count((1, 1)) == 3
+    assert org.picture().used == 3
+    assert [sk for sk in judged_by(org) if sk.startswith("COUNTER#")] == ["COUNTER#seats#0"]
+
+
+def held_by(org: SplitOrg, account: str) -> tuple[int, int]:
+    """The account's own counter of seats: (best_effort, eventual)."""
+    item = org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=counter_key(account, kind=SEATS), ConsistentRead=True
+    ).get("Item", {})
+    return int(item.get("best_effort", {"N": "0"})["N"]), int(item.get("eventual", {"N": "0"})["N"])
+
+
+def is_opening(call: Call) -> bool:
+    """A kind's first create opening the organization's counter item (org_level.py ``_open``)."""
+    return call.operation == "TransactWriteItems" and any(
+        put.get("Item", {}).get("sk", {}).get("S", "").startswith("COUNTER#") for put in puts_of(call)
+    )
 
 
 # ---- attacks that held ------------------------------------------------------------------------------------

@@ -182,6 +182,8 @@ def admission(
     _limit_judged(expr, cap, override=limit_seen is not None)
     _member_of(expr, membership)
     if not listed:  # an organization's single counter item: not being split, nor split (split.py)
+        # and there: only a kind's opening creates it, while the organization lives (org_level.py)
+        expr.when(f"attribute_exists({expr.name('pk')})")
         expr.when(f"attribute_not_exists({expr.name(ALLOWANCE)})")
         expr.when(f"attribute_not_exists({expr.name(REBASING)})")
     return expr

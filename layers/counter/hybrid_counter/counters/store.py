@@ -185,8 +185,10 @@ class CounterStore:
             if attempt.effect is Effect.CONDITION_FAILED:
                 state = self._refused_on(attempt)
                 moved = membership is not None and state.org_known and state.org != membership.org
-                # (or an organization's item split meanwhile: its admission is a shard's, split.py)
-                if moved or state.allowance is not None or state.rebasing is not None:
+                # (or an organization's item split meanwhile: its admission is a shard's, split.py;
+                # or removed by DELETE /orgs: org_level.py)
+                gone = not self._listed and not state.exists
+                if moved or gone or state.allowance is not None or state.rebasing is not None:
                     return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 continue
             return self._not_admitted(attempt, state, judged, account_id)

@@ -35,27 +35,35 @@ def org_split_counter(table: str, clients: Clients, obs: Observability, effects:
         list_key=lambda org, kind: (org_pk(org), f"{COUNTER_PREFIX}{kind}#"),
         shard_of_sk=lambda sk: parse_org_counter_sk(sk)[1],
         pending_key=lambda org, kind: pending_shard(org_pk(org), "REBASE", kind=kind),
-        owner_check=lambda org, epoch: {
-            "ConditionCheck": {
-                "TableName": table,
-                "Key": org_key(org),
-                # DELETE /orgs marks it first, then removes its rebase records, then its shards;
-                # an organization created again under the id starts its epochs above epoch_base
-                "ConditionExpression": (
-                    "attribute_exists(pk) AND attribute_not_exists(deleting) "
-                    "AND (attribute_not_exists(epoch_base) OR epoch_base < :e)"
-                ),
-                "ExpressionAttributeValues": {":e": {"N": str(epoch)}},
-            }
-        },
+        # an organization created again under the id starts its epochs above epoch_base
+        owner_check=lambda org, epoch: org_lives(
+            table, org, "(attribute_not_exists(epoch_base) OR epoch_base < :e)", {":e": {"N": str(epoch)}}
+        ),
         epoch_floor=lambda org: org_epoch_base(clients, table, org),
     )
 
 
+def org_lives(
+    table: str, org_id: str, also: str = "", values: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A transaction's check that the organization exists and no DELETE /orgs has marked it
+    (which it does first, then removes its rebase records, then its counter items), and ``also``."""
+    condition = "attribute_exists(pk) AND attribute_not_exists(deleting)"
+    check: dict[str, Any] = {
+        "TableName": table,
+        "Key": org_key(org_id),
+        "ConditionExpression": f"{condition} AND {also}" if also else condition,
+    }
+    if values:
+        check["ExpressionAttributeValues"] = values
+    return {"ConditionCheck": check}
+
+
 def org_epoch_base(clients: Clients, table: str, org_id: str) -> int:
-    """Where the organization's epochs start (set when it is created: its creation time in ms
-    times a million, so an organization created again under a deleted one's id has epochs above
-    every one the old one could have reached); 0 for an organization created before it existed."""
+    """Where the organization's epochs start (set when it is created: a count of creations times
+    10^12, governance/changes.py, so an organization created again under a deleted one's id has
+    epochs above every one the old one could have reached); 0 for an organization created before
+    it existed."""
     item = clients.dynamodb.get_item(
         TableName=table, Key=org_key(org_id), ConsistentRead=True, ProjectionExpression="epoch_base"
     ).get("Item")

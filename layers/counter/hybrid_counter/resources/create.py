@@ -59,6 +59,11 @@ class AtLimit(Exception):
         self.error = error
 
 
+class OrgGone(Exception):
+    """The organization's counter was not there to admit at: DELETE /orgs came after the
+    create read the account's membership (which the member's leave before it changed)."""
+
+
 @dataclass(frozen=True)
 class Found:
     resource: Resource | None  # None: the id is free
@@ -187,7 +192,10 @@ class CreateFlow:
 
         org_certain = True
         if org is not None and org_seen is not None:  # the organization's level first (org_level.py)
-            org_certain = self._admit_at_org(request, rid, incarnation, org, org_seen)
+            try:
+                org_certain = self._admit_at_org(request, rid, incarnation, org, org_seen)
+            except OrgGone:
+                return None  # DELETE /orgs came since the membership was read: judge it all again
 
         admission_token = token(rid, incarnation)
         admission = self._counters.admit(
@@ -256,6 +264,8 @@ class CreateFlow:
                 org, account_id, rid, incarnation, kind=kind, shard=seen.shard
             )
         self._roll_back(account_id, kind, rid, incarnation)
+        if admitted.outcome is AdmissionOutcome.MOVED:
+            raise OrgGone(org)
         if admitted.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
             raise self._orgs.refused(admitted, kind, units)

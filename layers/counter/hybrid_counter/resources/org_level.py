@@ -35,14 +35,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.aws import THROTTLING_ERRORS, Attempted, Effect, error_code
+from hybrid_counter.aws import THROTTLING_ERRORS, Attempted, Effect, error_code, transact_conditionally
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
 from hybrid_counter.counters.split import OVERRIDE, Basis, Shard, ShardSet, shard_of_resource
 from hybrid_counter.counters.state import ALLOWANCE, BASIS, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
-from hybrid_counter.orgs.counters import org_split_counter
+from hybrid_counter.orgs.counters import org_lives, org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable
 from hybrid_counter.usage import OrgAnswer
@@ -263,14 +263,47 @@ class OrgLevel:
         an account's; on a split counter, its shard's (gathering allowance first if short)."""
         token = member_token(account_id, rid, incarnation)
         if seen.shard == 0 and self._single(org, seen.picture):
+            if not seen.state.exists:
+                opened = self._open(org, kind)
+                if opened is not None:
+                    return opened
             admitted = self.counters.admit(
                 org, rid, token, seen.state, kind=kind, units=units, judge=self._view.org_judge(org, kind)
             )
-            if admitted.outcome is not AdmissionOutcome.MOVED:
-                return admitted
+            if admitted.outcome is not AdmissionOutcome.MOVED or not admitted.state.exists:
+                return admitted  # (MOVED with no item: DELETE /orgs removed it; judge it all again)
             # split meanwhile: admitted on shard 0 of the split counter
         write = partial(self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units)
         return self._on_split(org, kind, seen.shard, units=units, write=write)
+
+    def _open(self, org: str, kind: str) -> Admission | None:
+        """Before a kind's first admission at the organization: its counter item put empty, in a
+        transaction with a check that the organization lives. The single item's admission requires
+        the item to exist, so no create judged before DELETE /orgs can make it again after (the
+        deletion marks the organization first, then removes its counter items). Paid once per
+        organization and kind; its only conflicts are other first creates of the kind. None: the
+        item is there (put, or by another create first); MOVED: the organization is gone or being
+        deleted (the create judges its membership again); NOT_APPLIED: throttled or unreachable."""
+        put = {
+            "Put": {
+                "TableName": self._table.name,
+                "Item": org_counter_key(org, kind=kind, shard=0),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+        try:
+            refused = transact_conditionally(
+                self._table.clients.dynamodb, [put, org_lives(self._table.name, org)], self._fx.retry
+            )
+        except (ClientError, BotoCoreError) as error:
+            self._obs.logger.warning(
+                "could not open the organization's counter", extra={"error": repr(error)}
+            )
+            throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
+            return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
+        if refused is not None and refused[1] is not None:
+            return Admission(AdmissionOutcome.MOVED, CounterState())
+        return None
 
     def _on_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
         """``units`` more on a split counter's shard (an admission, or a member resize's grow):
