@@ -9,13 +9,14 @@ invariant breaks and how). The others are evidence of attacks that held.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
-from hybrid_counter.errors import InProgress, LimitExceeded, NotFound
-from hybrid_counter.keys import counter_key, org_pk
+from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
+from hybrid_counter.keys import counter_key, org_pk, resource_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import admitted_of, created_again, partition
@@ -207,11 +208,13 @@ def is_pending_put(call: Call) -> bool:
 # item holding 0). Now the admission requires the item to exist, and a kind's first create opens
 # it empty in a transaction with a check that the organization lives (org_level.py ``_open``):
 # the create finds it gone, rolls its pending item back and judges the membership again.)
-@pytest.mark.parametrize("counter", ["none written yet", "written before"])
-def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(split_org, counter):
-    # Given an organization of 10 seats on one counter item, one member; the item not written
-    # yet, or written by a create and a delete before (holding 0)
-    org = split_org(10, 1, members=1)
+@pytest.mark.parametrize(
+    ("counter", "shards"), [("none written yet", 1), ("written before", 1), ("written before", 2)]
+)
+def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(split_org, counter, shards):
+    # Given an organization of 10 seats on one counter item (or split over 2), one member; the
+    # item not written yet, or written by a create and a delete before (holding 0)
+    org = split_org(10, shards, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
     if counter == "written before":
         before = org.rid_on(0)
@@ -219,6 +222,8 @@ def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(spli
         org.service.delete(account, before, kind=SEATS)
         org.drain()
         assert "COUNTER#seats#0" in judged_by(org)
+        if shards > 1:
+            org.service.set_org_shards(org.org_id, shards)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has judged its membership and read the organization's
         # counter, and is about to put its pending item ...
@@ -252,9 +257,7 @@ def test_concurrent_first_creates_of_a_kind_open_its_counter_once_and_are_all_co
         creates = []
         for n, account in enumerate(org.accounts):
             rid = org.rid_on(0)
-            op = race.start(
-                f"create{n}", lambda a=account, r=rid: org.new_service().create(a, r, {}, r, kind=SEATS)
-            )
+            op = race.start(f"create{n}", partial(first_create, org, account, rid))
             stop_before(race, op, is_opening)
             creates.append(op)
         # ... and they go on, one after the other
@@ -270,6 +273,47 @@ def test_concurrent_first_creates_of_a_kind_open_its_counter_once_and_are_all_co
     assert [held_by(org, a) for a in org.accounts].count((1, 1)) == 3
     assert org.picture().used == 3
     assert [sk for sk in judged_by(org) if sk.startswith("COUNTER#")] == ["COUNTER#seats#0"]
+
+
+@pytest.mark.parametrize("fault", ["ProvisionedThroughputExceededException", "lost"])
+def test_a_kinds_opening_throttled_or_whose_response_is_lost(split_org, fault):
+    # Given an organization of 3 seats on one counter item not written yet, one member
+    org = split_org(3, 1, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When the member's first create opens the organization's counter item, and that call is
+        # throttled on every attempt (or applies, its response lost, and botocore sends it again)
+        create = race.start("create", partial(first_create, org, account, rid))
+        stop_before(race, create, is_opening)
+        race.step(create, fault=fault)
+        while not create.done and create.pending is not None and is_opening(create.pending):
+            race.step(create, fault=None if fault == "lost" else fault)
+        race.finish(create)
+    if fault == "lost":
+        # Then the resend is answered as the transaction that applied: the create is made
+        assert create.error is None, create.error
+        org.drain()
+        assert held_by(org, account) == (1, 1)
+        assert org.picture().used == 1
+        return
+    # Then the create answers 429 with nothing written: no resource, no counter item ...
+    assert isinstance(create.error, Throttled), create.error
+    assert [sk for sk in judged_by(org) if sk.startswith("COUNTER#")] == []
+    assert (
+        org.clients.dynamodb.get_item(
+            TableName=org.settings.table_name, Key=resource_key(account, rid, kind=SEATS), ConsistentRead=True
+        ).get("Item")
+        is None
+    )
+    # ... and its retry is made
+    first_create(org, account, rid)
+    org.drain()
+    assert held_by(org, account) == (1, 1)
+    assert org.picture().used == 1
+
+
+def first_create(org: SplitOrg, account: str, rid: str) -> Any:
+    return org.new_service().create(account, rid, {}, rid, kind=SEATS)
 
 
 def held_by(org: SplitOrg, account: str) -> tuple[int, int]:

@@ -116,6 +116,12 @@ ATTEMPTS = 8
 SHARD_CHOICES = (1, 2, 4, 8, 16)  # each a whole number of the 16 ranges a shard
 
 
+class OwnerGone(InProgress):
+    """A rebase's owner is gone or being deleted (its ``owner_check`` refused): nothing was
+    changed. An InProgress, so an operator's change answers 503 as before; an admission judged
+    before the deletion judges its membership again (org_level.py)."""
+
+
 @dataclass(frozen=True)
 class Basis:
     """The limit allowances are laid out for, and where it came from: ``override``, or
@@ -476,7 +482,7 @@ class SplitCounter:
         if refused is None:
             return True
         if refused[1] is not None:
-            raise InProgress("the counter's owner is being deleted or is gone; nothing was changed")
+            raise OwnerGone("the counter's owner is being deleted or is gone; nothing was changed")
         return False
 
     def _target(self, picture: ShardSet, asked: Basis) -> Basis:
