@@ -60,8 +60,8 @@ def org_limit(n: int, of: str = R) -> OrgOp:
     return org_op("org_limit", n, of=of)
 
 
-def org_delete() -> OrgOp:
-    return org_op("org_delete")
+def org_delete(after: int | None = None) -> OrgOp:
+    return org_op("org_delete", after=after)
 
 
 def org_shards(n: int) -> OrgOp:
@@ -283,6 +283,22 @@ ORG_SCENARIOS: list[OrgScenario] = [
     deletion(
         "deleted with a member (refused) while an operator splits it over 4",
         (org_shards(4), org_delete()),
+        members=("A",),
+    ),
+    # A member's create judged before its account leaves and the organization is deleted (once
+    # the leave answered): it must not write the deleted partition (the kind's opening of the counter item, or the
+    # single item's admission, finds it gone; design.md §10.2)
+    scenario(
+        "A posts while A leaves and the organization is deleted, its counter not written yet",
+        (post("A"), membership("leave", "A"), org_delete(after=1)),
+        org=3,
+        members=("A",),
+    ),
+    scenario(
+        "A posts while A leaves and the organization is deleted, its counter written",
+        (post("A"), membership("leave", "A"), org_delete(after=1)),
+        org=3,
+        org_override=3,
         members=("A",),
     ),
     # A member's resize (design.md §10.7): a grow admitted at the organization first, then at its
