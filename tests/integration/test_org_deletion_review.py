@@ -16,7 +16,7 @@ import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
-from hybrid_counter.keys import counter_key, org_pk, resource_key
+from hybrid_counter.keys import counter_key, org_key, org_pk, resource_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import admitted_of, created_again, partition
@@ -273,6 +273,67 @@ def test_concurrent_first_creates_of_a_kind_open_its_counter_once_and_are_all_co
     assert [held_by(org, a) for a in org.accounts].count((1, 1)) == 3
     assert org.picture().used == 3
     assert [sk for sk in judged_by(org) if sk.startswith("COUNTER#")] == ["COUNTER#seats#0"]
+
+
+def is_account_admission(call: Call) -> bool:
+    return (
+        call.operation == "UpdateItem"
+        and (call.partition or "").startswith("ACCOUNT#")
+        and call.key.startswith("COUNTER#")
+    )
+
+
+def is_counters_removal(call: Call) -> bool:
+    """DELETE /orgs removing the organization's counter items (a transaction of deletes)."""
+    return call.operation == "TransactWriteItems" and any(
+        "Delete" in action and action["Delete"]["Key"]["sk"]["S"].startswith("COUNTER#")
+        for action in call.body.get("TransactItems", [])
+    )
+
+
+# (was: 409 OrganizationNotEmpty, "has members", for an organization without members; or, with
+# the admission landing after the deletion's read, the deletion's last transaction refused and
+# its mark left until the next DELETE)
+@pytest.mark.parametrize("lands", ["before the deletion's read", "after the deletion's read"])
+def test_a_deletion_meeting_a_former_members_admission_in_flight_answers_503_and_leaves_no_mark(
+    split_org, lands
+):
+    # Given an organization of 10 seats whose counter item holds nothing, one member
+    org = split_org(10, 1, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    before = org.rid_on(0)
+    org.service.create(account, before, {}, before, kind=SEATS)
+    org.service.delete(account, before, kind=SEATS)
+    org.drain()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When the member's create has read its membership, and its account leaves before its
+        # pending item is put ...
+        create = race.start("create", partial(first_create, org, account, rid))
+        stop_before(race, create, is_pending_put)
+        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
+        assert leave.error is None, leave.error
+        # ... and the create's admission at the organization applies (the item is there) before
+        # DELETE /orgs reads the counters, or between that read and their removal
+        deletion = race.start("delete", lambda: org.new_service().delete_org(org.org_id))
+        if lands == "after the deletion's read":
+            stop_before(race, deletion, is_counters_removal)
+        stop_before(race, create, is_account_admission)
+        race.finish(deletion)
+        # Then the deletion answers 503 (retry), and the organization is not left marked
+        assert isinstance(deletion.error, InProgress), deletion.error
+        profile = org.clients.dynamodb.get_item(
+            TableName=org.settings.table_name, Key=org_key(org.org_id), ConsistentRead=True
+        )["Item"]
+        assert "deleting" not in profile
+        race.finish(create)
+    # And the create, refused at its account (it left), is undone there and judged again: created
+    # as the account's alone; then DELETE /orgs is a 204 that leaves nothing
+    assert create.error is None, create.error
+    org.drain()
+    assert held_by(org, account) == (1, 1)
+    assert org.picture().used == 0
+    org.new_service().delete_org(org.org_id)
+    assert judged_by(org) == []
 
 
 @pytest.mark.parametrize("fault", ["ProvisionedThroughputExceededException", "lost"])

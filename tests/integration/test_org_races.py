@@ -167,12 +167,13 @@ def test_an_undo_whose_release_is_throttled_is_finished_by_the_sweeper_once(org:
     # Given a at its own limit of 1 but for a create that passed its check before another took
     # the account's last slot, whose undo at the organization is then throttled on every
     # attempt (its single-attempt writes after its account's refusal; its organization's
-    # admission is already waiting at the scheduler when the fault is set)
+    # admission is already waiting at the scheduler when the fault is set, after the kind's
+    # opening of the organization's counter item, a transaction)
     org.service.set_limit(org.a, 1, kind=SEATS)
     slow, fast = org.new_service(), org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         late = race.start("late", lambda: slow.create(org.a, "late", {}, kind=SEATS))
-        race.until(late, "PutItem")
+        race.until(late, "TransactWriteItems")
         race.run("early", lambda: fast.create(org.a, "early", {}, kind=SEATS))
         with injected(
             org.clients.dynamodb_single_attempt, "UpdateItem", error="ThrottlingException", times=100, skip=1

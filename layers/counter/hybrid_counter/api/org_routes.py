@@ -89,7 +89,11 @@ def org_routes(service: Callable[[], ResourceService]) -> Router:
     @router.delete(
         "/orgs/<org_id>",
         summary="Delete an organization",
-        description="Operators: only without members (409 OrganizationNotEmpty otherwise).",
+        description=(
+            "Operators: only without members (409 OrganizationNotEmpty otherwise). Without members but "
+            "with units still held by requests in flight (a former member's create being undone, a "
+            "delete not yet released there): 503, retry shortly."
+        ),
         tags=[ORGANIZATIONS],
         operation_id="deleteOrg",
         responses=responses(NO_CONTENT, NO_SUCH_ORG, ORG_NOT_EMPTY),
