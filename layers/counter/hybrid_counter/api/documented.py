@@ -324,7 +324,7 @@ ORG_NOT_EMPTY: dict[int, OpenAPIResponse] = {
     409: _answer(
         "OrganizationNotEmpty: the organization still has members; remove them first. Nothing changed",
         MembershipConflict(
-            "OrganizationNotEmpty", "organization acme has members or holds units; remove them first"
+            "OrganizationNotEmpty", "organization acme has members; remove them first"
         ),
     )
 }

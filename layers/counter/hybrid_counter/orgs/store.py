@@ -469,5 +469,5 @@ def _settling(org_id: str) -> InProgress:
 
 def _not_empty(org_id: str) -> MembershipConflict:
     return MembershipConflict(
-        "OrganizationNotEmpty", f"organization {org_id} has members or holds units; remove them first"
+        "OrganizationNotEmpty", f"organization {org_id} has members; remove them first"
     )
