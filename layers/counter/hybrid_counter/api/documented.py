@@ -323,9 +323,7 @@ LEAVE_CONFLICT: dict[int, OpenAPIResponse] = {
 ORG_NOT_EMPTY: dict[int, OpenAPIResponse] = {
     409: _answer(
         "OrganizationNotEmpty: the organization still has members; remove them first. Nothing changed",
-        MembershipConflict(
-            "OrganizationNotEmpty", "organization acme has members; remove them first"
-        ),
+        MembershipConflict("OrganizationNotEmpty", "organization acme has members; remove them first"),
     )
 }
 

@@ -197,9 +197,11 @@ def release(
     best_effort_at_zero: bool = False,
     units: int = 1,
     best_effort_seen: int | None = None,
+    must_exist: bool = False,
 ) -> UpdateExpr:
     """A delete frees its slot: best_effort - units, and eventual - units if the stream had
-    counted it.
+    counted it. ``must_exist``: an organization's counter item, which only a kind's opening
+    creates (org_level.py): a release never puts one back after DELETE /orgs removed it.
 
     best_effort only goes down while it holds the units: below, it already undercounts (after a
     failure), and the write made with ``best_effort_seen`` (the value the first write was refused
@@ -213,6 +215,8 @@ def release(
     _range_delta(expr, range_of(resource_id), be_delta, ev_delta)
     expr.set_string(LAST_RELEASE, release_token)
     _floor_condition(expr, units, best_effort_seen)
+    if must_exist:
+        expr.when(f"attribute_exists({expr.name('pk')})")
     return expr
 
 

@@ -238,14 +238,24 @@ class CounterStore:
         attempt = Attempted(Effect.NOT_APPLIED)
         for _ in range(4):
             expr = expressions.release(
-                resource_id, release_token, counted, units=units, best_effort_seen=seen
+                resource_id,
+                release_token,
+                counted,
+                units=units,
+                best_effort_seen=seen,
+                must_exist=not self._listed,
             )
             args: dict[str, Any] = expr.update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
             if attempt.effect is not Effect.CONDITION_FAILED:
                 break
-            seen = max(0, self._refused_on(attempt).best_effort)
+            refused = self._refused_on(attempt)
+            if not self._listed and not refused.exists:
+                # DELETE /orgs removes an organization's counter item only while it holds
+                # nothing: nothing was held there to release
+                return Attempted(None)
+            seen = max(0, refused.best_effort)
         if not attempt.applied:
             self._obs.count(
                 "ReleaseNotApplied" if attempt.effect is Effect.NOT_APPLIED else "ReleaseOutcomeUnknown"

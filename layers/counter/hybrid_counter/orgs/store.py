@@ -325,7 +325,9 @@ class OrgStore:
         records = self._items(pk, REBASE_PREFIX)
         items = self._items(pk, COUNTER_PREFIX) + records
         if any(_holds(item) for item in items):
-            self._unmark(org_id)
+            # The mark stays: it may be another deletion's too, under way or half done (records
+            # or counters removed), and removing it would let the organization live on without
+            # them. Without members nothing needs it gone; the next DELETE finishes.
             raise _settling(org_id)
         if settle is not None:
             for item in [*items, marked]:
@@ -390,18 +392,8 @@ class OrgStore:
                 self._clients.dynamodb, actions[at : at + TRANSACTION_ITEMS], self._retry
             ):
                 # raised since it was read: by an admission judged before its account left
-                # (org_level.py), undone once that account's admission is refused
-                self._unmark(org_id)
+                # (org_level.py), undone once that account's admission is refused (mark kept)
                 raise _settling(org_id)
-
-    def _unmark(self, org_id: str) -> None:
-        """The deletion given up: the organization takes changes again."""
-        self._clients.dynamodb.update_item(
-            TableName=self._table,
-            Key=org_key(org_id),
-            UpdateExpression="REMOVE deleting",
-            ConditionExpression="attribute_exists(pk)",
-        )
 
     def _remove_profile(self, org_id: str) -> None:
         """The item this deletion marked (an organization created again under the id since has
@@ -460,14 +452,13 @@ def _holds(item: dict[str, Any]) -> bool:
 def _settling(org_id: str) -> InProgress:
     """No members (its mark's condition), yet a counter holds units: of requests still in flight
     (a former member's create being undone, a member's delete not yet released there, one left
-    to the sweeper), which release them. Not 409: nothing the operator can remove."""
+    to the sweeper), which release them. Not 409: nothing the operator can remove. It stays
+    marked (no join or change is taken) until a DELETE finishes."""
     return InProgress(
-        f"organization {org_id} has no members, but its counters still hold units of requests in "
-        "flight; retry the request shortly"
+        f"organization {org_id} is being deleted, but its counters still hold units of requests in "
+        "flight; retry the request shortly to finish the deletion"
     )
 
 
 def _not_empty(org_id: str) -> MembershipConflict:
-    return MembershipConflict(
-        "OrganizationNotEmpty", f"organization {org_id} has members; remove them first"
-    )
+    return MembershipConflict("OrganizationNotEmpty", f"organization {org_id} has members; remove them first")
