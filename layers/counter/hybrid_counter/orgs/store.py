@@ -314,9 +314,10 @@ class OrgStore:
         (a split organization's ALERT# items): only without members (design.md §10.2).
 
         Marked ``deleting`` first (conditional on no members; joins, overrides, plan moves and
-        rebase records are refused from then on), so its counters can only go down while they
-        are checked and removed; the organization's item goes last, so a deletion that dies half
-        way is finished by the next DELETE. ``settle``: called with each item about to go, once
+        rebase records are refused from then on), so only a former member's admission judged
+        before its account left can still raise a counter (and its undo lowers it again): a
+        deletion that finds one held answers 503 with the mark kept; the organization's item
+        goes last, so a deletion that dies or gives up half way is finished by the next DELETE. ``settle``: called with each item about to go, once
         no override can be written any more (the mark), to complete the history of a limit
         change it names first (its request may have died before it: the sweeper completes one
         only while an item names it)."""
@@ -369,8 +370,9 @@ class OrgStore:
 
     def _remove_counters(self, org_id: str) -> None:
         """Its counter items (each conditional on holding nothing) and its threshold state, in
-        transactions of at most 100 items (16 shards of many kinds are more than one holds):
-        nothing can raise a counter once it is marked, so the batches need no atomicity."""
+        transactions of at most 100 items (16 shards of many kinds are more than one holds). No
+        atomicity is needed between them: a batch refused by an admission in flight leaves the
+        mark, and the next DELETE removes what is left."""
         counted = (
             "(attribute_not_exists(best_effort) OR best_effort = :zero) "
             "AND (attribute_not_exists(eventual) OR eventual = :zero)"

@@ -304,9 +304,9 @@ class OrgLevel:
             )
             throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
             return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
-        if refused is not None and refused[1] is not None:
+        if refused is not None and refused[1] == "ConditionalCheckFailed":
             return Admission(AdmissionOutcome.MOVED, CounterState())
-        return None
+        return None  # (or only the put refused: the item is there)
 
     def _on_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
         """``units`` more on a split counter's shard (an admission, or a member resize's grow):
