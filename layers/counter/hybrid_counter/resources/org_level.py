@@ -299,14 +299,16 @@ class OrgLevel:
                 self._table.clients.dynamodb, [put, org_lives(self._table.name, org)], self._fx.retry
             )
         except (ClientError, BotoCoreError) as error:
-            self._obs.logger.warning(
-                "could not open the organization's counter", extra={"error": repr(error)}
-            )
-            throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
-            return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
+            return self._not_applied(error, "could not open the organization's counter")
         if refused is not None and refused[1] == "ConditionalCheckFailed":
             return Admission(AdmissionOutcome.MOVED, CounterState())
         return None  # (or only the put refused: the item is there)
+
+    def _not_applied(self, error: ClientError | BotoCoreError, what: str) -> Admission:
+        """Nothing written at the organization: throttled (429) or unavailable (503)."""
+        self._obs.logger.warning(what, extra={"error": repr(error)})
+        throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
+        return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
 
     def _on_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
         """``units`` more on a split counter's shard (an admission, or a member resize's grow):
@@ -657,11 +659,7 @@ class OrgLevel:
         try:
             picture = self.splits.read(org, kind)
         except (ClientError, BotoCoreError) as error:  # nothing moved: the resize is reverted
-            self._obs.logger.warning(
-                "could not read the organization's counter", extra={"error": repr(error)}
-            )
-            throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
-            return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
+            return self._not_applied(error, "could not read the organization's counter")
         if move.shard == 0 and self._single(org, picture):
             judge = self._view.org_judge(org, kind)
             grown = store.resize(
