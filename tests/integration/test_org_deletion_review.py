@@ -17,7 +17,7 @@ import pytest
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
 from hybrid_counter.keys import counter_key, org_key, org_pk, resource_key
-from tests.explorer.scheduler import Call, Race
+from tests.explorer.scheduler import Call, Operation, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import admitted_of, created_again, partition
 from tests.integration.test_split_review import (
@@ -203,6 +203,31 @@ def is_pending_put(call: Call) -> bool:
     return call.operation == "PutItem" and call.key.startswith("RESOURCE#")
 
 
+def judged_then_left(race: Race, org: SplitOrg, account: str, rid: str) -> Operation:
+    """A member's create started and stopped before its pending item's put (it has read its
+    membership and the organization's counter), then its account's leave run to its answer."""
+    create = race.start("create", partial(first_create, org, account, rid))
+    stop_before(race, create, is_pending_put)
+    leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
+    assert leave.error is None, leave.error
+    return create
+
+
+def written_before(org: SplitOrg, account: str) -> None:
+    """The organization's counter item for seats written (a create and a delete), holding 0."""
+    rid = org.rid_on(0)
+    org.service.create(account, rid, {}, rid, kind=SEATS)
+    org.service.delete(account, rid, kind=SEATS)
+    org.drain()
+    assert "COUNTER#seats#0" in judged_by(org)
+
+
+def profile_of(org: SplitOrg) -> dict[str, Any] | None:
+    return org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=org_key(org.org_id), ConsistentRead=True
+    ).get("Item")
+
+
 # (fixed: the single item's admission was an upsert, so it created ORG#<id>/COUNTER#seats#0 again
 # after the 204 (best_effort 1; its account's admission was refused, MOVED, and the undo left the
 # item holding 0). Now the admission requires the item to exist, and a kind's first create opens
@@ -217,21 +242,14 @@ def test_a_members_create_judged_before_the_deletion_leaves_no_counter_item(spli
     org = split_org(10, shards, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
     if counter == "written before":
-        before = org.rid_on(0)
-        org.service.create(account, before, {}, before, kind=SEATS)
-        org.service.delete(account, before, kind=SEATS)
-        org.drain()
-        assert "COUNTER#seats#0" in judged_by(org)
+        written_before(org, account)
         if shards > 1:
             org.service.set_org_shards(org.org_id, shards)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has judged its membership and read the organization's
         # counter, and is about to put its pending item ...
-        create = race.start("create", lambda: org.new_service().create(account, rid, {}, rid, kind=SEATS))
-        stop_before(race, create, is_pending_put)
         # ... the member leaves, and DELETE /orgs runs to its 204 ...
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
         assert deletion.error is None, deletion.error
         assert judged_by(org) == []
@@ -303,17 +321,11 @@ def test_a_deletion_meeting_a_former_members_admission_in_flight_answers_503_and
     # Given an organization of 10 seats whose counter item holds nothing, one member
     org = split_org(10, 1, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
-    before = org.rid_on(0)
-    org.service.create(account, before, {}, before, kind=SEATS)
-    org.service.delete(account, before, kind=SEATS)
-    org.drain()
+    written_before(org, account)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has read its membership, and its account leaves before its
         # pending item is put ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         # ... and the create's admission at the organization applies (the item is there) before
         # DELETE /orgs reads the counters, or between that read and their removal
         deletion = race.start("delete", lambda: org.new_service().delete_org(org.org_id))
@@ -324,10 +336,7 @@ def test_a_deletion_meeting_a_former_members_admission_in_flight_answers_503_and
         # Then the deletion answers 503 (retry), the organization still there and marked (no
         # join is taken: it is being deleted)
         assert isinstance(deletion.error, InProgress), deletion.error
-        profile = org.clients.dynamodb.get_item(
-            TableName=org.settings.table_name, Key=org_key(org.org_id), ConsistentRead=True
-        )["Item"]
-        assert profile["deleting"] == {"BOOL": True}
+        assert (profile_of(org) or {})["deleting"] == {"BOOL": True}
         with pytest.raises(NotFound):
             org.new_service().add_member(org.org_id, f"{account}-other")
         race.finish(create)

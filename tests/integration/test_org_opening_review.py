@@ -10,13 +10,12 @@ how); the others are evidence of attacks that held.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
 
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
-from hybrid_counter.keys import org_key, org_pk
+from hybrid_counter.keys import org_pk
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import created_again, partition
@@ -26,10 +25,12 @@ from tests.integration.test_org_deletion_review import (
     is_account_admission,
     is_counters_removal,
     is_opening,
-    is_pending_put,
     judged_by,
+    judged_then_left,
+    profile_of,
+    written_before,
 )
-from tests.integration.test_split_review import SEATS, SplitOrg, split_org, stop_before
+from tests.integration.test_split_review import SEATS, split_org, stop_before
 
 pytestmark = pytest.mark.integration
 __all__ = ["split_org"]
@@ -51,21 +52,6 @@ def is_deletion_read(call: Call) -> bool:
     return call.operation == "Query" and "ORG#" in str(call.body.get("ExpressionAttributeValues", {}))
 
 
-def written_before(org: SplitOrg, account: str) -> None:
-    """The organization's counter item for seats written (a create and a delete), holding 0."""
-    rid = org.rid_on(0)
-    org.service.create(account, rid, {}, rid, kind=SEATS)
-    org.service.delete(account, rid, kind=SEATS)
-    org.drain()
-    assert "COUNTER#seats#0" in judged_by(org)
-
-
-def profile_of(org: SplitOrg) -> dict[str, Any] | None:
-    return org.clients.dynamodb.get_item(
-        TableName=org.settings.table_name, Key=org_key(org.org_id), ConsistentRead=True
-    ).get("Item")
-
-
 # ---- defects ---------------------------------------------------------------------------------------
 # (fixed: the undo's release, refused on the missing item, was written again with the floor of 0
 # and no condition, an upsert that put ORG#<id>/COUNTER#seats#0 back after the 204. An
@@ -82,10 +68,7 @@ def test_an_undo_after_the_deletion_puts_no_counter_item_back(split_org, shards)
         org.service.set_org_shards(org.org_id, shards)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has read its membership, and its account leaves ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         # ... its admission at the organization answers 500 without applying ...
         stop_before(race, create, is_org_admission)
         race.step(create, fault="InternalServerError")
@@ -122,10 +105,7 @@ def test_the_sweepers_undo_after_the_deletion_puts_no_counter_item_back(split_or
         # When the member's create, judged before its account left, has its admission at the
         # organization answer 500 without applying, is refused at its account, and its process
         # dies as its undo is about to release at the organization ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         stop_before(race, create, is_org_admission)
         race.step(create, fault="InternalServerError")
         stop_before(race, create, is_org_release)
@@ -150,10 +130,7 @@ def test_a_deletion_giving_up_does_not_make_a_concurrent_one_answer_404(split_or
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has read its membership, its account leaves, and its admission
         # at the organization applies (the counter holds 1) ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         stop_before(race, create, is_account_admission)
         # ... a DELETE /orgs (D1) has marked the organization and read its rebase records and its
         # counters (one holding the unit) ...
@@ -197,12 +174,9 @@ def test_a_create_judged_by_a_deleted_organization_takes_no_seat_of_one_created_
     account, rid = org.accounts[0], org.rid_on(0)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's first create has read its membership and the organization's counter ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
         # ... its account leaves, DELETE /orgs answers 204, and the organization is created again
         # under the id, on a plan of 1 seat, with another member ...
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
         assert deletion.error is None, deletion.error
         _, member = created_again(org, 1)
@@ -240,10 +214,7 @@ def test_a_deletion_giving_up_after_its_first_batch_stays_marked_until_its_retry
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's create has read its membership, its account leaves, DELETE /orgs has
         # read the counters (nothing held), and the create's admission at the organization lands
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         deletion = race.start("delete", lambda: org.new_service().delete_org(org.org_id))
         stop_before(race, deletion, is_counters_removal)
         stop_before(race, create, is_account_admission)
@@ -272,10 +243,7 @@ def test_an_opening_sent_after_the_deletions_mark_is_refused_and_the_create_judg
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's first create is about to open the organization's counter item, its
         # account has left, and DELETE /orgs has marked the organization (not read its items yet)
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         stop_before(race, create, is_opening)
         deletion = race.start("delete", lambda: org.new_service().delete_org(org.org_id))
         stop_before(race, deletion, is_deletion_read)
@@ -299,10 +267,7 @@ def test_an_opening_whose_response_is_lost_and_resent_after_the_deletion_leaves_
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When the member's first create, judged before its account left, opens the item: it
         # applies, its response is lost, and botocore's resend waits ...
-        create = race.start("create", partial(first_create, org, account, rid))
-        stop_before(race, create, is_pending_put)
-        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
-        assert leave.error is None, leave.error
+        create = judged_then_left(race, org, account, rid)
         sent = stop_before(race, create, is_opening)
         race.step(create, fault="lost")
         resend = create.pending
