@@ -463,7 +463,7 @@ class OrgRun(Run):
         )
         incarnation = f"{rid}dead{0:012x}"[:16]
         orgs = self.service("d").orgs
-        seen = orgs.precheck(self.org, kind, units, rid)
+        seen = orgs.precheck(self.org, kind, units, rid, epoch=None)  # (as the cache has it)
         item = resource_items.pending_item(
             account,
             rid,

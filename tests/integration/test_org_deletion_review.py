@@ -25,7 +25,6 @@ from tests.integration.test_split_review import (
     SplitOrg,
     is_freeze,
     is_rebase_put,
-    puts_of,
     split_org,
     stop_before,
 )
@@ -400,9 +399,13 @@ def held_by(org: SplitOrg, account: str) -> tuple[int, int]:
 
 
 def is_opening(call: Call) -> bool:
-    """A kind's first create opening the organization's counter item (org_level.py ``_open``)."""
+    """A kind's first create opening the organization's counter item (org_level.py ``_open``:
+    marking it ``org_epoch``, in a transaction with a check of its organization)."""
     return call.operation == "TransactWriteItems" and any(
-        put.get("Item", {}).get("sk", {}).get("S", "").startswith("COUNTER#") for put in puts_of(call)
+        "Update" in action
+        and action["Update"]["Key"]["sk"]["S"].startswith("COUNTER#")
+        and "org_epoch" in (action["Update"].get("ExpressionAttributeNames") or {}).values()
+        for action in call.body.get("TransactItems", [])
     )
 
 

@@ -10,12 +10,13 @@ how); the others are evidence of attacks that held.
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
-from hybrid_counter.keys import org_pk
+from hybrid_counter.keys import counter_key, org_counter_key, org_pk, profile_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import created_again, partition
@@ -30,7 +31,7 @@ from tests.integration.test_org_deletion_review import (
     profile_of,
     written_before,
 )
-from tests.integration.test_split_review import SEATS, split_org, stop_before
+from tests.integration.test_split_review import SEATS, SplitOrg, split_org, stop_before
 
 pytestmark = pytest.mark.integration
 __all__ = ["split_org"]
@@ -155,40 +156,57 @@ def test_a_deletion_giving_up_does_not_make_a_concurrent_one_answer_404(split_or
     assert judged_by(org) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "A create is refused at an organization's limit only for what its members hold: broken. "
-        "A member's first create of a kind reads its membership of the organization (no counter "
-        "item); its account leaves, the organization is deleted and created again under the id "
-        "(1 seat, another member); the create opens the new organization's item (org_lives checks "
-        "only that an organization of the id lives, not the one judged) and is admitted there "
-        "(O2); the new organization's only member is then refused its first seat (409, scope "
-        "organization), until the stray create is undone at its account (or, its process dead, "
-        "by the sweeper after the grace period)."
-    ),
-)
-def test_a_create_judged_by_a_deleted_organization_takes_no_seat_of_one_created_again(split_org):
-    # Given an organization of 10 seats, its counter item not written yet, one member
+# (fixed: the opening's check asked only that *an* organization of the id live, not the one the
+# create was judged by, so a create judged by a deleted organization opened the item of one created
+# again under its id and was admitted there (O2), refusing that organization's members until it
+# was undone. Members now record which creation of the organization they joined (``org_epoch``,
+# its epoch_base); a kind's opening marks the item with it, in a transaction with a check that
+# this creation lives, and O2 is conditional on the mark.)
+@pytest.mark.parametrize("before", ["not written", "written", "written, then an override"])
+def test_a_create_judged_by_a_deleted_organization_takes_no_seat_of_one_created_again(split_org, before):
+    # Given an organization of 10 seats, one member, its counter item not written yet (or written,
+    # holding nothing)
     org = split_org(10, 1, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
+    if before != "not written":
+        written_before(org, account)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
-        # When the member's first create has read its membership and the organization's counter ...
+        # When the member's create has read its membership and the organization's counter ...
         # ... its account leaves, DELETE /orgs answers 204, and the organization is created again
-        # under the id, on a plan of 1 seat, with another member ...
+        # under the id, on a plan of 1 seat (2 with the counter written: the new member's first
+        # seat opens it), with another member ...
         create = judged_then_left(race, org, account, rid)
         deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
         assert deletion.error is None, deletion.error
-        _, member = created_again(org, 1)
-        # ... the create goes on to its account's admission ...
+        _, member = created_again(org, 1 if before == "not written" else 2)
+        seats = [f"new{n}-{rid}" for n in range(2)]
+        if before == "written, then an override":  # its item written by the override, unmarked
+            org.new_service().set_org_limit(org.org_id, SEATS, 2)
+            assert "org_epoch" not in item_of(org)
+        if before != "not written":
+            org.new_service().create(member, seats[1], {}, seats[1], kind=SEATS)
+            assert "org_epoch" in item_of(org)
+        # ... the create goes on until its account's admission (or its judgement again's) ...
         stop_before(race, create, is_account_admission)
-        # ... and the new member creates its first seat meanwhile
-        seat = f"new-{rid}"
-        outcome = race.run("member", lambda: org.new_service().create(member, seat, {}, seat, kind=SEATS))
+        # ... and the new member creates a seat meanwhile
+        outcome = race.run(
+            "member", lambda: org.new_service().create(member, seats[0], {}, seats[0], kind=SEATS)
+        )
         race.finish(create)
-    # Then the new member's seat is admitted (the organization holds nothing of its members)
-    assert not isinstance(outcome.error, LimitExceeded), outcome.error
+    # Then the new member's seat is admitted: the organization holds nothing but its members' ...
     assert outcome.error is None, outcome.error
+    # ... and the create, judged again, is made as its account's alone
+    assert create.error is None, create.error
+    org.drain()
+    assert held_by(org, account) == (1, 1)
+    assert org.new_service().org_usage(org.org_id).kinds[SEATS].used == (1 if before == "not written" else 2)
+
+
+def item_of(org: SplitOrg) -> dict[str, Any]:
+    """The organization's counter item of seats (shard 0), as stored."""
+    return org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=org_counter_key(org.org_id, kind=SEATS), ConsistentRead=True
+    ).get("Item", {})
 
 
 DESKS = "desks"
@@ -288,7 +306,7 @@ def test_an_opening_whose_response_is_lost_and_resent_after_the_deletion_leaves_
 def test_an_opened_item_left_empty_is_read_as_holding_nothing_everywhere(split_org):
     # Given an organization of 3 seats, one member, whose first create of seats opened the
     # counter item and was then throttled at its admission there on every attempt (429): the
-    # item left as opened, with nothing but its key
+    # item left as opened, with nothing but its key and the mark of the organization's creation
     org = split_org(3, 1, members=1)
     account, rid = org.accounts[0], org.rid_on(0)
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
@@ -299,7 +317,7 @@ def test_an_opened_item_left_empty_is_read_as_holding_nothing_everywhere(split_o
         race.finish(create)
     assert isinstance(create.error, Throttled), create.error
     opened = [i for i in partition(org) if i["sk"]["S"] == "COUNTER#seats#0"]
-    assert [sorted(i) for i in opened] == [["pk", "sk"]]
+    assert [sorted(i) for i in opened] == [["org_epoch", "pk", "sk"]]
     # When the stream path (counting and threshold judgement) takes its partition's records
     records = org.stream.records_of(org_pk(org.org_id))
     watcher = watcher_of(org.new_service(), org.settings, org.clients)
@@ -325,3 +343,120 @@ def test_an_opened_item_left_empty_is_read_as_holding_nothing_everywhere(split_o
     assert made == 3
     org.drain()
     assert org.picture().used == 3
+
+
+# ---- members record the creation of the organization they joined ---------------------------------
+def is_membership_change(call: Call) -> bool:
+    """A join's (or leave's) one transaction (orgs/store.py)."""
+    return call.operation == "TransactWriteItems" and any(
+        "Update" in action and action["Update"]["Key"]["sk"]["S"] == "PLAN"
+        for action in call.body.get("TransactItems", [])
+    )
+
+
+def recorded(org: SplitOrg, account: str) -> tuple[str | None, str | None]:
+    """The creation of the organization the account's profile and its seats item name."""
+    profile = org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=profile_key(account), ConsistentRead=True
+    ).get("Item", {})
+    counter = org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=counter_key(account, kind=SEATS), ConsistentRead=True
+    ).get("Item", {})
+    return profile.get("org_epoch", {}).get("N"), counter.get("org_epoch", {}).get("N")
+
+
+def test_a_member_records_the_creation_it_joined_and_forgets_it_on_leaving(split_org):
+    # Given an organization with one member that has used seats
+    org = split_org(10, 1, members=1)
+    account = org.accounts[0]
+    written_before(org, account)
+    epoch = (profile_of(org) or {})["epoch_base"]["N"]
+    # Then its profile and its counter item name the organization's creation ...
+    assert recorded(org, account) == (epoch, epoch)
+    # ... and neither does once it leaves
+    org.service.remove_member(org.org_id, account)
+    assert recorded(org, account) == (None, None)
+
+
+def test_a_join_racing_the_organizations_deletion_and_creation_again_joins_the_new_one(split_org):
+    # Given an organization with no members, and an account that may hold 100 seats
+    org = split_org(10, 1, members=0)
+    account = f"joining-{org.rid_on(0)}"
+    org.service.set_limit(account, 100, kind=SEATS)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When a join has read the organization and is about to write ...
+        join = race.start("join", lambda: org.new_service().add_member(org.org_id, account))
+        stop_before(race, join, is_membership_change)
+        # ... and the organization is deleted and created again under the id
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        org.new_service().put_org(org.org_id, org.plan)
+        race.finish(join)
+    # Then the join, refused by the creation it read, reads again and joins the new one
+    assert join.error is None, join.error
+    epoch = (profile_of(org) or {})["epoch_base"]["N"]
+    assert recorded(org, account)[0] == epoch
+    # ... whose creates it is then admitted by
+    rid = org.rid_on(0)
+    org.new_service().create(account, rid, {}, rid, kind=SEATS)
+    assert org.new_service().org_usage(org.org_id).kinds[SEATS].used == 1
+
+
+def test_a_member_that_joined_before_members_recorded_it_is_judged_by_the_cached_organization(split_org):
+    # Given a member whose profile and counter item do not name the organization's creation (it
+    # joined before members recorded it), and whose organization's counter is not opened yet
+    org = split_org(10, 1, members=1)
+    account = org.accounts[0]
+    org.service.create(account, "first", {}, "first", kind=SEATS)
+    org.service.delete(account, "first", kind=SEATS)
+    org.drain()
+    for key in (
+        profile_key(account),
+        counter_key(account, kind=SEATS),
+        org_counter_key(org.org_id, kind=SEATS),
+    ):
+        org.clients.dynamodb.update_item(
+            TableName=org.settings.table_name, Key=key, UpdateExpression="REMOVE org_epoch"
+        )
+    assert recorded(org, account) == (None, None)
+    assert "org_epoch" not in item_of(org)
+    # When it creates a seat
+    rid = org.rid_on(0)
+    org.new_service().create(account, rid, {}, rid, kind=SEATS)
+    # Then it is admitted at its organization, whose item is marked again by the creation it is
+    assert org.new_service().org_usage(org.org_id).kinds[SEATS].used == 1
+    assert item_of(org)["org_epoch"]["N"] == (profile_of(org) or {})["epoch_base"]["N"]
+
+
+def is_org_read(call: Call) -> bool:
+    """A create's first read of its organization (its counter items, or its profile)."""
+    return call.operation in ("Query", "GetItem") and "ORG#" in str(call.body)
+
+
+def test_a_create_judged_a_member_before_the_organization_was_created_again_takes_no_seat_of_it(split_org):
+    # Given a member whose seats item names the organization (it used seats before)
+    org = split_org(10, 1, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    written_before(org, account)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When its create has read its membership, but not the organization yet ...
+        create = race.start("create", partial(first_create, org, account, rid))
+        stop_before(race, create, is_org_read)
+        # ... its account leaves, the organization is deleted and created again under the id (1
+        # seat, another member), and the create reads the new one (its counter, its plan) ...
+        leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
+        assert leave.error is None, leave.error
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        _, member = created_again(org, 1)
+        stop_before(race, create, is_account_admission)
+        # ... and the new member creates its first seat meanwhile
+        seat = f"new-{rid}"
+        outcome = race.run("member", lambda: org.new_service().create(member, seat, {}, seat, kind=SEATS))
+        race.finish(create)
+    # Then the seat is admitted: the create was judged by the membership it read, of the creation
+    # of the organization before (its item names it), and made as its account's alone
+    assert outcome.error is None, outcome.error
+    assert create.error is None, create.error
+    org.drain()
+    assert held_by(org, account) == (1, 1)

@@ -26,6 +26,7 @@ from hybrid_counter.counters.state import (
     LIMIT,
     NO_ORG,
     ORG,
+    ORG_EPOCH,
     ORG_KIND,
     REBASING,
     best_effort_share,
@@ -70,8 +71,14 @@ class UpdateExpr:
         return self.set(attribute, self.value({"S": text}))
 
     def set_once(self, attribute: str, text: str) -> UpdateExpr:
+        return self._set_once(attribute, {"S": text})
+
+    def set_number_once(self, attribute: str, n: int) -> UpdateExpr:
+        return self._set_once(attribute, {"N": str(n)})
+
+    def _set_once(self, attribute: str, value: dict[str, str]) -> UpdateExpr:
         placeholder = self.name(attribute)
-        return self.set(attribute, f"if_not_exists({placeholder}, {self.value({'S': text})})")
+        return self.set(attribute, f"if_not_exists({placeholder}, {self.value(value)})")
 
     def remove(self, attribute: str) -> UpdateExpr:
         self.removes.append(self.name(attribute))
@@ -135,9 +142,12 @@ def _room_for(expr: UpdateExpr, units: int, cap: int) -> None:
 @dataclass(frozen=True)
 class Membership:
     """The organization an admission on an account's counter item judged the account to belong
-    to (None: none): the admission is conditional on it (orgs/membership.py)."""
+    to (None: none): the admission is conditional on it (orgs/membership.py). ``epoch``: which
+    creation of it the account joined (its ``epoch_base``; None for an account that joined before
+    members recorded it), what the organization's admission is conditional on (org_level.py)."""
 
     org: str | None
+    epoch: int | None = None
 
 
 def _member_of(expr: UpdateExpr, membership: Membership | None) -> None:
@@ -161,11 +171,12 @@ def admission(
     listed: bool = True,
     kind: str = DEFAULT_KIND,
     hold: bool = False,
+    org_epoch: int | None = None,
 ) -> UpdateExpr:
     """best_effort + units, if and only if both counters leave room for them under the limit
     judged by (``limit_seen``: the override read, None: the plan's), and the account still
     belongs to the organization it was judged to (``membership``; an organization's counter
-    item: None)."""
+    item: None, and ``org_epoch``, the creation of the organization judged by, which opened it)."""
     expr = UpdateExpr().add(BEST_EFFORT, units)
     _range_delta(expr, range_of(resource_id), units, 0)
     expr.set_string(LAST_ADMISSION, admission_token).set(LAST_ADMISSION_UNITS, expr.number(units))
@@ -175,6 +186,8 @@ def admission(
         expr.set_once(ORG, membership.org or NO_ORG)
         if membership.org is not None:
             expr.set_once(ORG_KIND, f"{membership.org}#{kind}")
+            if membership.epoch is not None:
+                expr.set_number_once(ORG_EPOCH, membership.epoch)
     if hold:  # from now on a refusal for room on this item looks for expired holds (holds.py)
         expr.set(HOLDS_USED, expr.value({"BOOL": True}))
     _room_for(expr, units, cap)
@@ -182,8 +195,10 @@ def admission(
     _limit_judged(expr, cap, override=limit_seen is not None)
     _member_of(expr, membership)
     if not listed:  # an organization's single counter item: not being split, nor split (split.py)
-        # and there: only a kind's opening creates it, while the organization lives (org_level.py)
-        expr.when(f"attribute_exists({expr.name('pk')})")
+        # and there, opened by the creation of the organization judged by (so not removed by
+        # DELETE /orgs, nor opened by one created again under the id since): only a kind's
+        # opening writes org_epoch, while that creation lives (org_level.py)
+        expr.when(f"{expr.name(ORG_EPOCH)} = {expr.number(org_epoch or 0)}")
         expr.when(f"attribute_not_exists({expr.name(ALLOWANCE)})")
         expr.when(f"attribute_not_exists({expr.name(REBASING)})")
     return expr

@@ -56,6 +56,11 @@ BASIS_SOURCE = "basis_source"
 EPOCH = "epoch"
 REBASING = "rebasing"
 ORG_KIND = "org_kind"  # on a member's counter item: "<org>#<kind>", the OrgUsageIndex's key
+# Which creation of the organization an item belongs to (its ``epoch_base``, unique per creation
+# of an id): on a member's counter item and profile, the one it joined; on the organization's
+# single counter item, the one that opened it (resources/org_level.py). An organization deleted
+# and created again under its id is then never taken for the one a create was judged by.
+ORG_EPOCH = "org_epoch"
 
 
 def best_effort_share(range_id: str) -> str:
@@ -112,6 +117,7 @@ class CounterState:
     epoch: int = 0
     rebasing: int | None = None
     holds_used: bool = False  # (an account's) a hold was admitted on it once (resources/holds.py)
+    org_epoch: int | None = None  # (ORG_EPOCH) None: not written on the item
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -165,4 +171,5 @@ class CounterState:
             basis_source=item.get(BASIS_SOURCE, {}).get("S"),
             epoch=_number(item, EPOCH),
             rebasing=_optional(item, REBASING),
+            org_epoch=_optional(item, ORG_EPOCH),
         )

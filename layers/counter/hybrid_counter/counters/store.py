@@ -147,10 +147,12 @@ class CounterStore:
         judge: Judge | None = None,
         membership: expressions.Membership | None = None,
         hold: bool = False,
+        org_epoch: int | None = None,
     ) -> Admission:
         """best_effort + units if, and only if, both counters leave room for them under the
         limit: one conditional write (on an account's counter item, also conditional on the
-        ``membership`` it was judged by: MOVED if it changed).
+        ``membership`` it was judged by: MOVED if it changed; on an organization's single item,
+        on the creation of the organization that opened it, ``org_epoch``: MOVED if another).
 
         It runs on a client without botocore retries: a blind retry after a lost response would
         count the resource twice. ``seen`` is the state read before the resource was written; the
@@ -177,6 +179,7 @@ class CounterStore:
                 listed=self._listed,
                 kind=kind,
                 hold=hold,
+                org_epoch=org_epoch,
             ).update_key(self._table, self._key_of(account_id, kind))
             args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
             attempt = self._once(args)
@@ -186,8 +189,9 @@ class CounterStore:
                 state = self._refused_on(attempt)
                 moved = membership is not None and state.org_known and state.org != membership.org
                 # (or an organization's item split meanwhile: its admission is a shard's, split.py;
-                # or removed by DELETE /orgs: org_level.py)
-                gone = not self._listed and not state.exists
+                # or removed by DELETE /orgs, or not opened by the organization judged by:
+                # org_level.py)
+                gone = not self._listed and (not state.exists or state.org_epoch != (org_epoch or 0))
                 if moved or gone or state.allowance is not None or state.rebasing is not None:
                     return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 continue

@@ -59,6 +59,14 @@ def org_lives(
     return {"ConditionCheck": check}
 
 
+def org_is(epoch: int) -> tuple[str, dict[str, Any]]:
+    """The condition (for ``org_lives``) that the organization is the creation of its id whose
+    ``epoch_base`` is ``epoch`` (0: one created before organizations recorded it)."""
+    if epoch == 0:
+        return "attribute_not_exists(epoch_base)", {}
+    return "epoch_base = :epoch_base", {":epoch_base": {"N": str(epoch)}}
+
+
 def org_epoch_base(clients: Clients, table: str, org_id: str) -> int:
     """Where the organization's epochs start (set when it is created: a count of creations times
     10^12, governance/changes.py, so an organization created again under a deleted one's id has

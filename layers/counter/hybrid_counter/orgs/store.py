@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts, transact_conditionally
-from hybrid_counter.counters.state import NO_ORG, ORG_KIND
+from hybrid_counter.counters.state import NO_ORG, ORG_EPOCH, ORG_KIND
 from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
 from hybrid_counter.keys import (
     ALERT_PREFIX,
@@ -52,6 +52,7 @@ from hybrid_counter.keys import (
     parse_counter_sk,
     profile_key,
 )
+from hybrid_counter.orgs.counters import org_is
 
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
@@ -147,8 +148,12 @@ class OrgStore:
                 raise MembershipConflict(
                     "AccountInAnotherOrganization", f"account {account_id} belongs to organization {current}"
                 )
-            if joining and self.get(org_id) is None:
-                raise NotFound(f"organization {org_id} not found")
+            epoch = 0
+            if joining:
+                org = self._get(org_key(org_id))
+                if org is None:
+                    raise NotFound(f"organization {org_id} not found")
+                epoch = int(org.get("epoch_base", {}).get("N", "0"))
             registered = set(profile.get("kinds", {}).get("SS", []))
             counters = self._counter_kinds(account_id)
             self._check_empty(account_id, counters)
@@ -157,9 +162,11 @@ class OrgStore:
                 raise ValidationError(
                     f"account {account_id} has {len(kinds)} kinds; at most {MAX_KINDS} can change organization"
                 )
-            actions = [self._profile_action(account_id, org_id, registered, joining=joining)]
-            actions += [self._counter_action(account_id, org_id, kind, joining=joining) for kind in kinds]
-            actions += self._org_actions(org_id, account_id, joining=joining)
+            actions = [self._profile_action(account_id, org_id, registered, joining=joining, epoch=epoch)]
+            actions += [
+                self._counter_action(account_id, org_id, kind, joining=joining, epoch=epoch) for kind in kinds
+            ]
+            actions += self._org_actions(org_id, account_id, joining=joining, epoch=epoch)
             try:
                 self._transact(actions)
             except ClientError as error:
@@ -204,19 +211,24 @@ class OrgStore:
             )
 
     def _profile_action(
-        self, account_id: str, org_id: str, registered: set[str], *, joining: bool
+        self, account_id: str, org_id: str, registered: set[str], *, joining: bool, epoch: int
     ) -> dict[str, Any]:
-        values: dict[str, Any] = {":org": {"S": org_id}, ":now": {"S": iso_utc(self._clock())}}
+        values: dict[str, Any] = {
+            ":org": {"S": org_id},
+            ":now": {"S": iso_utc(self._clock())},
+            ":epoch": {"N": str(epoch)},
+        }
         if registered:
             kinds_unchanged = "size(kinds) = :n"
             values[":n"] = {"N": str(len(registered))}
         else:
             kinds_unchanged = "attribute_not_exists(kinds)"
         if joining:
-            update, whose = "SET org_id = :org, org_since = :now", "attribute_not_exists(org_id)"
+            update = f"SET org_id = :org, org_since = :now, {ORG_EPOCH} = :epoch"
+            whose = "attribute_not_exists(org_id)"
         else:
-            update, whose = "REMOVE org_id, org_since", "org_id = :org"
-            del values[":now"]
+            update, whose = f"REMOVE org_id, org_since, {ORG_EPOCH}", "org_id = :org"
+            del values[":now"], values[":epoch"]
         return {
             "Update": {
                 "TableName": self._table,
@@ -227,9 +239,11 @@ class OrgStore:
             }
         }
 
-    def _counter_action(self, account_id: str, org_id: str, kind: str, *, joining: bool) -> dict[str, Any]:
+    def _counter_action(
+        self, account_id: str, org_id: str, kind: str, *, joining: bool, epoch: int
+    ) -> dict[str, Any]:
         """The kind's counter item (created if the kind is registered and has none yet), holding
-        nothing, moved into or out of the organization."""
+        nothing, moved into or out of the organization (this creation of it: ``epoch``)."""
         values: dict[str, Any] = {":zero": {"N": "0"}}
         empty = (
             "(attribute_not_exists(best_effort) OR best_effort = :zero) "
@@ -237,11 +251,13 @@ class OrgStore:
         )
         values[":none"] = {"S": NO_ORG}
         if joining:
-            update = f"SET org = :org, {ORG_KIND} = :org_kind"
-            values.update({":org": {"S": org_id}, ":org_kind": {"S": f"{org_id}#{kind}"}})
+            update = f"SET org = :org, {ORG_KIND} = :org_kind, {ORG_EPOCH} = :epoch"
+            values.update(
+                {":org": {"S": org_id}, ":org_kind": {"S": f"{org_id}#{kind}"}, ":epoch": {"N": str(epoch)}}
+            )
             whose = "(attribute_not_exists(org) OR org = :none)"
         else:
-            update = f"SET org = :none REMOVE {ORG_KIND}"
+            update = f"SET org = :none REMOVE {ORG_KIND}, {ORG_EPOCH}"
             values[":org"] = {"S": org_id}
             whose = "(attribute_not_exists(org) OR org = :org)"
         return {
@@ -254,17 +270,24 @@ class OrgStore:
             }
         }
 
-    def _org_actions(self, org_id: str, account_id: str, *, joining: bool) -> list[dict[str, Any]]:
-        one = {":one": {"N": "1" if joining else "-1"}}
+    def _org_actions(
+        self, org_id: str, account_id: str, *, joining: bool, epoch: int
+    ) -> list[dict[str, Any]]:
+        values: dict[str, Any] = {":one": {"N": "1" if joining else "-1"}}
+        condition = "attribute_exists(pk)"
+        if joining:
+            # refused once a deletion has begun (orgs are deleted only without members), and
+            # unless it is the creation of the organization read (whose epoch the member records)
+            this_one, epoch_values = org_is(epoch)
+            condition += f" AND attribute_not_exists(deleting) AND {this_one}"
+            values.update(epoch_values)
         org = {
             "Update": {
                 "TableName": self._table,
                 "Key": org_key(org_id),
                 "UpdateExpression": "ADD members :one",
-                # a join is refused once a deletion has begun (orgs are deleted only without members)
-                "ConditionExpression": "attribute_exists(pk)"
-                + (" AND attribute_not_exists(deleting)" if joining else ""),
-                "ExpressionAttributeValues": one,
+                "ConditionExpression": condition,
+                "ExpressionAttributeValues": values,
             }
         }
         if joining:
@@ -288,7 +311,10 @@ class OrgStore:
                 f"account {account_id} holds resources; an account changes organization only while empty",
             )
         if len(codes) > 1 + kinds and codes[1 + kinds] == "ConditionalCheckFailed":
-            raise NotFound(f"organization {org_id} not found")
+            org = self._get(org_key(org_id))
+            if org is None or "deleting" in org:
+                raise NotFound(f"organization {org_id} not found")
+            # (else created again under its id since it was read: read again)
 
     def set_shards(self, org_id: str, shards: int) -> None:
         """How many shard items the organization's counters are split over from now on."""

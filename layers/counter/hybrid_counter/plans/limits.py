@@ -109,6 +109,15 @@ class Limits:
         profile = self.org_profile(org_id)
         return None if profile is None else profile.plan_id
 
+    def org_epoch(self, org_id: str) -> int | None:
+        """Which creation of the id the organization is, through the cache (None: it does not
+        exist): for members whose membership does not say (joined before members recorded it)."""
+        try:
+            profile = self.org_profile(org_id)
+        except (ClientError, BotoCoreError) as error:
+            raise store_error(error, "the organization's read") from error
+        return None if profile is None else profile.epoch_base
+
     def org_shards(self, org_id: str) -> int:
         profile = self.org_profile(org_id)
         return 1 if profile is None else profile.shards

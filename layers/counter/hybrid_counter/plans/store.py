@@ -46,6 +46,7 @@ class OrgProfile:
     plan_id: str
     plan_moves: int = 0  # how many times its plan was set: orders views of its plan (counters/split.py)
     shards: int = 1  # its counter's shard items per kind (counters/split.py)
+    epoch_base: int = 0  # which creation of the id it is (orgs/counters.py org_epoch_base)
 
 
 @dataclass(frozen=True)
@@ -135,6 +136,7 @@ class PlanStore:
             str(item.get("plan_id", {}).get("S", DEFAULT_PLAN)),
             int(item.get("plan_moves", {}).get("N", "0")),
             int(item.get("shards", {}).get("N", "1")),
+            int(item.get("epoch_base", {}).get("N", "0")),
         )
 
     def plan_of(self, account_id: str) -> str:

@@ -163,7 +163,9 @@ class CreateFlow:
         org_seen: OrgSeen | None = None
         if org is not None:
             try:
-                org_seen = guarded(lambda: self._orgs.precheck(org, kind, units, rid), "the create")
+                org_seen = guarded(
+                    lambda: self._orgs.precheck(org, kind, units, rid, epoch=membership.epoch), "the create"
+                )
             except LimitExceeded as full:
                 full.holds = state.holds_used  # the account's own holds are what it would reclaim
                 raise AtLimit(full) from None
@@ -250,7 +252,7 @@ class CreateFlow:
         tried = {seen.shard}
         while admitted.outcome is AdmissionOutcome.NOT_APPLIED and admitted.throttled:
             # a split counter's shard throttled: another shard, named on the item first
-            other = self._orgs.elsewhere(org, kind, tried, units)
+            other = self._orgs.elsewhere(org, kind, tried, units, seen.epoch)
             if other is None or not self._named(request, rid, incarnation, was=seen.shard, to=other.shard):
                 break
             self._obs.count("OrgShardFallback")

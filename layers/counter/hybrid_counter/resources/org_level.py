@@ -39,10 +39,10 @@ from hybrid_counter.aws import THROTTLING_ERRORS, Attempted, Effect, error_code,
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, CounterStore, Judge, Judged
 from hybrid_counter.counters.expressions import Membership
 from hybrid_counter.counters.split import OVERRIDE, Basis, OwnerGone, Shard, ShardSet, shard_of_resource
-from hybrid_counter.counters.state import ALLOWANCE, BASIS, REBASING
+from hybrid_counter.counters.state import ALLOWANCE, BASIS, ORG_EPOCH, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
-from hybrid_counter.orgs.counters import org_lives, org_split_counter
+from hybrid_counter.orgs.counters import org_is, org_lives, org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable
 from hybrid_counter.usage import OrgAnswer
@@ -77,6 +77,7 @@ class OrgView(Protocol):
     """What admissions at organizations read through caches (plans/limits.py)."""
 
     def org_judge(self, org_id: str, kind: str) -> Judge: ...
+    def org_epoch(self, org_id: str) -> int | None: ...
     def org_shards(self, org_id: str) -> int: ...
     def org_plan_basis(self, org_id: str, kind: str) -> Basis: ...
     def forget(
@@ -94,6 +95,9 @@ class ReleasesOnly:
             )
 
         return judged
+
+    def org_epoch(self, org_id: str) -> int | None:
+        raise AssertionError("a flow that only releases never opens a counter item")
 
     def org_shards(self, org_id: str) -> int:
         raise AssertionError("a flow that only releases never chooses a shard")
@@ -113,10 +117,12 @@ releases_only = ReleasesOnly()
 @dataclass(frozen=True)
 class OrgSeen:
     """The organization's counter as a create read it before writing: the shard its admission
-    goes to (recorded on the pending item) and every shard item of the kind."""
+    goes to (recorded on the pending item), every shard item of the kind, and which creation of
+    the organization it was judged by (its ``epoch_base``; None: none, by the cache's account)."""
 
     shard: int
     picture: ShardSet
+    epoch: int | None = None
 
     @property
     def state(self) -> CounterState:
@@ -162,14 +168,16 @@ class OrgLevel:
         counter item says (every admission on it is conditional on that); where it does not say
         yet (a kind's first create), its profile (a consistent read: paid once a kind)."""
         if state.org_known:
-            return Membership(state.org)
+            return Membership(state.org, state.org_epoch if state.org else None)
         profile = (
             self._table.clients.dynamodb.get_item(
                 TableName=self._table.name, Key=profile_key(account_id), ConsistentRead=True
             ).get("Item")
             or {}
         )
-        return Membership(profile.get("org_id", {}).get("S"))
+        org = profile.get("org_id", {}).get("S")
+        epoch = profile.get(ORG_EPOCH, {}).get("N")
+        return Membership(org, None if org is None or epoch is None else int(epoch))
 
     def register(self, account_id: str, kind: str, judged: Membership) -> bool:
         """Before a kind's first create writes anything: the kind registered on the account's
@@ -189,9 +197,16 @@ class OrgLevel:
     def read(self, org: str, kind: str, shard: int = 0) -> CounterState:
         return self.shard(shard).read(org, kind=kind)
 
-    def precheck(self, org: str, kind: str, units: int, resource_id: str) -> OrgSeen:
+    def precheck(self, org: str, kind: str, units: int, resource_id: str, *, epoch: int | None) -> OrgSeen:
         """The organization's counter as read before anything is written, and the shard the
-        create's admission goes to; LimitExceeded (scope organization) if the units do not fit."""
+        create's admission goes to; LimitExceeded (scope organization) if the units do not fit.
+        ``epoch``: the creation of the organization its membership names (None: not named, the
+        account joined before members recorded it; then as the cache has it)."""
+        if epoch is None:
+            epoch = self._view.org_epoch(org)
+            if epoch is None:  # cached as not there, and named by a membership: read it again
+                self._view.forget(org_id=org)
+                epoch = self._view.org_epoch(org)
         picture = self.splits.read(org, kind)
         if self._single(org, picture):
             state = picture.get(0).state
@@ -199,8 +214,8 @@ class OrgLevel:
             if not state.admits(judged.limit, units):
                 self._obs.count("LimitExceeded")
                 raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization")
-            return OrgSeen(0, picture)
-        seen = OrgSeen(shard_of_resource(resource_id, self._view.org_shards(org)), picture)
+            return OrgSeen(0, picture, epoch)
+        seen = OrgSeen(shard_of_resource(resource_id, self._view.org_shards(org)), picture, epoch)
         basis = picture.basis
         if basis is not None and not picture.frozen and self._wanted(org, kind, picture) is None:
             room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
@@ -209,7 +224,9 @@ class OrgLevel:
                 raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization")
         return seen
 
-    def elsewhere(self, org: str, kind: str, tried: set[int], units: int) -> OrgSeen | None:
+    def elsewhere(
+        self, org: str, kind: str, tried: set[int], units: int, epoch: int | None = None
+    ) -> OrgSeen | None:
         """After a create's admission on a split counter's shard was throttled (nothing applied):
         another shard to try, at random among those not tried yet that have room for it (any not
         tried if none has), or None (a single item, or every shard tried). A hot shard then sheds
@@ -224,7 +241,7 @@ class OrgLevel:
         if not picture.split or not left:
             return None
         roomy = [n for n in left if picture.get(n).room >= units]
-        return OrgSeen(random.choice(roomy or left), picture)
+        return OrgSeen(random.choice(roomy or left), picture, epoch)
 
     def would_admit(self, org: str, kind: str, units: int) -> OrgAnswer:
         """A dry run at the organization: as its admission would judge now (a split counter:
@@ -263,46 +280,89 @@ class OrgLevel:
         an account's; on a split counter, its shard's (gathering allowance first if short)."""
         token = member_token(account_id, rid, incarnation)
         if seen.shard == 0 and self._single(org, seen.picture):
-            if not seen.state.exists:
-                opened = self._open(org, kind)
-                if opened is not None:
-                    return opened
-            admitted = self.counters.admit(
-                org, rid, token, seen.state, kind=kind, units=units, judge=self._view.org_judge(org, kind)
-            )
-            if admitted.outcome is not AdmissionOutcome.MOVED or not admitted.state.exists:
-                return admitted  # (MOVED with no item: DELETE /orgs removed it; judge it all again)
+            admitted = self._admit_single(org, kind, rid, token, units=units, seen=seen)
+            if admitted is not None:
+                return admitted
             # split meanwhile: admitted on shard 0 of the split counter
         write = partial(self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units)
         try:
             return self._on_split(org, kind, seen.shard, units=units, write=write)
         except OwnerGone:
-            return Admission(AdmissionOutcome.MOVED, CounterState())  # as a single item's gone: judge again
+            return self._gone(org)  # as a single item's: judge it all again
 
-    def _open(self, org: str, kind: str) -> Admission | None:
-        """Before a kind's first admission at the organization: its counter item put empty, in a
-        transaction with a check that the organization lives. The single item's admission requires
-        the item to exist, so no create judged before DELETE /orgs can make it again after (the
-        deletion marks the organization first, then removes its counter items). Paid once per
-        organization and kind; its only conflicts are other first creates of the kind. None: the
-        item is there (put, or by another create first); MOVED: the organization is gone or being
-        deleted (the create judges its membership again); NOT_APPLIED: throttled or unreachable."""
-        put = {
-            "Put": {
+    def _admit_single(
+        self, org: str, kind: str, rid: str, token: str, *, units: int, seen: OrgSeen
+    ) -> Admission | None:
+        """O2 on the organization's single counter item, conditional on its having been opened by
+        the creation of the organization the create was judged by (``seen.epoch``); opened first
+        if it is not (a kind's first create; or an item written otherwise: an override's write, a
+        rebase's). None: the counter was split meanwhile."""
+        if seen.epoch is None:
+            return self._gone(org)
+        state = seen.state
+        for _ in range(2):
+            if state.org_epoch is None:
+                opened = self._open(org, kind, seen.epoch)
+                if opened is not None:
+                    return opened
+            admitted = self.counters.admit(
+                org,
+                rid,
+                token,
+                state,
+                kind=kind,
+                units=units,
+                judge=self._view.org_judge(org, kind),
+                org_epoch=seen.epoch,
+            )
+            if admitted.outcome is not AdmissionOutcome.MOVED:
+                return admitted
+            state = admitted.state
+            if state.allowance is not None or state.rebasing is not None:
+                return None
+            if not state.exists or state.org_epoch is not None:
+                # removed by DELETE /orgs, or opened by another creation of the organization
+                return self._gone(org)
+        return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=True)
+
+    def _gone(self, org: str) -> Admission:
+        """The organization the create was judged by is gone (deleted, perhaps created again
+        under its id): forget what this process cached of it, and judge the create all again."""
+        self._view.forget(org_id=org)
+        return Admission(AdmissionOutcome.MOVED, CounterState())
+
+    def _open(self, org: str, kind: str, epoch: int) -> Admission | None:
+        """Before a kind's first admission at the organization: its counter item marked as opened
+        by this creation of the organization (``org_epoch``; put if absent), in a transaction with
+        a check that this creation lives. The single item's admission requires that mark, so no
+        create judged before DELETE /orgs can make the item again after (the deletion marks the
+        organization first, then removes its counter items), nor be admitted at an organization
+        created again under the id. Paid once per organization and kind; its only conflicts are
+        other first creates of the kind. None: the item is marked (now, or by another create
+        first); MOVED: the organization is gone, being deleted or created again (the create judges
+        its membership again); NOT_APPLIED: throttled or unreachable."""
+        mark = {
+            "Update": {
                 "TableName": self._table.name,
-                "Item": org_counter_key(org, kind=kind, shard=0),
-                "ConditionExpression": "attribute_not_exists(pk)",
+                "Key": org_counter_key(org, kind=kind, shard=0),
+                "UpdateExpression": "SET #epoch = :epoch",
+                "ConditionExpression": "attribute_not_exists(#epoch)",
+                "ExpressionAttributeNames": {"#epoch": ORG_EPOCH},
+                "ExpressionAttributeValues": {":epoch": {"N": str(epoch)}},
             }
         }
+        this_one, values = org_is(epoch)
         try:
             refused = transact_conditionally(
-                self._table.clients.dynamodb, [put, org_lives(self._table.name, org)], self._fx.retry
+                self._table.clients.dynamodb,
+                [mark, org_lives(self._table.name, org, this_one, values)],
+                self._fx.retry,
             )
         except (ClientError, BotoCoreError) as error:
             return self._not_applied(error, "could not open the organization's counter")
         if refused is not None and refused[1] == "ConditionalCheckFailed":
-            return Admission(AdmissionOutcome.MOVED, CounterState())
-        return None  # (or only the put refused: the item is there)
+            return self._gone(org)
+        return None  # (or only the mark refused: the item is marked)
 
     def _not_applied(self, error: ClientError | BotoCoreError, what: str) -> Admission:
         """Nothing written at the organization: throttled (429) or unavailable (503)."""
