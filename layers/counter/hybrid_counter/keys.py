@@ -198,6 +198,13 @@ def org_counter_sk(kind: str, shard: int = 0) -> str:
     return f"{COUNTER_PREFIX}{kind}#{shard:x}"
 
 
+# An organization's split counter's epochs start at its creation's number times this (a number no
+# organization created before had, its ``epoch_base``): above every epoch a deleted one of its id
+# reached, unless that one rebased a kind 10**12 times. So a shard's epoch says which creation of
+# the organization laid it out (orgs/counters.py of_creation).
+EPOCHS_PER_INCARNATION = 10**12
+
+
 def org_counter_key(org_id: str, *, kind: str = DEFAULT_KIND, shard: int = 0) -> dict[str, dict[str, str]]:
     """One of the organization's counter items for a kind (shard 0 of S, orgs/)."""
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": org_counter_sk(kind, shard)}}

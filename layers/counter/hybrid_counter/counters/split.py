@@ -106,7 +106,9 @@ ListKey = Callable[[str, str], tuple[str, str]]  # (owner, kind) -> (pk, sort ke
 ShardOf = Callable[[str], int]  # a shard item's sort key -> its number
 # (owner, epoch) -> a ConditionCheck: the owner exists, takes changes, and is the incarnation
 # whose epochs the epoch is of (an owner created again under its id starts above the old one's)
-OwnerCheck = Callable[[str, int], dict[str, Any]]
+# owner, the rebase's epoch, and which creation of the owner it must be (None: any that takes
+# changes) -> a transaction's check on the owner's item
+OwnerCheck = Callable[[str, int, int | None], dict[str, Any]]
 EpochFloor = Callable[[str], int]  # owner -> the epoch its incarnation's epochs start above
 
 OVERRIDE = "override"
@@ -353,6 +355,7 @@ class SplitCounter:
         range_delta(expr, range_of(resource_id), units, 0)
         expr.set_string(LAST_ADMISSION, token).set(LAST_ADMISSION_UNITS, expr.number(units))
         _within(expr, shard.allowance, units)
+        _at_epoch(expr, shard.state.epoch)  # laid out by the rebase read (so its owner's creation)
         args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))
         args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return self._once(args)
@@ -366,6 +369,7 @@ class SplitCounter:
         range_delta(expr, range_of(resource_id), units, units if counted else 0)
         expr.set_string(LAST_RESIZE, token)
         _within(expr, shard.allowance, units)
+        _at_epoch(expr, shard.state.epoch)
         args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))
         args["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
         return self._once(args)
@@ -424,13 +428,15 @@ class SplitCounter:
         favour: int = 0,
         needed: Callable[[ShardSet], bool] | None = None,
         strict: Basis | None = None,
+        creation: int | None = None,
     ) -> None:
         """Lay allowances out for ``basis`` over at least ``shards`` shards: a rebase already
         under way is finished first (the caller reads again); this one is started only if
         ``needed`` still says so of a picture read after finding no record (another process may
         have laid the same out meanwhile). ``strict``: the basis to keep if the frozen shards
         hold more than ``basis`` (a lowering that is not forced; ``basis`` is then laid out as
-        asked, without an override on shard 0 replacing it)."""
+        asked, without an override on shard 0 replacing it). ``creation``: the creation of the
+        owner the caller judged by (its ``owner_check`` then refuses another: OwnerGone)."""
         for _ in range(ATTEMPTS):
             record = self.record(owner, kind)
             if record is not None:
@@ -457,14 +463,14 @@ class SplitCounter:
             if strict is not None:
                 item[KEPT] = {"N": str(strict.limit)}
                 item[KEPT_SOURCE] = {"S": strict.source}
-            if not self._put_record(owner, item):
+            if not self._put_record(owner, item, creation):
                 continue  # another rebase started: finish it
             self._obs.count("Rebased")
             self.finish(owner, kind, item, known=set(picture.shards))
             return
         raise _busy()
 
-    def _put_record(self, owner: str, item: dict[str, Any]) -> bool:
+    def _put_record(self, owner: str, item: dict[str, Any], creation: int | None = None) -> bool:
         """Step 1, only while no rebase of the kind is under way (False: one is) and, with
         ``owner_check``, only while its owner takes changes: an owner being deleted removes its
         records before its shards, and a shard is created only while its rebase's record is there
@@ -477,7 +483,7 @@ class SplitCounter:
             return self._conditional(self._clients.dynamodb.put_item, **put)
         epoch = int(item[EPOCH]["N"])
         refused = transact_conditionally(
-            self._clients.dynamodb, [{"Put": put}, self._owner_check(owner, epoch)], self._fx.retry
+            self._clients.dynamodb, [{"Put": put}, self._owner_check(owner, epoch, creation)], self._fx.retry
         )
         if refused is None:
             return True

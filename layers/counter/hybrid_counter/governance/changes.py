@@ -47,6 +47,7 @@ from hybrid_counter.governance.event_log import take_off
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
 from hybrid_counter.governance.records import LIMIT_CHANGE, ChangeRecord, What, record_key
 from hybrid_counter.keys import (
+    EPOCHS_PER_INCARNATION,
     HISTORY_PREFIX,
     ORG_INCARNATIONS_KEY,
     ORG_PREFIX,
@@ -78,11 +79,6 @@ Key = dict[str, dict[str, str]]
 Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
 Check = dict[str, Any]  # a ConditionCheck of a transaction: a condition on another item
 ATTEMPTS = 4
-
-# An organization's split counter's epochs start at its incarnation's number times this (a number
-# no organization created before had): above every epoch a deleted one of its id reached, unless
-# that one rebased a kind 10**12 times
-EPOCHS_PER_INCARNATION = 10**12
 
 
 class LimitChanges:

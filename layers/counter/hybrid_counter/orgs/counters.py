@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.counters.split import Shard, ShardSet, SplitCounter
 from hybrid_counter.counters.state import CounterState
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
+    EPOCHS_PER_INCARNATION,
     org_counter_key,
     org_key,
     org_pk,
@@ -35,12 +37,36 @@ def org_split_counter(table: str, clients: Clients, obs: Observability, effects:
         list_key=lambda org, kind: (org_pk(org), f"{COUNTER_PREFIX}{kind}#"),
         shard_of_sk=lambda sk: parse_org_counter_sk(sk)[1],
         pending_key=lambda org, kind: pending_shard(org_pk(org), "REBASE", kind=kind),
-        # an organization created again under the id starts its epochs above epoch_base
-        owner_check=lambda org, epoch: org_lives(
-            table, org, "(attribute_not_exists(epoch_base) OR epoch_base < :e)", {":e": {"N": str(epoch)}}
-        ),
+        owner_check=partial(_rebase_owner_check, table),
         epoch_floor=lambda org: org_epoch_base(clients, table, org),
     )
+
+
+def _rebase_owner_check(table: str, org: str, epoch: int, creation: int | None) -> dict[str, Any]:
+    """A rebase's record is put only while its organization lives, at an epoch above where its
+    creation's epochs start (one created again under the id starts above every epoch the old one
+    reached), and, for a create's, only while it is the ``creation`` the create was judged by."""
+    condition = "(attribute_not_exists(epoch_base) OR epoch_base < :e)"
+    values: dict[str, Any] = {":e": {"N": str(epoch)}}
+    if creation is not None:
+        this_one, creation_values = org_is(creation)
+        condition += f" AND {this_one}"
+        values.update(creation_values)
+    return org_lives(table, org, condition, values)
+
+
+def of_creation(picture: ShardSet, creation: int) -> bool:
+    """Whether nothing in the picture was written by another creation of the organization than
+    ``creation`` (its epoch_base): a split shard's epoch is within its creation's range, an
+    opened single item carries its creation's mark; an unmarked item says nothing."""
+    for shard in picture.shards.values():
+        state = shard.state
+        if state.allowance is not None or state.rebasing is not None:
+            if not creation < max(state.epoch, state.rebasing or 0) < creation + EPOCHS_PER_INCARNATION:
+                return False
+        elif state.org_epoch is not None and state.org_epoch != creation:
+            return False
+    return True
 
 
 def org_lives(

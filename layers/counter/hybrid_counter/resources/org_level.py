@@ -42,7 +42,7 @@ from hybrid_counter.counters.split import OVERRIDE, Basis, OwnerGone, Shard, Sha
 from hybrid_counter.counters.state import ALLOWANCE, BASIS, ORG_EPOCH, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
-from hybrid_counter.orgs.counters import org_is, org_lives, org_split_counter
+from hybrid_counter.orgs.counters import of_creation, org_is, org_lives, org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable
 from hybrid_counter.usage import OrgAnswer
@@ -279,14 +279,16 @@ class OrgLevel:
         """The organization's admission of a create's units: on its single item, one attempt as
         an account's; on a split counter, its shard's (gathering allowance first if short)."""
         token = member_token(account_id, rid, incarnation)
+        if seen.epoch is None:
+            return self._gone(org)
         if seen.shard == 0 and self._single(org, seen.picture):
             admitted = self._admit_single(org, kind, rid, token, units=units, seen=seen)
             if admitted is not None:
                 return admitted
-            # split meanwhile: admitted on shard 0 of the split counter
+            # split meanwhile: admitted on shard 0 of the split counter (if by this creation)
         write = partial(self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units)
         try:
-            return self._on_split(org, kind, seen.shard, units=units, write=write)
+            return self._on_split(org, kind, seen.shard, units=units, write=write, creation=seen.epoch)
         except OwnerGone:
             return self._gone(org)  # as a single item's: judge it all again
 
@@ -297,8 +299,7 @@ class OrgLevel:
         the creation of the organization the create was judged by (``seen.epoch``); opened first
         if it is not (a kind's first create; or an item written otherwise: an override's write, a
         rebase's). None: the counter was split meanwhile."""
-        if seen.epoch is None:
-            return self._gone(org)
+        assert seen.epoch is not None
         state = seen.state
         for _ in range(2):
             if state.org_epoch is None:
@@ -370,11 +371,15 @@ class OrgLevel:
         throttled = isinstance(error, ClientError) and error_code(error) in THROTTLING_ERRORS
         return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=throttled)
 
-    def _on_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
+    def _on_split(
+        self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite, creation: int | None = None
+    ) -> Admission:
         """``units`` more on a split counter's shard (an admission, or a member resize's grow):
-        its one conditional write, with allowance gathered first if the shard is short."""
+        its one conditional write, with allowance gathered first if the shard is short.
+        ``creation``: a create's, the creation of the organization it was judged by: nothing of
+        another is written, and finding another's counter raises OwnerGone (judge it all again)."""
         try:
-            return self._admit_split(org, kind, shard, units=units, write=write)
+            return self._admit_split(org, kind, shard, units=units, write=write, creation=creation)
         except Throttled:
             return Admission(AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=True)
         except OwnerGone:
@@ -385,10 +390,16 @@ class OrgLevel:
                 AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=isinstance(error, InProgress)
             )
 
-    def _admit_split(self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite) -> Admission:
+    def _admit_split(
+        self, org: str, kind: str, shard: int, *, units: int, write: ShardWrite, creation: int | None
+    ) -> Admission:
         picture: ShardSet | None = None
         for _ in range(ATTEMPTS):
             picture = picture or self.splits.read(org, kind)
+            # A shard written is the one read, at its epoch (admit_once): so of this creation. A
+            # rebase's record is put only while this creation lives (its owner check).
+            if creation is not None and not of_creation(picture, creation):
+                raise OwnerGone("the organization was deleted (and created again) since it was judged")
             wanted = self._wanted(org, kind, picture)
             basis = picture.basis
             if self._unlaid(org, kind, picture, shard):
@@ -400,6 +411,7 @@ class OrgLevel:
                     shards=self._shards(org, shard),
                     favour=shard,
                     needed=partial(self._unlaid, org, kind, shard=shard),
+                    creation=creation,
                 )
                 picture = None
                 continue
@@ -427,6 +439,7 @@ class OrgLevel:
                     shards=self._shards(org, shard),
                     favour=shard,
                     needed=partial(self._short, org, kind, shard=shard, units=units),
+                    creation=creation,
                 )
             else:
                 return Admission(AdmissionOutcome.REJECTED, picture.total(), judged=judged)
