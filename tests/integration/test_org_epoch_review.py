@@ -21,7 +21,7 @@ from tests.integration.test_org_deletion_review import (
     judged_then_left,
     written_before,
 )
-from tests.integration.test_split_review import SEATS, SplitOrg, split_org, stop_before
+from tests.integration.test_split_review import SEATS, SplitOrg, is_admission, split_org, stop_before
 
 pytestmark = pytest.mark.integration
 __all__ = ["split_org"]
@@ -122,3 +122,65 @@ def test_a_create_judged_by_a_deleted_split_organization_does_not_lay_out_the_ne
     assert admitted_of(org, member, 3) == 0
     usage = org.new_service().org_usage(org.org_id).kinds[SEATS]
     assert (usage.used, usage.limit) == (1, 1)
+
+
+def test_a_create_judged_by_a_deleted_split_organization_lays_nothing_out_on_one_not_opened_yet(split_org):
+    # Given an organization of 10 seats split over 2 shards (laid out), one member
+    org = split_org(10, 2, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    written_before(org, account)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When the member's create has read its membership and the split counter, its account
+        # leaves, DELETE /orgs answers 204, and the organization is created again on a plan of 1
+        # seat (one item), whose counter nothing has written yet (nothing there says its creation)
+        create = judged_then_left(race, org, account, rid)
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        member = created_again_over(org, 1, 1)
+        # ... and the stale create goes on to its end
+        race.finish(create)
+    # Then it is made as its account's alone (its rebase's record refused: not the creation it
+    # was judged by), and the new organization's counter is not laid out by the old one's view:
+    # it is held to its plan of 1 seat
+    assert create.error is None, create.error
+    assert not org.picture().split, org.picture().basis
+    assert admitted_of(org, member, 3) == 1
+    org.drain()
+    assert held_by(org, account) == (1, 1)
+    assert org.new_service().org_usage(org.org_id).kinds[SEATS].used == 1
+
+
+def test_a_create_whose_shard_admission_lands_after_the_organization_was_created_again_takes_no_seat(
+    split_org,
+):
+    # Given an organization of 10 seats split over 2 shards (laid out), one member
+    org = split_org(10, 2, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    written_before(org, account)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When the member's create, judged before its account left, has read the split counter
+        # (still that organization's) and is about to write its shard ...
+        create = judged_then_left(race, org, account, rid)
+        stop_before(race, create, is_admission)
+        read = org.picture()
+        # ... the organization is deleted and created again under the id, on the same plan and
+        # shards, and its new member's seat lays its counter out as the old one's was
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        member = created_again_over(org, 10, 2)
+        org.new_service().create(member, rid, {}, rid, kind=SEATS)
+        again = org.picture()
+        assert again.epoch != read.epoch
+        assert {n: s.allowance for n, s in again.shards.items()} == {
+            n: s.allowance for n, s in read.shards.items()
+        }
+        # ... and the create goes on until its account's admission (or its judgement again's)
+        stop_before(race, create, is_account_admission)
+        # Then the create's write, of the old organization's shard as read, took no seat of the
+        # new one ...
+        assert org.picture().used == 1, org.picture()
+        race.finish(create)
+    # ... and the create, judged again, is made as its account's alone
+    assert create.error is None, create.error
+    org.drain()
+    assert held_by(org, account) == (1, 1)
