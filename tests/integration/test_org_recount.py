@@ -18,7 +18,7 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.org_recount import OrgRecounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects, Waiter
-from hybrid_counter.errors import DomainError, LimitExceeded
+from hybrid_counter.errors import DomainError, InProgress, LimitExceeded, NotFound
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_counter_key, org_pk, range_of
 from hybrid_counter.orgs.counters import org_counters
 from hybrid_counter.resources import ResourceService
@@ -269,3 +269,48 @@ def test_a_live_resource_the_stream_never_counted_there_is_counted_once_past_the
     assert any("counted 1" in action for action in late.actions)
     assert again.actions == []
     assert org.org_counters() == (1, 1)
+
+
+def test_a_unit_leaked_at_an_organization_without_members_keeps_its_deletion_503_until_a_recount(
+    org: Org,
+) -> None:
+    # Given an organization that holds a slot nobody holds (a dead create's, which nothing could
+    # tell it held), after its members deleted what they had and left
+    ghost = _overcounted(org)
+    for item in org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={
+            ":pk": {"S": account_pk(org.members[1])},
+            ":prefix": {"S": RESOURCE_PREFIX},
+        },
+        ConsistentRead=True,
+    )["Items"]:
+        org.service.delete(org.members[1], item["resource_id"]["S"], kind=SEATS)
+    org.drain()
+    for account in org.members:
+        org.service.remove_member(org.org_id, account)
+    assert org.org_counters() == (1, 0), ghost
+    # When DELETE /orgs is asked
+    # Then it answers 503 (units held by requests it takes to be in flight), keeping its mark
+    with pytest.raises(InProgress):
+        org.service.delete_org(org.org_id)
+    with pytest.raises(NotFound):
+        org.service.add_member(org.org_id, f"late-{uuid.uuid4().hex[:8]}")
+    # ... and again, however long one waits: the unit is leaked, not in flight
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    with pytest.raises(InProgress):
+        org.service.delete_org(org.org_id)
+    # When the operator runs the organization's recount with --fix (the guide's remedy)
+    fixed = org.recounter().recount(org.org_id, kind=SEATS, fix=True)
+    # Then the slot is given back, and the retried DELETE answers 204 and leaves nothing
+    assert (fixed.best_effort_before, fixed.best_effort) == (1, 0)
+    org.service.delete_org(org.org_id)
+    assert org.service.org_store.get(org.org_id) is None
+    left = org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": org_pk(org.org_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [i["sk"]["S"] for i in left if not i["sk"]["S"].startswith("EVENT#")] == []
