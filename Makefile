@@ -26,7 +26,7 @@ E2E_BUILT ?= tests/e2e/test_every_function.py \
 	tests/e2e/test_failure_paths.py
 
 
-.PHONY: help deps dev dev-built lint typecheck unit integration e2e e2e-built scan docs sam-validate sam-build test bench bench-local sam-local localstack-e2e clean
+.PHONY: help deps dev dev-built lint typecheck unit integration integration-built e2e e2e-built scan docs sam-validate sam-build test bench bench-local sam-local localstack-e2e clean
 
 help:
 	@echo "make dev        start the service locally (embedded runtime, no Docker): http://127.0.0.1:$${PORT:-3000}"
@@ -117,25 +117,29 @@ sam-build: $(TOOLS)/.installed
 
 # The interleaving explorer and the state machine mostly wait on DynamoDB Local, one call at a
 # time: `make test` starts them first, in a pytest process (and a DynamoDB Local) of their own;
-# the checks (lint, types, docs, template, scan) run beside them too, and the rest of the suite
-# starts as soon as `sam build` is done (test_localrun_built reads its output), so the rest, the
-# longest part, does not wait for the checks. The explorer's and the checks' output follow the
-# rest's; any of the three failing fails the run. The explorer's organizations
-# (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a local runtime of
-# its own) ride with the explorer, so the two processes end about together. Each prints its
-# slowest tests (--durations), where the minutes to cut are.
+# the rest of the suite starts beside them at once: both need only the project's virtualenv and
+# node_modules (DynamoDB Local), not SAM CLI, Checkov or the `sam build` output. The third
+# process installs SAM CLI and Checkov (their own virtualenvs) while the two run, builds
+# (`sam build`), runs test_localrun_built.py (the one test file that reads the build's output),
+# then the checks (lint, types, docs, template, scan). The explorer's and the third process's
+# output follow the rest's; any of the three failing fails the run. The explorer's
+# organizations (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a
+# local runtime of its own) ride with the explorer, so the two processes end about together.
+# Each prints its slowest tests (--durations), where the minutes to cut are.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
 	tests/integration/test_stateful_counters.py tests/e2e/test_fuzz_openapi.py
+AFTER_BUILD := tests/integration/test_localrun_built.py
 
-test: deps $(TOOLS)/.installed $(CHECKOV_ENV)/.installed
+integration-built: deps sam-build
+	$(PY) -m pytest $(AFTER_BUILD) $(PYTEST_ARGS)
+
+test: deps
 	@mkdir -p .local
 	@$(PY) -m pytest $(EXPLORATION) --durations=10 $(PYTEST_ARGS) > .local/exploration.log 2>&1 & exploration=$$!; \
-	$(MAKE) --no-print-directory lint typecheck docs sam-validate scan > .local/checks.log 2>&1 & checks=$$!; \
-	if $(MAKE) --no-print-directory sam-build; then \
-		$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
-	else rest=1; echo "---- sam build failed: the rest of the suite was not run ----"; fi; \
+	$(MAKE) --no-print-directory lint typecheck docs sam-build integration-built sam-validate scan > .local/checks.log 2>&1 & checks=$$!; \
+	$(PY) -m pytest tests $(addprefix --ignore=,$(EXPLORATION) $(AFTER_BUILD)) --durations=40 $(PYTEST_ARGS); rest=$$?; \
 	wait $$checks; checked=$$?; \
-	echo "---- lint typecheck docs sam-validate scan (exit $$checked) ----"; cat .local/checks.log; \
+	echo "---- lint typecheck docs sam-build $(AFTER_BUILD) sam-validate scan (exit $$checked) ----"; cat .local/checks.log; \
 	wait $$exploration; explored=$$?; \
 	echo "---- $(EXPLORATION) (exit $$explored) ----"; cat .local/exploration.log; \
 	cat .local/explorer-figures.json .local/explorer-figures-organizations.json 2>/dev/null; \
