@@ -38,13 +38,14 @@ def partition(org: SplitOrg) -> list[dict[str, Any]]:
     )["Items"]
 
 
-def created_again(org: SplitOrg, limit: int) -> tuple[str, str]:
-    """The organization created again under its id, on a plan of ``limit`` seats, with one
-    member that may hold 100 (not used yet): (its plan, the member)."""
+def created_again(org: SplitOrg, limit: int, shards: int | None = None) -> tuple[str, str]:
+    """The organization created again under its id, on a plan of ``limit`` seats (its counters
+    over ``shards`` items if given), with one member that may hold 100 (not used yet): (its plan,
+    the member)."""
     service = org.new_service()
     plan = f"small-{uuid.uuid4().hex[:8]}"
     service.put_plan(plan, {SEATS: limit})
-    service.put_org(org.org_id, plan)
+    service.put_org(org.org_id, plan, shards=shards)
     account = f"again-{uuid.uuid4().hex[:8]}"
     service.set_limit(account, 100, kind=SEATS)
     service.add_member(org.org_id, account)

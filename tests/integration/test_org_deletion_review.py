@@ -212,6 +212,14 @@ def judged_then_left(race: Race, org: SplitOrg, account: str, rid: str) -> Opera
     return create
 
 
+def deleted_and_created_again(race: Race, org: SplitOrg, limit: int, shards: int | None = None) -> str:
+    """DELETE /orgs run to its 204, then the organization created again under its id on a plan
+    of ``limit`` seats (over ``shards`` items if given), with one member: the member."""
+    deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+    assert deletion.error is None, deletion.error
+    return created_again(org, limit, shards)[1]
+
+
 def written_before(org: SplitOrg, account: str) -> None:
     """The organization's counter item for seats written (a create and a delete), holding 0."""
     rid = org.rid_on(0)

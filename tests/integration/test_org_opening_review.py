@@ -19,8 +19,9 @@ from hybrid_counter.errors import InProgress, LimitExceeded, NotFound, Throttled
 from hybrid_counter.keys import counter_key, org_counter_key, org_pk, profile_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_governance import watcher_of
-from tests.integration.test_org_deletion_races import created_again, partition
+from tests.integration.test_org_deletion_races import partition
 from tests.integration.test_org_deletion_review import (
+    deleted_and_created_again,
     first_create,
     held_by,
     is_account_admission,
@@ -176,9 +177,7 @@ def test_a_create_judged_by_a_deleted_organization_takes_no_seat_of_one_created_
         # under the id, on a plan of 1 seat (2 with the counter written: the new member's first
         # seat opens it), with another member ...
         create = judged_then_left(race, org, account, rid)
-        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
-        assert deletion.error is None, deletion.error
-        _, member = created_again(org, 1 if before == "not written" else 2)
+        member = deleted_and_created_again(race, org, 1 if before == "not written" else 2)
         seats = [f"new{n}-{rid}" for n in range(2)]
         if before == "written, then an override":  # its item written by the override, unmarked
             org.new_service().set_org_limit(org.org_id, SEATS, 2)
@@ -446,9 +445,7 @@ def test_a_create_judged_a_member_before_the_organization_was_created_again_take
         # seat, another member), and the create reads the new one (its counter, its plan) ...
         leave = race.run("leave", lambda: org.new_service().remove_member(org.org_id, account))
         assert leave.error is None, leave.error
-        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
-        assert deletion.error is None, deletion.error
-        _, member = created_again(org, 1)
+        member = deleted_and_created_again(race, org, 1)
         stop_before(race, create, is_account_admission)
         # ... and the new member creates its first seat meanwhile
         seat = f"new-{rid}"

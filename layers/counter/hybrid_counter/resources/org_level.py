@@ -225,7 +225,7 @@ class OrgLevel:
         return seen
 
     def elsewhere(
-        self, org: str, kind: str, tried: set[int], units: int, epoch: int | None = None
+        self, org: str, kind: str, tried: set[int], units: int, epoch: int | None
     ) -> OrgSeen | None:
         """After a create's admission on a split counter's shard was throttled (nothing applied):
         another shard to try, at random among those not tried yet that have room for it (any not
