@@ -69,6 +69,19 @@ def of_creation(picture: ShardSet, creation: int) -> bool:
     return True
 
 
+def creation_in(picture: ShardSet) -> int | None:
+    """The creation of the organization that wrote the picture (as of_creation reads it: a split
+    shard's epoch, an opened item's mark), or None if nothing in it says."""
+    for shard in picture.shards.values():
+        state = shard.state
+        if state.allowance is not None or state.rebasing is not None:
+            epoch = max(state.epoch, state.rebasing or 0)
+            return epoch - epoch % EPOCHS_PER_INCARNATION
+        if state.org_epoch is not None:
+            return state.org_epoch
+    return None
+
+
 def org_lives(
     table: str, org_id: str, also: str = "", values: dict[str, Any] | None = None
 ) -> dict[str, Any]:

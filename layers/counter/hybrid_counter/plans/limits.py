@@ -93,11 +93,16 @@ class Limits:
             self._plan[plan_id] = plan
         return plan_id, 0 if plan is None else plan.limit_for(kind)
 
-    def org_profile(self, org_id: str) -> OrgProfile | None:
-        """An organization's plan and shards, through the cache (None: it does not exist)."""
+    def org_profile(self, org_id: str, creation: int | None = None) -> OrgProfile | None:
+        """An organization's plan and shards, through the cache (None: it does not exist).
+        ``creation``: the creation of the id the caller knows to live (a membership's, a counter
+        item's mark): what is cached of another creation, or of none, is read again (an
+        organization created again under its id is judged by its own plan at once)."""
         try:
             with self._lock:
-                return self._org_profile[org_id]
+                cached = self._org_profile[org_id]
+            if creation is None or (cached is not None and cached.epoch_base == creation):
+                return cached
         except KeyError:
             pass
         found = self._plans.org_profile_of(org_id)
@@ -105,8 +110,13 @@ class Limits:
             self._org_profile[org_id] = found
         return found
 
-    def org_plan_id_of(self, org_id: str) -> str | None:
-        profile = self.org_profile(org_id)
+    def know_creation(self, org_id: str, creation: int) -> None:
+        """What is cached of the organization made that creation's, read again if it is not
+        (before anything is written: a store's error is the caller's to map)."""
+        self.org_profile(org_id, creation)
+
+    def org_plan_id_of(self, org_id: str, creation: int | None = None) -> str | None:
+        profile = self.org_profile(org_id, creation)
         return None if profile is None else profile.plan_id
 
     def org_epoch(self, org_id: str) -> int | None:
@@ -122,8 +132,8 @@ class Limits:
         profile = self.org_profile(org_id)
         return 1 if profile is None else profile.shards
 
-    def org_plan_limit(self, org_id: str, kind: str) -> int:
-        plan_id = self.org_plan_id_of(org_id)
+    def org_plan_limit(self, org_id: str, kind: str, creation: int | None = None) -> int:
+        plan_id = self.org_plan_id_of(org_id, creation)
         plan = None if plan_id is None else self.plan(plan_id)
         return 0 if plan is None else plan.limit_for(kind)
 
@@ -151,13 +161,14 @@ class Limits:
 
     def org_judge(self, org_id: str, kind: str) -> Judge:
         """How an admission on the organization's counter item is judged: its override there,
-        else its plan's limit (read through the cache, as an account's plan is)."""
+        else its plan's limit (read through the cache, as an account's plan is; by the plan of the
+        creation of the organization that marked the item, never a cached one's of another)."""
 
         def judged(state: CounterState) -> Judged:
             if state.limit is not None:
                 return Judged(state.limit, "override")
             try:
-                return Judged(self.org_plan_limit(org_id, kind), "plan")
+                return Judged(self.org_plan_limit(org_id, kind, state.org_epoch), "plan")
             except (ClientError, BotoCoreError) as error:
                 raise store_error(error, "the organization's plan's read") from error
 

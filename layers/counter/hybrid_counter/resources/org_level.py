@@ -42,7 +42,7 @@ from hybrid_counter.counters.split import OVERRIDE, Basis, OwnerGone, Shard, Sha
 from hybrid_counter.counters.state import ALLOWANCE, BASIS, ORG_EPOCH, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
 from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
-from hybrid_counter.orgs.counters import of_creation, org_is, org_lives, org_split_counter
+from hybrid_counter.orgs.counters import creation_in, of_creation, org_is, org_lives, org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable
 from hybrid_counter.usage import OrgAnswer
@@ -78,6 +78,7 @@ class OrgView(Protocol):
 
     def org_judge(self, org_id: str, kind: str) -> Judge: ...
     def org_epoch(self, org_id: str) -> int | None: ...
+    def know_creation(self, org_id: str, creation: int) -> None: ...
     def org_shards(self, org_id: str) -> int: ...
     def org_plan_basis(self, org_id: str, kind: str) -> Basis: ...
     def forget(
@@ -98,6 +99,9 @@ class ReleasesOnly:
 
     def org_epoch(self, org_id: str) -> int | None:
         raise AssertionError("a flow that only releases never opens a counter item")
+
+    def know_creation(self, org_id: str, creation: int) -> None:
+        raise AssertionError("a flow that only releases never judges by an organization's plan")
 
     def org_shards(self, org_id: str) -> int:
         raise AssertionError("a flow that only releases never chooses a shard")
@@ -207,6 +211,8 @@ class OrgLevel:
             if epoch is None:  # cached as not there, and named by a membership: read it again
                 self._view.forget(org_id=org)
                 epoch = self._view.org_epoch(org)
+        else:  # judged by that creation's plan and shards, whatever this process cached
+            self._view.know_creation(org, epoch)
         picture = self.splits.read(org, kind)
         if self._single(org, picture):
             state = picture.get(0).state
@@ -243,10 +249,12 @@ class OrgLevel:
         roomy = [n for n in left if picture.get(n).room >= units]
         return OrgSeen(random.choice(roomy or left), picture, epoch)
 
-    def would_admit(self, org: str, kind: str, units: int) -> OrgAnswer:
+    def would_admit(self, org: str, kind: str, units: int, creation: int | None) -> OrgAnswer:
         """A dry run at the organization: as its admission would judge now (a split counter:
         the room of its shards and what its basis holds beyond their claims, which moves and a
-        reconcile would gather)."""
+        reconcile would gather). ``creation``: the one its membership names, as precheck's."""
+        if creation is not None:
+            self._view.know_creation(org, creation)
         picture = self.splits.read(org, kind)
         basis = picture.basis
         if basis is None:
@@ -731,6 +739,8 @@ class OrgLevel:
             )
         try:
             picture = self.splits.read(org, kind)
+            if (creation := creation_in(picture)) is not None:  # judged by that one's plan
+                self._view.know_creation(org, creation)
         except (ClientError, BotoCoreError) as error:  # nothing moved: the resize is reverted
             return self._not_applied(error, "could not read the organization's counter")
         if move.shard == 0 and self._single(org, picture):

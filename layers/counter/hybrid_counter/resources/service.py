@@ -504,7 +504,7 @@ class ResourceService:
         at_org = (
             None
             if org_id is None
-            else guarded(lambda: self.orgs.would_admit(org_id, kind, units), "the read")
+            else guarded(lambda: self.orgs.would_admit(org_id, kind, units, membership.epoch), "the read")
         )
         # (an account that never held: nothing to release, and no Query to find that out)
         if state.holds_used and (not admits or (at_org is not None and not at_org.would_admit)):
