@@ -123,3 +123,24 @@ def test_a_member_resize_through_a_process_that_cached_the_deleted_organization_
     assert (refused.value.scope, refused.value.limit) == ("organization", 2)
     assert process.get(member, rid, kind=SEATS).units == 1
     assert org.new_service().org_usage(org.org_id).kinds[SEATS].used == 1
+
+
+def test_the_usage_reads_of_a_process_that_cached_the_deleted_organization_show_the_new_ones_limit(split_org):
+    # Given an organization of 10 seats, read by a process, then deleted by another and created
+    # again under its id on a plan of 1 seat, with a new member holding a seat (another process)
+    org = split_org(10, 1, members=1)
+    account = org.accounts[0]
+    written_before(org, account)
+    process = org.new_service()
+    process.org_usage(org.org_id)
+    deleted_by_another_process(org, account)
+    _, member = created_again(org, 1)
+    rid = org.rid_on(0, 1)
+    org.new_service().create(member, rid, {}, rid, kind=SEATS)
+    # When the process reads the organization's usage, and the member's, within its cache's time
+    seen = process.org_usage(org.org_id).kinds[SEATS]
+    room = process.usage(member).kinds[SEATS].org
+    # Then both show the new organization's limit of 1, all of it used
+    assert (seen.limit, seen.used) == (1, 1)
+    assert room is not None
+    assert (room.limit, room.used) == (1, 1)

@@ -72,6 +72,7 @@ class Org:
     members: int = 0
     created_at: str = ""
     shards: int = 1  # its counter's shard items per kind (counters/split.py)
+    creation: int = 0  # which creation of the id it is (its epoch_base; not shown)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +104,7 @@ class OrgStore:
             int(item.get("members", {}).get("N", "0")),
             str(item.get("created_at", {}).get("S", "")),
             int(item.get("shards", {}).get("N", "1")),
+            int(item.get("epoch_base", {}).get("N", "0")),
         )
 
     def members(

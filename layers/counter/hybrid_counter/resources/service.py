@@ -179,6 +179,11 @@ class ResourceService:
         # The account's organization (its profile, read with its plan: one more Query for a
         # member only, of its organization's counters)
         org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
+        # its organization's room judged by the creation its counter items name, if any do
+        if org_id is not None:
+            named = {s.org_epoch for s in states.values() if s.org == org_id and s.org_epoch is not None}
+            for creation in sorted(named):
+                guarded(partial(self.limits.know_creation, org_id, creation), "the read")
         rooms = guarded(lambda: self._org_rooms(org_id), "the read") if org_id is not None else {}
         # (an account whose counter items never admitted a hold has none: no Query for them)
         ever_held = any(state.holds_used for state in states.values())
@@ -306,6 +311,7 @@ class ResourceService:
         """Per kind: the limit, where it comes from, the use, and the accounts that use most (by
         their counted use, OrgUsageIndex: one Query of ``top`` keys a kind, no read per account)."""
         org = self.get_org(org_id)
+        guarded(lambda: self.limits.know_creation(org_id, org.creation), "the read")  # judged by this one
         states = guarded(lambda: self.org_counters(org_id), "the read")
         plan = guarded(lambda: self.limits.plan(org.plan_id), "the read")
         kinds = {*states, *(plan.limits if plan else {})}
