@@ -198,10 +198,13 @@ def test_an_operator_raises_an_override_and_sees_the_history_entry_and_the_event
         f'plan {plan}: plan_limits: none → {{"projects":5}}'
     )
     # And the crossing its creates made (4 of the plan's 5), and the one the forced limit made (4
-    # of 2), from the API's event log (newest first: which is on top depends on when the second
-    # was published, so each is found by its threshold)
+    # of 2), from the API's event log (newest first: the order depends on when each was
+    # published, so each is found by its text). (Whether 80 % is also cleared at 10 and reached
+    # again at 2 depends on how the stream batches the two changes' records with the changes' own
+    # judgements: a state that moved on is judged as it is then, thresholds.py; so the 80 % event
+    # is found by its use and limit, not as the only one of its threshold.)
     reached = f"#recent-events li[data-detail-type='Quota Threshold Reached'][data-account='{account}']"
-    expect(page.locator(f"{reached}[data-event-id*='/80/reached']")).to_contain_text("projects: 4 / 5 (80 %)")
+    expect(page.locator(reached, has_text="projects: 4 / 5 (80 %)")).to_have_count(1)
     expect(page.locator(f"{reached}[data-event-id*='/100/reached']")).to_contain_text(
         "projects: 4 / 2 (100 %)"
     )

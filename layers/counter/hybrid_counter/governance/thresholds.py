@@ -66,7 +66,7 @@ from hybrid_counter.keys import (
     parse_org_pk,
     pending_shard,
 )
-from hybrid_counter.orgs.counters import org_counter_items
+from hybrid_counter.orgs.counters import creation_in, org_counter_items
 
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
@@ -120,6 +120,15 @@ class Image:
     # ``fresh`` says does not exist yet (its first state is the one shard 0 had before the split)
     split: bool = False
     fresh: bool = False
+    # an organization's: the creation of its id whose counter this is (its epoch_base, read from
+    # the counter's mark or its shards' epochs; 0 if they do not say). Its events are numbered
+    # from there, so an organization created again under the id, whose alert state starts over,
+    # never repeats an event id (nor the key of an EVENT# item the log still keeps)
+    creation: int = 0
+
+    @property
+    def number_base(self) -> int:
+        return self.creation if self.scope == ORGANIZATION else 0
 
     @property
     def key(self) -> dict[str, dict[str, str]]:
@@ -132,7 +141,7 @@ class Image:
         state = CounterState.from_item(item)
         reached = int(item.get(ALERT_REACHED, {}).get("N", "0"))
         seq = int(item.get(ALERT_SEQ, {}).get("N", "0"))
-        return cls(account_id, kind, state, reached, seq, scope)
+        return cls(account_id, kind, state, reached, seq, scope, creation=state.org_epoch or 0)
 
 
 def owner_key(owner: str, kind: str, scope: str) -> dict[str, dict[str, str]]:
@@ -274,7 +283,8 @@ class ThresholdWatcher:
         self, image: Image, judged: Judged, seq: int, percent: int, *, reached_now: bool
     ) -> OutboxEvent:
         owner = image.account_id if image.scope == ACCOUNT else f"org:{image.account_id}"
-        event_id = f"{owner}/{image.kind}/{seq}/{percent}/{'reached' if reached_now else 'cleared'}"
+        number = image.number_base + seq
+        event_id = f"{owner}/{image.kind}/{number}/{percent}/{'reached' if reached_now else 'cleared'}"
         whose = {"account_id": image.account_id} if image.scope == ACCOUNT else {"org_id": image.account_id}
         detail = {
             "event_id": event_id,
@@ -291,7 +301,7 @@ class ThresholdWatcher:
         # (a split organization's outbox items apart from its counter item's, which a record from
         # before the split may still move: the two never write one key)
         split = "split#" if image.split else ""
-        key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{split}{seq:012d}#{percent}"}}
+        key = {"pk": {"S": pk}, "sk": {"S": f"EVENT#{image.kind}#{split}{number:012d}#{percent}"}}
         return OutboxEvent(THRESHOLD_REACHED if reached_now else THRESHOLD_CLEARED, detail, key)
 
     def _transition(
@@ -428,6 +438,7 @@ class ThresholdWatcher:
             ORGANIZATION,
             split=True,
             fresh=alert is None,
+            creation=creation_in(shards) or 0,
         )
 
     def _unlist_shard_zero(self, org_id: str, kind: str) -> None:
