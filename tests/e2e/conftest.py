@@ -107,7 +107,11 @@ def localstack_api_url(aws_url: str, endpoint: str) -> str:
     return f"{edge.scheme}://{api_id}.execute-api.localhost.localstack.cloud:{edge.port or 4566}"
 
 
-@pytest.fixture(scope="session")
+# Package scope: the runtime (DynamoDB Local, moto, warm function environments, stream and queue
+# pollers, the sweeper's schedule) stops once the last e2e test is done; a session-scoped one kept
+# polling through the rest of `make test`'s process (the integration and unit tests: minutes of
+# idle polling competing with them for two cores). No test outside tests/e2e uses it.
+@pytest.fixture(scope="package")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     kind = os.environ.get("HC_E2E_TARGET", "local")
     if kind in {"local", "built"}:
