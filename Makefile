@@ -115,8 +115,8 @@ sam-validate: $(TOOLS)/.installed
 sam-build: $(TOOLS)/.installed
 	PATH="$(dir $(PYTHON312)):$$PATH" $(SAM) build --cached
 
-# The interleaving explorer and the state machine mostly wait on DynamoDB Local, one call at a
-# time: `make test` starts them first, in a pytest process (and a DynamoDB Local) of their own;
+# The interleaving explorer mostly waits on DynamoDB Local, one call at a
+# time: `make test` starts it first, in a pytest process (and a DynamoDB Local) of its own;
 # the rest of the suite starts beside them at once: both need only the project's virtualenv and
 # node_modules (DynamoDB Local), not SAM CLI, Checkov or the `sam build` output. The third
 # process installs SAM CLI and Checkov (their own virtualenvs) while the two run, builds
@@ -124,10 +124,12 @@ sam-build: $(TOOLS)/.installed
 # then the checks (lint, types, docs, template, scan). The explorer's and the third process's
 # output follow the rest's; any of the three failing fails the run. The explorer's
 # organizations (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a
-# local runtime of its own) ride with the explorer, so the two processes end about together.
+# local runtime of its own) ride with the explorer, and the state machine
+# (test_stateful_counters.py, about half a minute) with the rest, so the two processes end about
+# together.
 # Each prints its slowest tests (--durations), where the minutes to cut are.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
-	tests/integration/test_stateful_counters.py tests/e2e/test_fuzz_openapi.py
+	tests/e2e/test_fuzz_openapi.py
 AFTER_BUILD := tests/integration/test_localrun_built.py
 
 integration-built: deps sam-build

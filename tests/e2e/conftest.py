@@ -107,7 +107,11 @@ def localstack_api_url(aws_url: str, endpoint: str) -> str:
     return f"{edge.scheme}://{api_id}.execute-api.localhost.localstack.cloud:{edge.port or 4566}"
 
 
-@pytest.fixture(scope="session")
+# Package scope: the runtime (DynamoDB Local, moto, warm function environments, stream and queue
+# pollers, the sweeper's schedule) stops once the last e2e test is done; a session-scoped one kept
+# polling through the rest of `make test`'s process (the integration and unit tests: minutes of
+# idle polling competing with them for two cores). No test outside tests/e2e uses it.
+@pytest.fixture(scope="package")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
     kind = os.environ.get("HC_E2E_TARGET", "local")
     if kind in {"local", "built"}:
@@ -124,6 +128,12 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             built=kind == "built",
             # A plan change is seen within 2 s, not the default 60 (test_kinds_plans_units.py).
             parameter_overrides={"PlanCacheSeconds": "2"},
+            # The stream function's batches wait 0.1 s for more records, not the template's 1 s
+            # (MaximumBatchingWindowInSeconds): the same batching, retries and bisection, but each
+            # settle() after a write no longer waits out the window (about a second each, most of
+            # the e2e suite's waiting). Batches of many records are built deterministically where
+            # they matter (test_localrun_runtime.py pauses the stream; test_failure_paths.py too).
+            stream_batching_window_seconds=0.1,
         )
         with LocalRuntime(options) as runtime:
             tokens = local_tokens(runtime.issuer)

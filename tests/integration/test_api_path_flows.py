@@ -17,6 +17,7 @@ from hybrid_counter.resources import items as resource_items
 from hybrid_counter.resources.items import pending_item
 from hybrid_counter.resources.table import ResourceTable
 from tests.conftest import load_event
+from tests.explorer.pytest_glue import retries_without_backoff
 from tests.explorer.scheduler import Race
 from tests.faults import injected
 
@@ -29,6 +30,16 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_backoff():
+    """Botocore retries each throttled call or lost response as often as its config says, without
+    its (randomly jittered) backoff sleeps between attempts: nothing here runs beside the test but
+    a Race's operations, moved call by call, so the sleeps only cost wall time (the takeovers' and
+    the throttled reads': about 45 s of them)."""
+    with retries_without_backoff():
+        yield
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ DynamoDB Local, with every component on one injected clock."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
+from tests.explorer.pytest_glue import retries_without_backoff
 from tests.faults import ProcessDied, injected
 
 pytestmark = pytest.mark.integration
@@ -112,6 +113,16 @@ class World:
             self.sweeper.sweep()
             self.drain(account)
         Healer(self.settings.table_name, self.clients).heal_account(account, kind=SEATS)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_backoff() -> Iterator[None]:
+    """Botocore retries each throttled call as often as its config says, without its backoff
+    sleeps between attempts (up to 1 + 2 s each in standard mode): every component here runs on
+    the injected clock, one call at a time, so those sleeps only cost wall time (the throttled
+    revert's four cases, about 30 s of them)."""
+    with retries_without_backoff():
+        yield
 
 
 @pytest.fixture

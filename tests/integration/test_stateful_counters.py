@@ -75,6 +75,7 @@ from hybrid_counter.keys import (
     resource_key,
 )
 from hybrid_counter.resources import ResourceService
+from tests.explorer.pytest_glue import retries_without_backoff
 from tests.faults import ProcessDied, injected
 
 pytestmark = pytest.mark.integration
@@ -635,6 +636,15 @@ class CountingSystem(RuleBasedStateMachine):
                 )
                 assert item_size(item) < 1024
         STATS["examples"] += 1
+
+
+@pytest.fixture(scope="module", autouse=True)
+def without_backoff():
+    """Botocore retries each throttled call as often as its config says, without the backoff
+    sleeps between attempts (the throttle-all faults: about 18 s of sleeping in all). The domain
+    runs on the machine's injected clock; the two workers of one batch still race each other."""
+    with retries_without_backoff():
+        yield
 
 
 @pytest.mark.timeout(1800)
