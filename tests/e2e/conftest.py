@@ -132,7 +132,7 @@ def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
             # (MaximumBatchingWindowInSeconds): the same batching, retries and bisection, but each
             # settle() after a write no longer waits out the window (about a second each, most of
             # the e2e suite's waiting). Batches of many records are built deterministically where
-            # they matter (test_localrun_runtime.py pauses the stream; test_failure_paths.py too).
+            # they matter (test_localrun_runtime.py and test_failure_paths.py pause the stream).
             stream_batching_window_seconds=0.1,
         )
         with LocalRuntime(options) as runtime:

@@ -21,7 +21,10 @@ def test_poison_record_reaches_the_operator_queue_and_blocks_nothing(target, loc
     poisoned = f"poison-{uuid.uuid4().hex[:8]}"
     healthy = f"healthy-{uuid.uuid4().hex[:8]}"
 
-    # Given a counter item whose admission marker no code can interpret (a poison record)
+    # Given a counter item whose admission marker no code can interpret (a poison record), with
+    # the stream held so that it and the traffic behind it are delivered together (the e2e
+    # runtime's batching window is short: without the pause they could come in batches apart)
+    runtime.pause_stream()
     dynamodb.update_item(
         TableName=runtime.table_name,
         Key=counter_key(poisoned),
@@ -31,6 +34,7 @@ def test_poison_record_reaches_the_operator_queue_and_blocks_nothing(target, loc
     # And ordinary traffic right behind it on the stream
     for n in range(5):
         assert target.call("POST", f"/accounts/{healthy}/resources", {"name": f"r{n}"}).status_code == 201
+    runtime.resume_stream()
 
     # Then the healthy account is counted (nothing blocked behind the poison record)
     def healthy_counted():
