@@ -26,7 +26,9 @@ from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 from tests.explorer.pytest_glue import retries_without_backoff
+from tests.explorer.scheduler import Call, Race
 from tests.faults import ProcessDied, injected
+from tests.integration.test_split_review import stop_before
 
 pytestmark = pytest.mark.integration
 
@@ -239,6 +241,44 @@ def test_a_grow_that_applied_before_its_process_died_is_settled_grown(world: Wor
     # Then the resize was ended at 5 (the counters held 5) and the delete released 5
     assert world.item(account, "team") is None
     assert world.counters(account) == (0, 0)
+
+
+def is_counter_move(call: Call) -> bool:
+    """A resize's move of its account's counter (Z3)."""
+    return call.operation == "UpdateItem" and call.key.startswith("COUNTER#")
+
+
+# (fixed, found over HTTP by a hostile pass: a count that met a resize in flight was left to the
+# sweeper, and no record asked for it again, so a burst of PATCHes right after the creates left
+# eventual at 0 for the sweeper's minutes, 7 to 10 of them. The record of the write that ends the
+# resize now counts it, as it already did at an organization.)
+@pytest.mark.parametrize(("origin", "target"), [(2, 5), (5, 2)])
+def test_a_count_that_met_a_resize_in_flight_is_made_when_the_resize_ends(
+    world: World, account: str, origin: int, target: int
+) -> None:
+    # Given a resource the stream path has not counted yet, whose PATCH has made its claim
+    world.service.set_limit(account, 10, kind=SEATS)
+    world.service.create(account, "a", {}, "team", kind=SEATS, units=origin)
+    created = world.stream.records_for(account)
+    with Race(world.clients.dynamodb, world.clients.dynamodb_single_attempt) as race:
+        resize = race.start("resize", lambda: world.service.resize(account, "team", target, kind=SEATS))
+        stop_before(race, resize, is_counter_move)
+        # When the stream path counts the create meanwhile: it finds the claim, and leaves it
+        counted = race.run("count", lambda: process_stream_batch(created, world.counter))
+        assert counted.error is None, counted.error
+        item = world.item(account, "team") or {}
+        assert not item["counter_processed"]["BOOL"]
+        # ... and the PATCH then ends
+        race.finish(resize)
+    assert resize.error is None, resize.error
+    # Then the record of the write that ended it counts the resource, at its new size, without
+    # the sweeper (nothing is left in its index)
+    world.drain(account)
+    item = world.item(account, "team") or {}
+    assert int(item["units"]["N"]) == target
+    assert item["counter_processed"]["BOOL"]
+    assert "pending_shard" not in item
+    assert world.counters(account) == (target, target)
 
 
 @pytest.mark.parametrize(("origin", "target"), [(2, 5), (5, 2)])

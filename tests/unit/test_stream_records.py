@@ -152,6 +152,7 @@ def test_the_write_ending_a_members_resize_counts_it_at_its_organization_if_noth
         "org": "acme",
         "org_shard": 2,
         "org_counted": counted,
+        "counter_processed": True,
         "resize_request": "req1",
     }
     new = {key: value for key, value in old.items() if key != "resize_request"}
@@ -159,6 +160,24 @@ def test_the_write_ending_a_members_resize_counts_it_at_its_organization_if_noth
     # Then it is counted there with the units it holds now, unless it was counted already
     expected = [CountOp("acct-a", "r1", "inc1", "seats", 5, "acme", shard=2)]
     assert ops == ([] if counted else expected)
+
+
+@pytest.mark.parametrize("counted", [False, True])
+def test_the_write_ending_a_resize_counts_it_at_its_account_if_nothing_did(counted: bool) -> None:
+    # Given the resource's MODIFY that ends a resize (resize_request removed), live, in no
+    # organization, counted at its account or not (a count that met the resize left it)
+    sk = resource_sk("r1", kind="seats")
+    old = {
+        "state": "live",
+        "incarnation": "inc1",
+        "units": 2,
+        "counter_processed": counted,
+        "resize_request": "r",
+    }
+    new = {key: value for key, value in old.items() if key != "resize_request"}
+    ops = ops_from_record(_record("MODIFY", "ACCOUNT#acct-a", sk, old, {**new, "units": 5}))
+    # Then it is counted there with the units it holds now, unless it was counted already
+    assert ops == ([] if counted else [CountOp("acct-a", "r1", "inc1", "seats", 5)])
 
 
 @pytest.mark.parametrize("pk", ["ACCOUNT#acct-a", "ORG#acme"])

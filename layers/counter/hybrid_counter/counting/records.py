@@ -244,6 +244,11 @@ def _resource_ops(
         # while the resize held it, is made now (no other record asks for it again, and its
         # account's count takes it out of the PendingIndex). Once, whoever comes first (org_counted).
         ended: list[Op] = [_org_count(account_id, kind, resource_id, new)] if _uncounted_member(new) else []
+        # The same at its account: a count that met the resize was left to the sweeper (its
+        # PendingIndex entry, which this count removes), minutes away; made now, at the size the
+        # resize left it with. Once, whoever comes first (counter_processed).
+        if _uncounted(new):
+            ended.append(_account_count(account_id, kind, resource_id, new))
         return ended, ("resize", account_id, kind, resource_id, str(old["resize_request"]))
     if event == "MODIFY" and _handed_off(new) and not _handed_off(old):
         # Its request will not release at its organization (resources/delete.py): the stream
@@ -296,6 +301,15 @@ def _finish_handed_off(
         bool(new.get("org_counted")),
         int(new.get("org_shard", 0)),
     )
+
+
+def _account_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, Any]) -> CountOp:
+    """The count at its account of a live resource, as its record shows it."""
+    return CountOp(account_id, resource_id, str(new["incarnation"]), kind, int(new.get("units", 1)))
+
+
+def _uncounted(new: Mapping[str, Any]) -> bool:
+    return new.get("state") == items.LIVE and not new.get("counter_processed")
 
 
 def _uncounted_member(new: Mapping[str, Any]) -> bool:
