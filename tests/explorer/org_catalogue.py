@@ -14,6 +14,12 @@ account's create for the organization's last units or its delete, the stream pat
 any point, a resize dying before or between its two moves, the organization's move's response
 lost, a grow its account refuses (undone at the organization).
 
+The organization deleted and created again under its id (``recreate``, design.md §10.2) while a
+member's create judged by the deleted creation runs, a join races them, or its admission there is
+throttled or its response lost (RECREATED, 3 schedules each in ci; LONG_RECREATED); the scenarios
+of the defects this found, F1 and F2, run only with HC_EXPLORER_WITH_DEFECTS=1 (RECREATED_F1,
+RECREATED_F2; tests/integration/test_org_recreate_review.py pins both).
+
 Defect D1 (a create refused by its account after the organization admitted it holds a slot
 there until its undo, so a concurrent create of another account can be refused for a slot no
 sequential order fills) is left out of the scenarios that must pass: none of them has a create
