@@ -3,7 +3,11 @@
 An ``OrgRun`` is a ``Run`` whose operations each act for an account (``who``): creates of n
 units (POST, PUT), deletes, resizes (PATCH: a member's resize moves both levels), an account's
 override, the organization's override (forced), and
-membership changes (``join``, ``leave``: allowed only while the account is empty). Background
+membership changes (``join``, ``leave``: allowed only while the account is empty); and the
+organization's own: its split (``org_shards``), its deletion (``org_delete``) and its creation
+again under its id (``recreate``: an operator's PUT /orgs/{id} on a plan of ``arg`` units,
+forced, through the domain call the API makes; 201 and a new creation while the organization is
+gone, 200 and a move to that plan while it is there, 503 while a deletion is unfinished). Background
 steps deliver the stream of A, of B or of the organization's partition (``stream-A``,
 ``stream-B``, ``stream-org``; ``stream`` all three), sweep, heal (both accounts, and the
 organization's counters by the stream path's own heal) and recount (both accounts: nothing
@@ -28,6 +32,16 @@ begins with ``COUNTER#<kind>#``: the counter may be split over shard items):
 - after an admission there, the units held do not exceed the organization's limit as it stands
   in the table (past it only by resources made live without a known admission there).
 
+The organization's level is its current creation's (design.md §10.2: each creation of the id
+has its own ``epoch_base``): when its item names a new one, the truth there starts from nothing
+and what a creation before admitted holds nothing at it. At every step: while it is gone its
+partition holds no counter item; every counter item is the current creation's (its mark
+``org_epoch`` names it, a shard's epoch is above its ``epoch_base``); no member resource that only
+a creation before admitted is live; and an admission there that applied is of a create whose
+last read of its membership (its account's counter item, else its profile, as the table held it
+then) named the current creation: a create judged by one deleted since ends admitted at its
+account alone, or refused, never held at the new one.
+
 At the end (every stream drained, the clock past the grace period, swept, healed): each account
 as today, and the organization's ``best_effort == eventual ==`` the units of its members' live
 resources (or claimed and not released there); nothing pending holds a slot there; every live
@@ -49,7 +63,17 @@ from typing import Any
 from benchmarks.capacity import item_size
 from hybrid_counter.counters import AdmissionOutcome
 from hybrid_counter.counters.split import Shard, ShardSet
-from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, REBASING, CounterState
+from hybrid_counter.counters.state import (
+    BEST_EFFORT,
+    EPOCH,
+    EVENTUAL,
+    LIMIT,
+    NO_ORG,
+    ORG,
+    ORG_EPOCH,
+    REBASING,
+    CounterState,
+)
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects
 from hybrid_counter.errors import LimitExceeded, MembershipConflict
@@ -61,6 +85,7 @@ from hybrid_counter.keys import (
     HISTORY_PREFIX,
     ORG_PREFIX,
     ORG_PROFILE_SK,
+    PROFILE_SK,
     REBASE_PREFIX,
     UNDO_SUFFIX,
     account_pk,
@@ -96,13 +121,16 @@ from tests.explorer.scheduler import Call, Operation
 from tests.explorer.spec import (
     ABSENT,
     CHANGED,
+    CREATED,
     DELETED,
+    EXISTS,
     LIMIT_OPS,
     MAYBE,
     MEMBERSHIP_OPS,
     NEVER_ENDED,
     NOT_EMPTY,
     ORG_ADMIN_OPS,
+    RECREATE,
     REFUSED,
     REPAIR,
     RESIZED,
@@ -127,7 +155,8 @@ ORG_LEVEL_OPS = frozenset({"org_limit"}) | ORG_ADMIN_OPS  # the organization's, 
 class OrgOp(OpSpec):
     """An operation for account ``who``: post, put, delete, limit (its override), join, leave;
     or the organization's: org_limit (``arg`` the limit, ``of`` the kind), org_shards (``arg``
-    the number of shards), org_delete."""
+    the number of shards), org_delete, recreate (``arg`` the default kind's limit on the plan it
+    is created again on: PUT /orgs/{id}, forced)."""
 
     who: str = "A"
 
@@ -173,6 +202,9 @@ class OrgScenario(Scenario):
     # The organization's counter split over this many shard items per kind (design.md §10.6),
     # once the setup's resources exist (so the split lays their claims out).
     shards: int = 1
+    # The ci profile's cap on its schedules, where smaller than the profile's (a scenario of six
+    # operations is about twice the steps of a pair's).
+    ci_schedules: int | None = None
 
     def make_run(self, world: World, choose: Callable[[Run, list[Choice]], Choice | None]) -> Run:
         return OrgRun(world, self, choose)
@@ -277,6 +309,13 @@ class OrgView:
     """The organization's counter items, by kind (every shard item of the kind)."""
 
     counters: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    profile: dict[str, Any] | None = None  # the organization's item (None: there is none)
+    keys: list[str] = field(default_factory=list)  # every sort key of its partition
+
+    @property
+    def epoch_base(self) -> int | None:
+        """Which creation of the id it is (design.md §10.2); None: there is none."""
+        return None if self.profile is None else int(self.profile.get("epoch_base", {}).get("N", "0"))
 
     def items(self, kind: str) -> list[dict[str, Any]]:
         return self.counters.get(kind, [])
@@ -377,8 +416,33 @@ class OrgRun(Run):
         self.backlogs: dict[str, list[dict[str, Any]]] = {part: [] for part in PARTS}
         self.undelivered: dict[str, list[str]] = {part: [] for part in PARTS}
         self.busy: set[int] = set()  # membership operations that saw their account hold something
+        # Its creations (design.md §10.2): each one's epoch_base, in order (the last: the current
+        # one); the truth at its level is the current creation's (org_truth), and the member tokens
+        # an earlier creation admitted hold nothing at it.
+        self.bases: list[int] = []
+        self.old_tokens: set[str] = set()
+        # The creation each create was judged by: the membership (organization, org_epoch) its
+        # last read of its account's counter item (or, where that does not say, its profile) saw.
+        self.judged: dict[str, tuple[str | None, int | None]] = {}
+        self.by_counter: set[str] = set()  # creates whose last judgement their counter item gave
+        self.org_plans: dict[str, dict[str, int]] = {}  # the organization's plans by id
 
     # ---- plumbing ----------------------------------------------------------------------------------
+    def effects(self, label: str, late: bool = False) -> Effects:
+        """Run's, with each id's serial within its first 16 characters: an incarnation is an id's
+        first 16 (effects.py), so each attempt of a create has one of its own, as its random ids
+        give it in production. (Run's ids put the serial last: every incarnation of a process
+        was ``<label>000000000000000``, so a create judged again after its organization's
+        admission applied and was undone (its account left) made its resource again under the
+        incarnation of that admission, whose count there the stream path then retried without
+        end: a count of an incarnation it meets as a resource of no organization, whose
+        ``org_counted`` condition fails every time; the batch, and every count after it on the
+        organization's partition, failed for good. The first id is Run's, a POST's id.)"""
+        serial = iter(range(1_000_000))
+        made = super().effects(label, late)
+        width = max(1, 16 - len(label))
+        return replace(made, new_id=lambda: f"{label}{next(serial):0{width}x}{0:016x}")
+
     def redact(self, text: str) -> str:
         text = text.replace(self.org, "ORG")
         return text.replace(self.accounts["A"], "ACCT-A").replace(self.accounts["B"], "ACCT-B")
@@ -427,7 +491,7 @@ class OrgRun(Run):
         scenario = self.scenario
         setup = self.service("s")
         # The accounts are judged by their overrides (on the default plan otherwise).
-        setup.put_plan(self.plan_id("o"), dict(scenario.org_plan))
+        self._put_org_plans(setup)
         setup.put_org(self.org, self.plan_id("o"))
         for who in WHO:
             account = self.accounts[who]
@@ -451,6 +515,18 @@ class OrgRun(Run):
         if scenario.records_lost:  # trimmed: the stream path never sees them
             for pk in (*(account_pk(a) for a in self.accounts.values()), org_pk(self.org)):
                 self.world.stream.records_of(pk)
+
+    def recreate_plan(self, op: OpSpec) -> str:
+        return self.plan_id(f"r{op.arg}")
+
+    def _put_org_plans(self, setup: ResourceService) -> None:
+        """The organization's plan, and those it may be created again on (recreate)."""
+        self.org_plans[self.plan_id("o")] = dict(self.scenario.org_plan)
+        for op in self.scenario.ops:
+            if op.kind == RECREATE:
+                self.org_plans[self.recreate_plan(op)] = {DEFAULT_KIND: int(op.arg)}
+        for plan_id, limits in self.org_plans.items():
+            setup.put_plan(plan_id, limits)
 
     def _leave_dead(self, text: str) -> None:
         """A create that died between the levels long ago: put pending, admitted by the
@@ -509,6 +585,7 @@ class OrgRun(Run):
             "org_limit": lambda: service.set_org_limit(org, of, int(arg), force=True, by=by),
             "org_shards": lambda: service.set_org_shards(org, int(arg)),
             "org_delete": lambda: service.delete_org(org),
+            RECREATE: lambda: service.put_org(org, self.recreate_plan(spec), force=True),
             "join": lambda: service.add_member(org, account),
             "leave": lambda: service.remove_member(org, account),
         }
@@ -577,6 +654,10 @@ class OrgRun(Run):
         part = self.part_of(call.partition)
         faulted = bool(call.outcome and call.outcome.startswith("fault:"))
         by = self.who_of(call.op)
+        if by is not None and part == by and call.operation == "GetItem":
+            self._note_judged(call, by)
+        if part == "org" and call.applied and "last_admission" in _assignments(call):
+            self.violations.extend(f"step {self.step_no}: org: {p}" for p in self._admitted_by(call))
         for who in WHO:
             if part == who:
                 with self.viewing(who):
@@ -587,6 +668,51 @@ class OrgRun(Run):
             self.org_truth.observe(call)
         if faulted:
             self.org_truth.faults += 1
+
+    def _note_judged(self, call: Call, who: str) -> None:
+        """A create's read of its membership (resources/org_level.py membership): its account's
+        counter item of the kind, where that says (``org``), else its profile; as the table holds
+        it now (every write before this read was read back)."""
+        index = next((i for i, op in enumerate(self.ops) if op.name == call.op), None)
+        if index is None or self.scenario.ops[index].kind not in ("post", "put"):
+            return
+        view = self.views[who]
+        of = self.scenario.ops[index].of
+        if call.key == f"{COUNTER_PREFIX}{of}":
+            item = view.counters.get(of) or {}
+            if ORG in item:
+                org = str(item[ORG]["S"])
+                epoch = item.get(ORG_EPOCH, {}).get("N")
+                self.judged[call.op] = (
+                    None if org == NO_ORG else org,
+                    None if org == NO_ORG or epoch is None else int(epoch),
+                )
+                self.by_counter.add(call.op)
+            else:
+                self.by_counter.discard(call.op)
+        elif call.key == PROFILE_SK and call.op not in self.by_counter:
+            org_id = view.profile.get("org_id", {}).get("S")
+            epoch = view.profile.get(ORG_EPOCH, {}).get("N")
+            self.judged[call.op] = (org_id, None if org_id is None or epoch is None else int(epoch))
+
+    def _admitted_by(self, call: Call) -> list[str]:
+        """An admission at the organization applied: its create was judged a member of the
+        current creation of the organization (its membership read named it), never of one
+        deleted since, nor of none."""
+        index = next((i for i, op in enumerate(self.ops) if op.name == call.op), None)
+        if index is None or self.scenario.ops[index].kind not in ("post", "put"):
+            return []
+        org, epoch = self.judged.get(call.op, (None, None))
+        current = self.bases[-1] if self.bases else None
+        if self.org_view.profile is None:
+            return [f"{call.op} admitted at the organization while it is gone (deleted)"]
+        if org == self.org and epoch == current:
+            return []
+        creation = self.bases.index(epoch) if epoch in self.bases else None
+        return [
+            f"{call.op} admitted at creation {len(self.bases) - 1} of the organization (epoch_base "
+            f"{current}), judged by its membership {org and 'ORG'}/{epoch} (creation {creation})"
+        ]
 
     def after_write(self, call: Call) -> None:
         part = self.part_of(call.partition)
@@ -610,11 +736,24 @@ class OrgRun(Run):
         self.snapshot = self.views["A"]
         if "org" in parts:
             self.org_view = self.read_org()
+            self._note_creation()
         for index, spec in enumerate(self.scenario.ops):
             running = index < len(self.ops) and not self.ops[index].done and not self._gated(index)
             if spec.kind in MEMBERSHIP_OPS and running and self._holds_anything(getattr(spec, "who", "A")):
                 self.busy.add(index)
         return before
+
+    def _note_creation(self) -> None:
+        """The organization created again under its id (its item's epoch_base changed): the
+        truth at its level starts from nothing; what the creations before admitted holds nothing
+        at this one."""
+        base = self.org_view.epoch_base
+        if base is None or (self.bases and base == self.bases[-1]):
+            return
+        if self.bases:
+            self.old_tokens |= {tok for tok, n in self.org_truth.admitted.items() if n}
+            self.org_truth = OrgTruth()
+        self.bases.append(base)
 
     def _holds_anything(self, who: str) -> bool:
         """Items a caller cannot see (a create in flight, an undo left to the sweeper), or any
@@ -628,12 +767,15 @@ class OrgRun(Run):
         paginator = self.world.clients.dynamodb.get_paginator("query")
         for page in paginator.paginate(
             TableName=self.world.settings.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": org_pk(self.org)}, ":prefix": {"S": COUNTER_PREFIX}},
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": org_pk(self.org)}},
             ConsistentRead=True,
         ):
             for item in page.get("Items", []):
                 sk = str(item["sk"]["S"])
+                view.keys.append(sk)
+                if sk == ORG_PROFILE_SK:
+                    view.profile = dict(item)
                 for kind in self.kinds:  # every item whose sort key begins with COUNTER#<kind>#
                     if sk.startswith(f"{COUNTER_PREFIX}{kind}#"):
                         view.counters.setdefault(kind, []).append(dict(item))
@@ -701,7 +843,14 @@ class OrgRun(Run):
         self.violations.extend(f"step {self.step_no}: org: {problem}" for problem in self._check_org(after))
 
     def member_resources(self, kind: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
-        """(who, resource id, item, member token of its kind) of the organization's resources."""
+        """(who, resource id, item, member token of its kind) of the organization's resources:
+        those of its current creation (none that only a creation before it admitted)."""
+        for who, rid, item, tok in self._org_resources(kind):
+            if tok not in self.old_tokens or self.org_truth.admitted[tok]:
+                yield who, rid, item, tok
+
+    def _org_resources(self, kind: str) -> Iterator[tuple[str, str, dict[str, Any], str]]:
+        """Every member resource naming the organization, of whichever creation admitted it."""
         for who in WHO:
             for (of, rid), item in self.views[who].resources.items():
                 if of == kind and resource_items.org_of(item) == self.org:
@@ -758,11 +907,48 @@ class OrgRun(Run):
         }
 
     def org_limit(self, kind: str) -> int:
+        """Its override, else the limit of the plan its item names (0 while it is gone)."""
         override = self.org_view.override(kind)
-        return dict(self.scenario.org_plan).get(kind, 0) if override is None else override
+        if override is not None:
+            return override
+        profile = self.org_view.profile
+        if profile is None:
+            return 0  # gone: none of its members is left to hold anything
+        return self.org_plans.get(str(profile["plan_id"]["S"]), {}).get(kind, 0)
+
+    def _creation_problems(self) -> list[str]:
+        """Each creation of the organization is one of its own (design.md §10.2): while it is
+        gone its partition holds no counter item; while it is there every counter item in it is
+        the current creation's (its mark, ``org_epoch``, names it; a shard's epoch is above its
+        epoch_base); and no member resource that only a creation before it admitted is live or
+        claimed by a delete (it would be held by none)."""
+        found: list[str] = []
+        view, base = self.org_view, self.org_view.epoch_base
+        items = [item for kind in self.kinds for item in view.items(kind)]
+        if base is None:
+            if items:
+                found.append(f"gone, but its partition holds {sorted(view.keys)}")
+            return found
+        for item in items:
+            sk = item["sk"]["S"]
+            marked = item.get(ORG_EPOCH, {}).get("N")
+            if marked is not None and int(marked) != base:
+                found.append(f"{sk} is marked by creation {marked}, not the current one ({base})")
+            epoch = int(item.get(EPOCH, {}).get("N", "0"))
+            if "allowance" in item and epoch <= base:
+                found.append(f"{sk} has epoch {epoch}, of a creation before the current one ({base})")
+        for kind in self.kinds:
+            for who, rid, item, tok in self._org_resources(kind):
+                state = resource_items.state_of(item)
+                old = tok in self.old_tokens and not self.org_truth.admitted[tok]
+                if old and state in (resource_items.LIVE, resource_items.DELETING):
+                    found.append(
+                        f"{who}'s {rid} is {state}, admitted only by a creation before the current one"
+                    )
+        return found
 
     def _check_org(self, after: Call | None) -> list[str]:
-        found: list[str] = []
+        found: list[str] = self._creation_problems()
         truth, view = self.org_truth, self.org_view
         adopted = any(t.adopted for t in self.truths.values())
         for kind in self.kinds:
@@ -801,18 +987,25 @@ class OrgRun(Run):
 
     def _split_problems(self, kind: str) -> list[str]:
         """A split counter (design.md §10.6): the shards' claims (each ``max(used, allowance)``)
-        within the basis whenever no rebase holds them frozen. (Checked where no limit changes:
-        a limit lowered below use, forced, leaves claims = used over the basis by design.)"""
+        within the basis whenever no rebase holds them frozen, and that basis the organization's
+        limit as it stands (its override, else its plan's: the current creation's). (Checked
+        where no limit changes: a limit lowered below use, forced, leaves claims = used over the
+        basis by design, and a changed limit is laid out by the next create.)"""
         picture = self.org_view.picture(kind)
         basis = picture.basis
         if basis is None or picture.frozen or any(op.kind in LIMIT_OPS for op in self.scenario.ops):
             return []
+        found = []
         if picture.claims > basis.limit:
             shown = {n: (s.used, s.allowance) for n, s in sorted(picture.shards.items())}
-            return [
+            found.append(
                 f"{kind} claims {picture.claims} > basis {basis.limit} (used, allowance by shard: {shown})"
-            ]
-        return []
+            )
+        if basis.limit != self.org_limit(kind):
+            found.append(
+                f"{kind} laid out for {basis.limit} ({basis.source}), its limit {self.org_limit(kind)}"
+            )
+        return found
 
     # ---- the end -----------------------------------------------------------------------------------
     def _finish(self) -> None:
@@ -947,9 +1140,11 @@ class OrgRun(Run):
         organization's partition, whatever a rebase racing it did; while the organization stays
         (refused, or never deleted), it carries no deletion mark and, after the sweeper's run, no
         rebase under way and no frozen shard. (A deletion that died half way is finished by the
-        next one: not judged.)"""
+        next one: not judged.) Created again (recreate answered 201) after its deletions: it is
+        there, as one that stays (its counter items the new creation's: checked at every step)."""
         deletions = [d for d in self.done.values() if d.kind == "org_delete"]
-        if not deletions or any(d.answer in MAYBE for d in deletions):
+        recreates = [d for d in self.done.values() if d.kind == RECREATE]
+        if not deletions or any(d.answer in MAYBE for d in (*deletions, *recreates)):
             return
         left = self.world.clients.dynamodb.query(
             TableName=self.world.settings.table_name,
@@ -958,13 +1153,19 @@ class OrgRun(Run):
             ConsistentRead=True,
         )["Items"]
         keys = sorted(str(item["sk"]["S"]) for item in left)
-        if any(d.answer == DELETED for d in deletions):
+        deleted = sum(d.answer == DELETED for d in deletions)
+        created = sum(d.answer == CREATED for d in recreates)
+        if deleted and created < deleted:
             if keys:
                 self.violations.append(f"end: org: deleted (204), but its partition holds {keys}")
             return
         profile = next((item for item in left if item["sk"]["S"] == ORG_PROFILE_SK), None)
         if profile is None:
-            self.violations.append("end: org: no deletion answered 204, but the organization is gone")
+            self.violations.append(
+                "end: org: no deletion answered 204, but the organization is gone"
+                if not deleted
+                else "end: org: created again (201) after its deletion, but it is gone"
+            )
         elif "deleting" in profile:
             self.violations.append(
                 "end: org: a deletion refused, yet the organization is still marked deleting"
@@ -1016,6 +1217,7 @@ class OrgRun(Run):
             overrides=tuple(sorted((f"{who}/{kind}", n) for who, kind, n in scenario.account_limits)),
             org_limits=tuple(sorted({**dict(scenario.org_plan), **dict(scenario.org_overrides)}.items())),
             members=frozenset(scenario.members),
+            org_overridden=frozenset(kind for kind, _ in scenario.org_overrides),
         )
         done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
         # A member resize whose process died is settled after the grace period (the audit, at the
@@ -1062,9 +1264,16 @@ def org_answer_of(op: Operation, kind: str) -> int | str:
             return CHANGED if op.result else UNCHANGED
         if isinstance(error, MembershipConflict) and error.code == "AccountNotEmpty":
             return NOT_EMPTY
-    if kind == "org_delete":
-        if error is None:
-            return DELETED
-        if isinstance(error, MembershipConflict) and error.code == "OrganizationNotEmpty":
-            return NOT_EMPTY
+    if kind in (RECREATE, "org_delete"):
+        return _org_admin_answer(op, kind)
+    return answer_of(op, kind)
+
+
+def _org_admin_answer(op: Operation, kind: str) -> int | str:
+    """DELETE /orgs: 204, or not-empty; PUT /orgs/{id} (recreate): 201 created, 200 moved."""
+    error = op.error
+    if error is None:
+        return DELETED if kind == "org_delete" else CREATED if op.result[1] else EXISTS
+    if isinstance(error, MembershipConflict) and error.code == "OrganizationNotEmpty":
+        return NOT_EMPTY
     return answer_of(op, kind)

@@ -353,6 +353,7 @@ class Snapshot:
     census_requests: int = 0  # REPAIR# items of the account (recount_requests.py)
     plan: str = "a"  # the plan the account is on (by the scenario's names)
     plans: dict[str, dict[str, int]] = field(default_factory=dict)  # plan name -> limits
+    profile: dict[str, Any] = field(default_factory=dict)  # the account's profile item (its membership)
 
     def state(self, kind: str = DEFAULT_KIND) -> CounterState:
         return CounterState.from_item(self.counters.get(kind))
@@ -895,8 +896,10 @@ class Run:
                     snapshot.counters[sk[len(COUNTER_PREFIX) :]] = dict(item)
                 elif sk.startswith(RESOURCE_PREFIX):
                     snapshot.resources[parse_kind_resource_sk(sk)] = dict(item)
-                elif sk == PROFILE_SK and "plan_id" in item:  # (a member's profile may name none)
-                    snapshot.plan = str(item["plan_id"]["S"]).removesuffix(f"-{self.account}")
+                elif sk == PROFILE_SK:
+                    snapshot.profile = dict(item)
+                    if "plan_id" in item:  # (a member's profile may name none)
+                        snapshot.plan = str(item["plan_id"]["S"]).removesuffix(f"-{self.account}")
                 elif is_request(item):
                     snapshot.census_requests += 1
         snapshot.plans = self._plans()

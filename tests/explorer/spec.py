@@ -25,6 +25,10 @@ leave) answers ``changed`` or ``unchanged`` (already so), and is refused (``not-
 the account holds anything; the domain also refuses it while the account has an item no caller
 can see (a create still running, or one whose undoing is left to the sweeper), which the
 explorer saw during the change (``busy``): then ``not-empty`` is one of its answers too.
+The organization may be deleted (only without members; a join then answers 404) and created
+again under its id (``recreate``, ORG_ADMIN_OPS): each creation is an organization of its own,
+with its own limit and the members that joined it, holding their units only (a member joins only
+while empty, so the live resources of the current creation's members are all it holds).
 
 Requests that died before the run (a delete stuck with its claim, a create left pending) are
 operations that never ended: they may take effect at any point, but only on the incarnation they
@@ -68,10 +72,14 @@ REPAIR = "repair"
 # tests/integration/test_governance.py), so the model never refuses one.
 LIMIT_OPS = frozenset({"limit", "unlimit", "plan", "assign", "org_limit"})
 MEMBERSHIP_OPS = frozenset({"join", "leave"})
-# An organization's own operations that no create is judged by: its deletion (DELETE /orgs:
-# 204, not-empty while it has members, 404 once gone) and its split (set_org_shards: changed,
-# 404 once gone).
-ORG_ADMIN_OPS = frozenset({"org_delete", "org_shards"})
+# An organization's own operations: its deletion (DELETE /orgs: 204, not-empty while it has
+# members, 404 once gone), its split (set_org_shards: changed, 404 once gone), which no create is
+# judged by; and its creation again under its id once deleted (``recreate``: PUT /orgs/{id} on a
+# plan of ``arg`` units of the default kind, forced: 201 and a new creation, without members or
+# overrides, while it is gone; 200 and a move to that plan while it is there, which changes the
+# limit of the kinds without an override; 503 while a deletion is unfinished, as any 503).
+RECREATE = "recreate"
+ORG_ADMIN_OPS = frozenset({"org_delete", "org_shards", RECREATE})
 CHANGED, UNCHANGED, NOT_EMPTY = "changed", "unchanged", "not-empty"  # a membership change's answers
 SCOPES = ("account", "organization")  # the levels a create's refusal names (orgs.py)
 
@@ -115,6 +123,7 @@ class Model:
     held: frozenset[Key] = frozenset()  # live resources that are holds not confirmed yet
     expired: frozenset[Key] = frozenset()  # ids whose hold expired (a confirm answers HoldExpired)
     org_gone: bool = False  # the organization was deleted (DELETE /orgs answered 204)
+    org_overridden: frozenset[str] = frozenset()  # the kinds the organization has an override of
 
     # ---- what the model holds ---------------------------------------------------------------------
     def units_of(self, key: Key) -> int | None:
@@ -201,7 +210,11 @@ class Model:
             return replace(self, plan=str(op.arg))
         if op.kind == "org_limit":
             assert isinstance(op.arg, int)
-            return replace(self, org_limits=_set(self.org_limits, op.of, op.arg))
+            return replace(
+                self,
+                org_limits=_set(self.org_limits, op.of, op.arg),
+                org_overridden=self.org_overridden | {op.of},
+            )
         arg: Any = op.arg
         plan, limits = arg
         return replace(self, plans=_set(self.plans, str(plan), tuple(sorted(limits))))
@@ -256,6 +269,8 @@ class Model:
     def _membership(self, op: Done) -> tuple[int | str, Model]:
         """The account joins or leaves the organization, only while it holds nothing."""
         who = str(op.arg)
+        if op.kind == "join" and self.org_gone:
+            return ABSENT, self  # (a leave: it was no member, as no organization deleted has one)
         if (who in self.members) == (op.kind == "join"):
             return UNCHANGED, self
         if any(kind.partition("/")[0] == who for kind, _, _ in self.live) or (
@@ -266,7 +281,21 @@ class Model:
         return CHANGED, replace(self, members=members)
 
     def _org_admin(self, op: Done) -> tuple[int | str, Model]:
-        """The organization deleted (only without members) or split; 404 once it is gone."""
+        """The organization deleted (only without members) or split; 404 once it is gone. Or
+        created again (recreate): while it is gone, a new creation (201) on the plan of ``arg``
+        units of the default kind, without members or overrides (its counters start from
+        nothing); while it is there, a move to that plan (200): the kinds without an override
+        take its limit."""
+        if op.kind == RECREATE:
+            assert isinstance(op.arg, int)
+            plan = {DEFAULT_KIND: op.arg}
+            if self.org_gone:
+                fresh = tuple(sorted(plan.items()))
+                return CREATED, replace(self, org_gone=False, org_limits=fresh, org_overridden=frozenset())
+            kinds = {kind for kind, _ in self.org_limits} | set(plan)
+            limits = dict(self.org_limits)
+            moved = {k: limits[k] if k in self.org_overridden else plan.get(k, 0) for k in kinds}
+            return EXISTS, replace(self, org_limits=tuple(sorted(moved.items())))
         if self.org_gone:
             return ABSENT, self
         if op.kind == "org_shards":
