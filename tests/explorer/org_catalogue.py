@@ -16,9 +16,9 @@ lost, a grow its account refuses (undone at the organization).
 
 The organization deleted and created again under its id (``recreate``, design.md §10.2) while a
 member's create judged by the deleted creation runs, a join races them, or its admission there is
-throttled or its response lost (RECREATED, 3 schedules each in ci; LONG_RECREATED); the scenarios
-of the defects this found, F1 and F2, run only with HC_EXPLORER_WITH_DEFECTS=1 (RECREATED_F1,
-RECREATED_F2; tests/integration/test_org_recreate_review.py pins both).
+throttled or its response lost (RECREATED, 3 schedules each in ci; LONG_RECREATED); and the
+scenarios of the defects this found, F1 and F2, fixed since (RECREATED_FOUND in ci,
+LONG_RECREATED_FOUND; tests/integration/test_org_recreate_review.py pins both).
 
 Defect D1 (a create refused by its account after the organization admitted it holds a slot
 there until its undo, so a concurrent create of another account can be refused for a slot no
@@ -32,7 +32,6 @@ those of D2 and D3, are the strict xfail tests of tests/integration/test_org_int
 from __future__ import annotations
 
 import dataclasses
-import os
 import random
 
 from hybrid_counter.keys import DEFAULT_KIND
@@ -206,31 +205,35 @@ LONG_RECREATED = [
         faults=((0, "org-admit", "lost", 1),),
     ),
 ]
-# Defect F1 (tests/integration/test_org_recreate_review.py, strict xfail): a process that cached
-# the deleted creation's profile judges a member of the one created again by it (its plan, its
-# shards): admitted past the new plan's limit, or the new creation's counter laid out over the
-# old shards for the old plan's limit, which every process then admits by. Every process of a
-# run has the organization cached (orgs.py, a warm process), so these fail in every schedule in
-# which the new member posts: in no profile until it is fixed.
-# Defect F2 (the same file, strict xfail): PUT /orgs/{id} racing DELETE /orgs answers 404 where
-# its write was refused by the deletion's mark and the deletion ended before it asked why.
-RECREATED_F2 = [deletion("re-created while its deletion runs", (org_delete(), recreate(1)))]
-RECREATED_F1 = [
+# What the explorer's recreate found, F1 and F2 (tests/integration/test_org_recreate_review.py,
+# fixed on 2026-11-27): a process that had cached the deleted creation's profile judged a member of
+# the one created again by it (its plan, its shards: admitted past the new plan's limit, or the
+# new counter laid out over the old shards for the old plan's limit), which failed in every
+# schedule in which the new member posts; and PUT /orgs/{id} racing DELETE /orgs answered 404
+# where its write was refused by the deletion's mark and the deletion ended before it asked why.
+# One of each in ci (3 schedules each), the rest in the long profile.
+RECREATED_FOUND = [
+    dataclasses.replace(scenario, ci_schedules=3)
+    for scenario in (
+        deletion("re-created while its deletion runs", (org_delete(), recreate(1))),
+        deletion(
+            "re-created once deleted, B joins and posts twice",
+            (
+                org_delete(),
+                recreate(1, after=0),
+                membership("join", "B", after=1),
+                post("B", after=2),
+                post("B", after=2),
+            ),
+        ),
+    )
+]
+LONG_RECREATED_FOUND = [
     recreated(
         "B joins the new one and posts 2 (over its plan of 1)",
         (membership("join", "B", after=3), post("B", 2, after=4)),
     ),
     recreated("split over 2, B joins the new one and posts", B_JOINS, shards=2),
-    deletion(
-        "re-created once deleted, B joins and posts twice",
-        (
-            org_delete(),
-            recreate(1, after=0),
-            membership("join", "B", after=1),
-            post("B", after=2),
-            post("B", after=2),
-        ),
-    ),
 ]
 
 
@@ -474,16 +477,15 @@ ORG_SCENARIOS: list[OrgScenario] = [
         counted=("A.x",),
     ),
     *RECREATED,
+    *RECREATED_FOUND,
 ]
 # The long profile's scenarios beside those (the ci profile's budget is spent on the ones above).
-LONG_ORG_SCENARIOS: list[OrgScenario] = [*LONG_RECREATED]
+LONG_ORG_SCENARIOS: list[OrgScenario] = [*LONG_RECREATED, *LONG_RECREATED_FOUND]
 
 
 def org_scenarios(profile_name: str) -> list[OrgScenario]:
-    """The scenarios of a profile; HC_EXPLORER_WITH_DEFECTS=1 adds those of the known defects F1
-    and F2, which fail until they are fixed."""
-    chosen = ORG_SCENARIOS + (LONG_ORG_SCENARIOS if profile_name != "ci" else [])
-    return chosen + (RECREATED_F1 + RECREATED_F2 if os.environ.get("HC_EXPLORER_WITH_DEFECTS") else [])
+    """The scenarios of a profile."""
+    return ORG_SCENARIOS + (LONG_ORG_SCENARIOS if profile_name != "ci" else [])
 
 
 # Random schedules: both accounts' creates and deletes, the organization's limit changes, with

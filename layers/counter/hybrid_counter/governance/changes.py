@@ -431,7 +431,9 @@ class LimitChanges:
             if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
                 self._limits.forget(org_id=org_id)
                 return old is None
-            if item is not None and (gone := self._org_gone(org_id)) is not None:
+            # A move refused by DELETE /orgs: 503 while its mark stands; once the deletion is done
+            # the id is free, and the next attempt creates it (as a PUT after the 204 would), not 404
+            if item is not None and isinstance(gone := self._org_gone(org_id), InProgress):
                 raise gone
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
 
