@@ -10,6 +10,8 @@ and others doing the operators' part.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from hybrid_counter.errors import LimitExceeded
@@ -27,6 +29,23 @@ def deleted_by_another_process(org: SplitOrg, account: str) -> None:
     other = org.new_service()
     assert other.remove_member(org.org_id, account)
     other.delete_org(org.org_id)
+
+
+def cached_then_created_again(
+    split_org: Callable[..., SplitOrg], shards: int, limit: int
+) -> tuple[SplitOrg, ResourceService, str]:
+    """An organization of 10 seats (over ``shards`` items) whose member used seats, read by a
+    process (its plan of 10, its shards, cached), then left by its member and deleted by another
+    process, and created again under its id on a plan of ``limit`` seats (one item) with a new
+    member: (the organization, the process, the new member)."""
+    org = split_org(10, shards, members=1)
+    account = org.accounts[0]
+    written_before(org, account)
+    process = org.new_service()
+    process.org_usage(org.org_id)
+    deleted_by_another_process(org, account)
+    _, member = created_again(org, limit)
+    return org, process, member
 
 
 def created_by(
@@ -77,16 +96,10 @@ def test_a_process_that_cached_the_deleted_organization_judges_its_new_creation_
     split_org, shards
 ):
     # Given an organization of 10 seats (over 1 or 2 items) and a member that used seats, and a
-    # process that read the organization (its plan of 10 seats, its shards)
-    org = split_org(10, shards, members=1)
-    account = org.accounts[0]
-    written_before(org, account)
-    process = org.new_service()
-    process.org_usage(org.org_id)
-    # ... the member leaves and the organization is deleted, by another process, and created
-    # again under its id on a plan of 1 seat, one item, with a new member
-    deleted_by_another_process(org, account)
-    _, member = created_again(org, 1)
+    # process that read the organization (its plan of 10 seats, its shards); the member leaves
+    # and the organization is deleted, by another process, and created again under its id on a
+    # plan of 1 seat, one item, with a new member
+    org, process, member = cached_then_created_again(split_org, shards, 1)
     # When the new member creates 3 seats through the process within its cache's time
     admitted, refusals = created_by(process, org, member, 3)
     # Then one is admitted and the others refused by the organization's limit of 1: the new
@@ -107,13 +120,7 @@ def test_a_member_resize_through_a_process_that_cached_the_deleted_organization_
     # Given an organization of 10 seats (over 1 or 2 items), read by a process, then deleted by
     # another and created again under its id on a plan of 2 seats, with a new member that holds
     # one seat (created by another process)
-    org = split_org(10, shards, members=1)
-    account = org.accounts[0]
-    written_before(org, account)
-    process = org.new_service()
-    process.org_usage(org.org_id)
-    deleted_by_another_process(org, account)
-    _, member = created_again(org, 2)
+    org, process, member = cached_then_created_again(split_org, shards, 2)
     rid = org.rid_on(0, 1)
     org.new_service().create(member, rid, {}, rid, kind=SEATS)
     # When the member grows it to 5 units through the process within its cache's time
@@ -128,13 +135,7 @@ def test_a_member_resize_through_a_process_that_cached_the_deleted_organization_
 def test_the_usage_reads_of_a_process_that_cached_the_deleted_organization_show_the_new_ones_limit(split_org):
     # Given an organization of 10 seats, read by a process, then deleted by another and created
     # again under its id on a plan of 1 seat, with a new member holding a seat (another process)
-    org = split_org(10, 1, members=1)
-    account = org.accounts[0]
-    written_before(org, account)
-    process = org.new_service()
-    process.org_usage(org.org_id)
-    deleted_by_another_process(org, account)
-    _, member = created_again(org, 1)
+    org, process, member = cached_then_created_again(split_org, 1, 1)
     rid = org.rid_on(0, 1)
     org.new_service().create(member, rid, {}, rid, kind=SEATS)
     # When the process reads the organization's usage, and the member's, within its cache's time
