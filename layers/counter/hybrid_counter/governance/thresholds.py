@@ -121,14 +121,11 @@ class Image:
     split: bool = False
     fresh: bool = False
     # an organization's: the creation of its id whose counter this is (its epoch_base, read from
-    # the counter's mark or its shards' epochs; 0 if they do not say). Its events are numbered
-    # from there, so an organization created again under the id, whose alert state starts over,
-    # never repeats an event id (nor the key of an EVENT# item the log still keeps)
+    # the counter's mark or its shards' epochs; 0 if they do not say, and for an account). Its
+    # events are numbered from there, so an organization created again under the id, whose
+    # alert state starts over, never repeats an event id (nor the key of an EVENT# item the log
+    # still keeps)
     creation: int = 0
-
-    @property
-    def number_base(self) -> int:
-        return self.creation if self.scope == ORGANIZATION else 0
 
     @property
     def key(self) -> dict[str, dict[str, str]]:
@@ -141,7 +138,9 @@ class Image:
         state = CounterState.from_item(item)
         reached = int(item.get(ALERT_REACHED, {}).get("N", "0"))
         seq = int(item.get(ALERT_SEQ, {}).get("N", "0"))
-        return cls(account_id, kind, state, reached, seq, scope, creation=state.org_epoch or 0)
+        # (an account's counter item carries its membership's org_epoch: not its own creation)
+        creation = (state.org_epoch or 0) if scope == ORGANIZATION else 0
+        return cls(account_id, kind, state, reached, seq, scope, creation=creation)
 
 
 def owner_key(owner: str, kind: str, scope: str) -> dict[str, dict[str, str]]:
@@ -283,7 +282,7 @@ class ThresholdWatcher:
         self, image: Image, judged: Judged, seq: int, percent: int, *, reached_now: bool
     ) -> OutboxEvent:
         owner = image.account_id if image.scope == ACCOUNT else f"org:{image.account_id}"
-        number = image.number_base + seq
+        number = image.creation + seq
         event_id = f"{owner}/{image.kind}/{number}/{percent}/{'reached' if reached_now else 'cleared'}"
         whose = {"account_id": image.account_id} if image.scope == ACCOUNT else {"org_id": image.account_id}
         detail = {
