@@ -135,3 +135,29 @@ def test_a_request_signed_in_its_query_string_is_not_refused_for_its_signature()
     status, body, _ = answer(event_for(route, f"{signed}&dry_run=true"))
     assert status == 400
     assert '"dry_run"' in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("value", "forced"),
+    [
+        *[(value, True) for value in ("true", "TRUE", "1", "yes", "on")],
+        *[(value, False) for value in ("false", "0", "no", "off")],
+    ],
+)
+def test_a_boolean_parameter_takes_the_spellings_the_user_guide_lists(value, forced):
+    # Given DELETE of an override with ?force=<value> (user-guide.md, Routes)
+    route = next(r for r in ROUTES if route_id(r) == "DELETE /accounts/{account_id}/limits/{kind}")
+    # When it is answered
+    status, _, calls = answer(event_for(route, f"force={value}"))
+    # Then it is taken as the boolean it spells
+    assert status == 204
+    assert calls == [
+        ("remove_limit", ("acct-demo", {"kind": "projects", **({"force": True} if forced else {})}))
+    ]
+
+
+@pytest.mark.parametrize("value", ["maybe", "", "2", "truee"])
+def test_a_boolean_parameter_of_any_other_value_is_refused(value):
+    route = next(r for r in ROUTES if route_id(r) == "DELETE /accounts/{account_id}/limits/{kind}")
+    status, body, calls = answer(event_for(route, f"force={value}"))
+    assert (status, body["error"]["code"], calls) == (400, "ValidationError", [])
