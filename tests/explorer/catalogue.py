@@ -397,14 +397,15 @@ PROFILES = {
 def profile() -> Profile:
     """The chosen profile; HC_EXPLORER_SEED and HC_EXPLORER_RANDOM_RUNS override its random part
     (to go on from where a long run was cut off with schedules it has not tried),
-    HC_EXPLORER_PAIR_SCHEDULES its cap on each pair's schedules, HC_EXPLORER_REPAIR_SCHEDULES
-    on each repair scenario's, HC_EXPLORER_ORG_SCHEDULES on each organization scenario's, and
+    HC_EXPLORER_PAIR_SCHEDULES its cap on each pair's schedules, HC_EXPLORER_KIND_PAIR_SCHEDULES
+    on each of issue 18's pairs', HC_EXPLORER_REPAIR_SCHEDULES on each repair scenario's, HC_EXPLORER_ORG_SCHEDULES on each organization scenario's, and
     HC_EXPLORER_ORG_BACKGROUND_SETS the organizations' background sets (to run them in parts)."""
     chosen = PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
     seed = int(os.environ.get("HC_EXPLORER_SEED") or chosen.seed)
     runs = int(os.environ.get("HC_EXPLORER_RANDOM_RUNS") or chosen.random_runs)
     pairs = int(os.environ.get("HC_EXPLORER_PAIR_SCHEDULES") or chosen.pair_schedules)
     repairs = int(os.environ.get("HC_EXPLORER_REPAIR_SCHEDULES") or chosen.repair_schedules)
+    kind_pairs = int(os.environ.get("HC_EXPLORER_KIND_PAIR_SCHEDULES") or chosen.kind_pair_schedules)
     org_schedules = int(os.environ.get("HC_EXPLORER_ORG_SCHEDULES") or chosen.org_schedules)
     org_sets = chosen.org_background_sets
     if only := os.environ.get("HC_EXPLORER_ORG_BACKGROUND_SETS"):  # e.g. "none,stream-A+stream-B+stream-org"
@@ -415,6 +416,7 @@ def profile() -> Profile:
         random_runs=runs,
         pair_schedules=pairs,
         repair_schedules=repairs,
+        kind_pair_schedules=kind_pairs,
         org_background_sets=org_sets,
         org_schedules=org_schedules,
     )
