@@ -89,12 +89,17 @@ def admitted_of_by(service: ResourceService, account: str, rid: str) -> bool:
 # its change record, writes the move (refused); the deletion removes the organization's item
 # (204); the PUT reads it to say why: 404.
 def is_plan_write(call: Call) -> bool:
-    """The PUT's write of the organization's item (its creation, or its move to the plan)."""
-    key = call.body.get("Key", {})
-    return (
-        call.operation == "UpdateItem"
-        and key.get("sk", {}).get("S") == ORG_PROFILE_SK
-        and "plan_id" in str(call.body.get("UpdateExpression", ""))
+    """The PUT's write of the organization's item (its creation, in a transaction with the id's
+    last creation number, or its move to the plan)."""
+    writes = [call.body]
+    if call.operation == "TransactWriteItems":
+        writes = [action["Update"] for action in call.body.get("TransactItems", []) if "Update" in action]
+    elif call.operation != "UpdateItem":
+        return False
+    return any(
+        write.get("Key", {}).get("sk", {}).get("S") == ORG_PROFILE_SK
+        and "plan_id" in str(write.get("UpdateExpression", ""))
+        for write in writes
     )
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from hybrid_counter.counters import CounterState
 from hybrid_counter.plans import Limits, Plan
+from hybrid_counter.plans.store import AccountProfile
 
 
 class Plans:
@@ -16,9 +17,9 @@ class Plans:
     def __init__(self) -> None:
         self.reads = 0
 
-    def profile_of(self, account_id: str) -> tuple[str, str | None]:
+    def profile_of(self, account_id: str) -> AccountProfile:
         self.reads += 1
-        return "pro", None
+        return AccountProfile("pro")
 
     def get(self, plan_id: str) -> Plan:
         self.reads += 1

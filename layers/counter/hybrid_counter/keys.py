@@ -205,6 +205,13 @@ def org_counter_sk(kind: str, shard: int = 0) -> str:
 EPOCHS_PER_INCARNATION = 10**12
 
 
+def org_creation_key(org_id: str) -> dict[str, dict[str, str]]:
+    """The last ``epoch_base`` an organization of this id was created with. Outside its partition:
+    kept when it is deleted, so a creation whose number was drawn before another creation of the
+    id (and that one's deletion) is refused rather than made below it (governance/changes.py)."""
+    return {"pk": {"S": f"{CONTROL_PREFIX}org#{org_id}"}, "sk": {"S": "creation"}}
+
+
 def org_counter_key(org_id: str, *, kind: str = DEFAULT_KIND, shard: int = 0) -> dict[str, dict[str, str]]:
     """One of the organization's counter items for a kind (shard 0 of S, orgs/)."""
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": org_counter_sk(kind, shard)}}

@@ -57,6 +57,7 @@ from hybrid_counter.keys import (
     epoch_of,
     iso_utc,
     org_counter_key,
+    org_creation_key,
     org_key,
     parse_account_pk,
     parse_org_pk,
@@ -77,7 +78,7 @@ if TYPE_CHECKING:
 
 Key = dict[str, dict[str, str]]
 Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
-Check = dict[str, Any]  # a ConditionCheck of a transaction: a condition on another item
+Check = dict[str, Any]  # a transaction's action on another item (a ConditionCheck, or an Update)
 ATTEMPTS = 4
 
 
@@ -384,7 +385,6 @@ class LimitChanges:
             raise ValidationError(f"plan {plan_id} does not exist")
         key = org_key(org_id)
         change = self._new_change()
-        base = 0
         for _ in range(ATTEMPTS):
             item, named = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else None
@@ -407,13 +407,18 @@ class LimitChanges:
                 ":name": {"S": record.name},
             }
             created = ""
+            above: list[Check] = []
             if old is None:
                 condition = "attribute_not_exists(plan_id)"
                 # its split counter's epochs start above any a deleted organization of the id
-                # reached (counters/split.py): a rebase of the old one never lands on this one
+                # reached (counters/split.py): a rebase of the old one never lands on this one.
+                # Drawn for this attempt, and written only above the last creation of the id: a
+                # number drawn before another creation of the id and its deletion came between
+                # would start below that one's epochs (review 34)
                 created = ", epoch_base = :base"
-                base = base or self._incarnation() * EPOCHS_PER_INCARNATION
+                base = self._incarnation() * EPOCHS_PER_INCARNATION
                 values[":base"] = {"N": str(base)}
+                above = [self._creation_above(org_id, base)]
             else:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
@@ -428,6 +433,7 @@ class LimitChanges:
                 f"{LIMIT_CHANGE} = :name{created} ADD plan_moves :one"
             )
             checks = [_override_check(self._table, org_counter_key(org_id, kind=kind)) for kind in relied]
+            checks += above
             if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
                 self._limits.forget(org_id=org_id)
                 return old is None
@@ -436,6 +442,19 @@ class LimitChanges:
             if item is not None and isinstance(gone := self._org_gone(org_id), InProgress):
                 raise gone
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
+
+    def _creation_above(self, org_id: str, base: int) -> Check:
+        """The transaction's write of the id's last creation number, refused unless ``base`` is
+        above it (a refusal: the next attempt reads the organization again and draws again)."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": org_creation_key(org_id),
+                "UpdateExpression": "SET epoch_base = :base",
+                "ConditionExpression": "attribute_not_exists(epoch_base) OR epoch_base < :base",
+                "ExpressionAttributeValues": {":base": {"N": str(base)}},
+            }
+        }
 
     def _incarnation(self) -> int:
         """A number no organization created before had (one ADD on a control item per creation:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
@@ -66,7 +66,7 @@ from hybrid_counter.keys import (
     parse_org_pk,
     pending_shard,
 )
-from hybrid_counter.orgs.counters import creation_in, org_counter_items
+from hybrid_counter.orgs.counters import creation_in, org_counter_items, org_is, org_lives
 
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
@@ -121,11 +121,11 @@ class Image:
     split: bool = False
     fresh: bool = False
     # an organization's: the creation of its id whose counter this is (its epoch_base, read from
-    # the counter's mark or its shards' epochs; 0 if they do not say, and for an account). Its
+    # the counter's mark or its shards' epochs; None if they do not say, and for an account). Its
     # events are numbered from there, so an organization created again under the id, whose
     # alert state starts over, never repeats an event id (nor the key of an EVENT# item the log
-    # still keeps)
-    creation: int = 0
+    # still keeps); and it is judged, and its state moved, only while that creation lives
+    creation: int | None = None
 
     @property
     def key(self) -> dict[str, dict[str, str]]:
@@ -139,7 +139,7 @@ class Image:
         reached = int(item.get(ALERT_REACHED, {}).get("N", "0"))
         seq = int(item.get(ALERT_SEQ, {}).get("N", "0"))
         # (an account's counter item carries its membership's org_epoch: not its own creation)
-        creation = (state.org_epoch or 0) if scope == ORGANIZATION else 0
+        creation = state.org_epoch if scope == ORGANIZATION else None
         return cls(account_id, kind, state, reached, seq, scope, creation=creation)
 
 
@@ -282,7 +282,7 @@ class ThresholdWatcher:
         self, image: Image, judged: Judged, seq: int, percent: int, *, reached_now: bool
     ) -> OutboxEvent:
         owner = image.account_id if image.scope == ACCOUNT else f"org:{image.account_id}"
-        number = image.creation + seq
+        number = (image.creation or 0) + seq
         event_id = f"{owner}/{image.kind}/{number}/{percent}/{'reached' if reached_now else 'cleared'}"
         whose = {"account_id": image.account_id} if image.scope == ACCOUNT else {"org_id": image.account_id}
         detail = {
@@ -358,15 +358,10 @@ class ThresholdWatcher:
                 }
             )
         if org_check:
-            actions.append(
-                {
-                    "ConditionCheck": {
-                        "TableName": self._table,
-                        "Key": org_key(image.account_id),
-                        "ConditionExpression": "attribute_exists(pk) AND attribute_not_exists(deleting)",
-                    }
-                }
-            )
+            # the creation the image is of: a record of a deleted one, delivered again (or judged
+            # late) once the id was created again, moves nothing of the new one's (review 34)
+            named = org_is(image.creation) if image.creation is not None else ("", {})
+            actions.append(org_lives(self._table, image.account_id, *named))
         delay = 0.05
         for attempt in range(ATTEMPTS):
             try:
@@ -388,9 +383,10 @@ class ThresholdWatcher:
         return False
 
     def _org_gone(self, image: Image) -> bool:
-        """The organization refused a transition: gone (nothing to judge: False, and the item
-        read again is not there), or being deleted (judged again once the deletion is done or
-        refused: the batch is retried)."""
+        """The organization refused a transition: gone, or another creation of its id than the
+        image's (nothing of this one to judge: False; the item read again is the new one's, or
+        not there), or being deleted (judged again once the deletion is done or refused: the
+        batch is retried)."""
         org = self._clients.dynamodb.get_item(
             TableName=self._table, Key=org_key(image.account_id), ConsistentRead=True
         ).get("Item")
@@ -420,6 +416,7 @@ class ThresholdWatcher:
         if stored is None:
             return None
         shards = ShardSet({n: Shard(n, CounterState.from_item(item)) for n, item in stored.items()})
+        creation = creation_in(shards)
         alert = self._clients.dynamodb.get_item(
             TableName=self._table, Key=org_alert_key(org_id, kind), ConsistentRead=True
         ).get("Item")
@@ -428,16 +425,18 @@ class ThresholdWatcher:
             source = stored.get(0, {})  # shard 0 as the same Query read it
             if OVER_KIND in source:
                 self._unlist_shard_zero(org_id, kind)
+        # (the sum named by its creation: judged by that creation's plan, not a cached one's)
+        total = shards.total() if creation is None else replace(shards.total(), org_epoch=creation)
         return Image(
             org_id,
             kind,
-            shards.total(),
+            total,
             int(source.get(ALERT_REACHED, {}).get("N", "0")),
             int(source.get(ALERT_SEQ, {}).get("N", "0")),
             ORGANIZATION,
             split=True,
             fresh=alert is None,
-            creation=creation_in(shards) or 0,
+            creation=creation,
         )
 
     def _unlist_shard_zero(self, org_id: str, kind: str) -> None:

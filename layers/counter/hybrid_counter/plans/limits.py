@@ -25,7 +25,7 @@ from cachetools import TTLCache
 from hybrid_counter.aws import store_error
 from hybrid_counter.counters import CounterState, Judge, Judged
 from hybrid_counter.counters.split import Basis
-from hybrid_counter.plans.store import OrgProfile, Plan, PlanStore
+from hybrid_counter.plans.store import AccountProfile, OrgProfile, Plan, PlanStore
 
 ACCOUNTS_CACHED = 10_000
 PLANS_CACHED = 1_000
@@ -36,9 +36,7 @@ class Limits:
         self._plans = plans
         self._lock = threading.Lock()
         # an account's (plan, organization), from one read of its profile
-        self._plan_of: TTLCache[str, tuple[str, str | None]] = TTLCache(
-            ACCOUNTS_CACHED, cache_seconds, timer=clock
-        )
+        self._plan_of: TTLCache[str, AccountProfile] = TTLCache(ACCOUNTS_CACHED, cache_seconds, timer=clock)
         self._plan: TTLCache[str, Plan | None] = TTLCache(PLANS_CACHED, cache_seconds, timer=clock)
         self._org_profile: TTLCache[str, OrgProfile | None] = TTLCache(
             ACCOUNTS_CACHED, cache_seconds, timer=clock
@@ -48,14 +46,19 @@ class Limits:
     # of membership followed by a read takes two, and an entry expiring between them raised
     # KeyError (cachetools' own get() does the same two readings).
     def plan_id_of(self, account_id: str) -> str:
-        return self._profile(account_id)[0]
+        return self._profile(account_id).plan_id
 
     def org_id_of(self, account_id: str) -> str | None:
         """The organization the account belongs to, through the cache: for showing it (usage);
         admissions judge by the account's counter items, which are exact (orgs/store.py)."""
-        return self._profile(account_id)[1]
+        return self._profile(account_id).org_id
 
-    def _profile(self, account_id: str) -> tuple[str, str | None]:
+    def org_epoch_of(self, account_id: str) -> int | None:
+        """Which creation of its organization's id the account joined, through the cache (None:
+        in none, or joined before memberships recorded it)."""
+        return self._profile(account_id).org_epoch
+
+    def _profile(self, account_id: str) -> AccountProfile:
         try:
             with self._lock:
                 return self._plan_of[account_id]
@@ -86,7 +89,7 @@ class Limits:
         cache): what a check that guards a write judges by (a process's cache may be
         PlanCacheSeconds behind another's change). What it read replaces what was cached."""
         profile = self._plans.profile_of(account_id)
-        plan_id = profile[0]
+        plan_id = profile.plan_id
         plan = self._plans.get(plan_id)
         with self._lock:
             self._plan_of[account_id] = profile

@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from hybrid_counter.aws import Clients, RetryPolicy, retry_conflicts
 from hybrid_counter.errors import ValidationError
@@ -39,6 +39,12 @@ class Plan:
 
     def to_json(self) -> dict[str, Any]:
         return {"plan_id": self.plan_id, "limits": dict(sorted(self.limits.items()))}
+
+
+class AccountProfile(NamedTuple):
+    plan_id: str
+    org_id: str | None = None  # the organization it belongs to
+    org_epoch: int | None = None  # which creation of that organization's id it joined (orgs/store.py)
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,7 @@ class PlanStore:
     def plan_of(self, account_id: str) -> str:
         return self.profile_of(account_id)[0]
 
-    def profile_of(self, account_id: str) -> tuple[str, str | None]:
+    def profile_of(self, account_id: str) -> AccountProfile:
         """The account's plan and the organization it belongs to (one read of its profile)."""
         item = (
             self._clients.dynamodb.get_item(
@@ -152,7 +158,10 @@ class PlanStore:
         )
         plan_id = str(item["plan_id"]["S"]) if "plan_id" in item else DEFAULT_PLAN
         org = item.get("org_id", {}).get("S")
-        return plan_id, None if org is None else str(org)
+        epoch = item.get("org_epoch", {}).get("N")
+        return AccountProfile(
+            plan_id, None if org is None else str(org), None if epoch is None else int(epoch)
+        )
 
     @staticmethod
     def _encode(position: str) -> str:

@@ -179,9 +179,13 @@ class ResourceService:
         # The account's organization (its profile, read with its plan: one more Query for a
         # member only, of its organization's counters)
         org_id = guarded(lambda: self.limits.org_id_of(account_id), "the read")
-        # its organization's room judged by the creation its counter items name, if any do
+        # its organization's room judged by the creation its counter items name, if any do; else
+        # by the one its membership names (review 34: a member without counter items saw a
+        # cached profile of a deleted organization of the id)
         if org_id is not None:
             named = {s.org_epoch for s in states.values() if s.org == org_id and s.org_epoch is not None}
+            if not named and (joined := guarded(lambda: self.limits.org_epoch_of(account_id), "the read")):
+                named = {joined}
             for creation in sorted(named):
                 guarded(partial(self.limits.know_creation, org_id, creation), "the read")
         rooms = guarded(lambda: self._org_rooms(org_id), "the read") if org_id is not None else {}
