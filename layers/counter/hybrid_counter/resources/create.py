@@ -362,7 +362,10 @@ class CreateFlow:
                 if adopted.applied:
                     self._obs.count("PendingAdopted")
                     return Found(items.resource_from_item(item))
-            return None  # a create or a delete in flight: wait for it
+            # a create or a delete in flight: wait for it (a create being undone is never adopted:
+            # it was refused, and neither level holds it; its undo, the sweeper's past the grace
+            # period, frees the id)
+            return None
 
         def settled() -> Found | None:
             last[0] = self._table.get(account_id, rid, kind=kind)

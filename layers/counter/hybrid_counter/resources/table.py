@@ -132,7 +132,9 @@ class ResourceTable:
         self, account_id: str, resource_id: str, incarnation: str, *, index: bool, kind: str = DEFAULT_KIND
     ) -> Written:
         """pending -> live. ``index``: also put it in the sweeper's PendingIndex (its admission
-        outcome is unknown, so the stream path may never count it)."""
+        outcome is unknown, so the stream path may never count it). Never a create being undone
+        (``undoing``: its account refused it and its organization's admission is released, so
+        neither level would hold it; review 35)."""
         values: dict[str, Any] = {":inc": {"S": incarnation}, ":pending": {"S": PENDING}}
         update = self._set_live(account_id, resource_id, kind, values, index=index)
         return self._update(
@@ -140,7 +142,7 @@ class ResourceTable:
             resource_id,
             kind,
             UpdateExpression=f"{update} REMOVE expires_at",
-            ConditionExpression="incarnation = :inc AND #state = :pending",
+            ConditionExpression="incarnation = :inc AND #state = :pending AND attribute_not_exists(undoing)",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues=values,
         )
@@ -191,13 +193,19 @@ class ResourceTable:
         )
 
     def drop_undone(self, account_id: str, resource_id: str, incarnation: str, *, kind: str) -> Written:
-        """Remove a create whose organization's admission has been undone."""
+        """Remove a create whose organization's admission has been undone (still pending: never
+        a resource anyone was told exists)."""
         return self._delete(
             account_id,
             resource_id,
             kind,
-            ConditionExpression="incarnation = :inc AND undoing = :true",
-            ExpressionAttributeValues={":inc": {"S": incarnation}, ":true": {"BOOL": True}},
+            ConditionExpression="incarnation = :inc AND undoing = :true AND #state = :pending",
+            ExpressionAttributeNames={"#state": "state"},
+            ExpressionAttributeValues={
+                ":inc": {"S": incarnation},
+                ":true": {"BOOL": True},
+                ":pending": {"S": PENDING},
+            },
         )
 
     # ---- delete -----------------------------------------------------------------------------
