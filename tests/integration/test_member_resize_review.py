@@ -211,3 +211,47 @@ def test_two_settlements_at_once_of_a_dead_grow_release_it_once_at_the_organizat
     org.drain()
     assert shard0(org) == (4, 4)
     assert_exact(org)
+
+
+def test_a_settler_slower_than_its_lease_leaves_the_organizations_move_to_the_next_one(
+    split_org: Callable[..., SplitOrg], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given a: x (2) whose grow to 6 died after its organization admitted it (+4 there), and b: y
+    # (2), at an organization of 10 seats; past the grace period
+    org = split_org(10, 1)
+    a, b = org.accounts[:2]
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    org.service.create(b, "y", {}, "y", kind=SEATS, units=2)
+    org.drain()
+    grow_dies_between_the_levels(org, a, "x", 6)
+    org.drain()
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    # When a settler takes the lease, then stalls (a sweeper's process, throttled reads retried)
+    # past the grace period before its organization's write; meanwhile another settler takes the
+    # stale lease over and settles it (the 4 seats released there, the claim reverted), the
+    # stream path notes it, and b's resize of y lands on the same shard (its last_resize is b's)
+    from hybrid_counter.resources.org_level import OrgLevel
+
+    read = OrgLevel.holds_target
+
+    def stalled(self: OrgLevel, *args: Any, **kwargs: Any) -> Any:
+        target = read(self, *args, **kwargs)
+        monkeypatch.setattr(OrgLevel, "holds_target", read)
+        org.clock.now += org.settings.pending_grace_seconds + 1
+        assert org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+        org.drain()
+        assert org.service.resize(b, "y", 3, kind=SEATS).units == 3
+        return target
+
+    monkeypatch.setattr(OrgLevel, "holds_target", stalled)
+    ended = org.new_service().repairs.settle_stale_resize(a, "x", item(org, a, "x"))
+    # Then the slow settler made no write at the organization (its lease too old to be the only
+    # settler's): the 4 seats were released there once, and the organization holds 2 + 3
+    assert not ended
+    org.drain()
+    assert units_of(org, a, "x") == 2
+    assert shard0(org) == (5, 5)
+    c = org.accounts[2]
+    with pytest.raises(LimitExceeded):
+        org.service.create(c, "z", {}, "z", kind=SEATS, units=6)
+    assert_exact(org)

@@ -155,6 +155,7 @@ class ResizeSettlement:
         if items.org_of(seen) is None:
             return True
         request = items.since(seen, "resize_request")
+        leased_at = self._fx.clock()
         leased = self._table.lease_settlement(
             account_id,
             rid,
@@ -167,10 +168,16 @@ class ResizeSettlement:
             return False
         grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
         target_at_org = self._orgs.holds_target(account_id, kind, rid, leased)
-        if grow and (grown or not target_at_org):
-            return True  # held at both levels (the organization moves first), or at neither
-        if not grow and (target_at_org or not grown):
-            return True  # released at both levels (the account moves first), or at neither
+        # a grow held at both levels (the organization moves first), a shrink released at both
+        # (the account moves first), or either at neither: nothing to move
+        if (grown or not target_at_org) if grow else (target_at_org or not grown):
+            return True
+        if self._fx.clock() - leased_at > self._grace / 2:
+            # Too slow to be sure it is still the one settler: another takes the lease over once
+            # it is older than the grace period (this process's reads retried under throttling,
+            # a sweeper's run as long as the grace period). Its one write (a single attempt, a
+            # few seconds at most) is left to the next settlement (review 35)
+            return False
         moved = self._orgs.resize(account_id, kind, rid, leased, undo=grow)
         if moved.outcome is AdmissionOutcome.ADMITTED or (
             moved.outcome is AdmissionOutcome.UNKNOWN
