@@ -20,6 +20,7 @@ from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound, ValidationError
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, counter_key, org_pk, resource_sk
 from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources import holds as holds_module
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 
@@ -368,3 +369,29 @@ def test_a_confirm_whose_deadline_passes_between_its_read_and_its_write_is_refus
     with pytest.raises(HoldExpired):
         late.confirm(world.account, "h", kind=SEATS)
     assert world.service.get(world.account, "h", kind=SEATS).hold_until == pytest.approx(until)
+
+
+def test_expired_holds_of_other_kinds_never_hide_this_kinds_from_a_refusal(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Given more expired holds of another kind than one page of the HoldIndex holds (a page of
+    # 3 here; 100 in production), their deadlines before this kind's: a hold of 3 seats (the
+    # whole limit), every deadline passed, no sweeper run since
+    monkeypatch.setattr(holds_module, "RECLAIM_PAGE", 3)
+    world.service.set_limit(world.account, 10, kind="projects")
+    for n in range(5):
+        world.service.create(world.account, f"p{n}", {}, f"p{n}", kind="projects", hold_seconds=2)
+    world.hold("h", units=3, seconds=5)
+    world.clock.now += 6
+    # When a dry run, then a create of 1 seat come
+    answer = world.service.would_create(world.account, "x", {}, "x", kind=SEATS)
+    created, _ = world.service.create(world.account, "x", {}, "x", kind=SEATS)
+    # Then both judged without the expired seats hold (it was found past the other kind's page
+    # and released; before, the page of other kinds' holds hid it until the sweeper's run)
+    assert answer.would_admit is True
+    assert created.units == 1
+    with pytest.raises(NotFound):
+        world.service.get(world.account, "h", kind=SEATS)
+    # And the seats counters hold x alone
+    world.drain()
+    assert world.counters() == (1, 1)

@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 HOLD_INDEX = "HoldIndex"
 TOMBSTONE_SECONDS = 7 * 24 * 3600
 RECLAIM_PAGE = 100  # expired holds one refused admission releases at most before judging again
+# Pages of RECLAIM_PAGE of the account's expired holds (every kind: the index is by account) one
+# refusal reads at most to find those of its kind: the sweeper expires the rest within its run
+RECLAIM_PAGES = 10
 
 
 def tombstone_key(account_id: str, kind: str, resource_id: str) -> dict[str, dict[str, str]]:
@@ -145,7 +148,8 @@ class HoldFlow:
 
     def reclaim(self, account_id: str, kind: str) -> int:
         """Expire this account's expired holds of ``kind`` (an admission refused for room, before
-        it is judged again): one Query of the HoldIndex, up to RECLAIM_PAGE of them."""
+        it is judged again): up to RECLAIM_PAGE of them, one Query of the HoldIndex (more only
+        past other kinds' expired holds, ``expired``)."""
         expired = sum(
             self.expire(account_id, str(i["resource_id"]["S"]), i) for i in self.expired(account_id, kind)
         )
@@ -160,20 +164,31 @@ class HoldFlow:
         )
 
     def expired(self, account_id: str, kind: str) -> list[Item]:
-        """The account's holds of ``kind`` past their deadline (HoldIndex entries), up to RECLAIM_PAGE."""
-        found = self._table.clients.dynamodb.query(
-            TableName=self._table.name,
-            IndexName=HOLD_INDEX,
-            KeyConditionExpression="hold_account = :account AND hold_until <= :now",
-            FilterExpression="kind = :kind",
-            ExpressionAttributeValues={
+        """The account's holds of ``kind`` past their deadline (HoldIndex entries), up to
+        RECLAIM_PAGE. The index holds every kind of the account and a Query's limit applies
+        before its filter, so a page can be all other kinds' expired holds: it pages on, up to
+        RECLAIM_PAGES (before, 100 expired holds of another kind hid this kind's from every
+        refusal until the sweeper's run: hostile pass of review 35)."""
+        query: dict[str, Any] = {
+            "TableName": self._table.name,
+            "IndexName": HOLD_INDEX,
+            "KeyConditionExpression": "hold_account = :account AND hold_until <= :now",
+            "FilterExpression": "kind = :kind",
+            "ExpressionAttributeValues": {
                 ":account": {"S": account_id},
                 ":now": items.epoch_number(self._fx.clock()),
                 ":kind": {"S": kind},
             },
-            Limit=RECLAIM_PAGE,
-        )
-        return [dict(item) for item in found.get("Items", [])]
+            "Limit": RECLAIM_PAGE,
+        }
+        found: list[Item] = []
+        for _ in range(RECLAIM_PAGES):
+            page = self._table.clients.dynamodb.query(**query)
+            found += [dict(item) for item in page.get("Items", [])]
+            if len(found) >= RECLAIM_PAGE or "LastEvaluatedKey" not in page:
+                break
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return found[:RECLAIM_PAGE]
 
     def sweep(self) -> int:
         """Expire every hold whose deadline passed (the sweeper, each run): a Scan of the sparse
