@@ -38,6 +38,10 @@ PLANS_PK = "PLANS"
 ORG_PREFIX = "ORG#"  # an organization: its profile, its counter items, its members (orgs/)
 ORG_PROFILE_SK = "PROFILE"
 MEMBER_PREFIX = "MEMBER#"
+# An account that left the organization, for FORMER_SECONDS: a create of it judged a member before
+# it left may still hold units there, which the organization's recount must see (review 37)
+FORMER_PREFIX = "FORMER#"
+FORMER_SECONDS = 86_400
 RANGES = 16
 COUNTER_SHARDS = 16
 # The kind the routes without a kind act on, unless the stack's DefaultKind says otherwise.
@@ -232,6 +236,10 @@ def org_rebase_key(org_id: str, kind: str) -> dict[str, dict[str, str]]:
 
 def member_key(org_id: str, account_id: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{MEMBER_PREFIX}{account_id}"}}
+
+
+def former_key(org_id: str, account_id: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": f"{FORMER_PREFIX}{account_id}"}}
 
 
 def parse_org_pk(pk: str) -> str:

@@ -286,12 +286,26 @@ class Sweeper:
             return item or entry
         account_id, rid = parse_account_pk(item["pk"]["S"]), parse_kind_resource_sk(item["sk"]["S"])[1]
         try:
-            if self._recounter.repairs.roll_back_stale_pending(account_id, rid, item):
+            if self._recounter.repairs.roll_back_stale_pending(
+                account_id, rid, item
+            ) or self._undone_by_census(item):
                 outcome.pending_rolled_back += 1
                 return {**item, "state": {"S": "gone"}}
         except (DomainError, ClientError, BotoCoreError):
             pass
         return item
+
+    def _undone_by_census(self, item: dict[str, Any]) -> bool:
+        """An undone create whose release at its organization nothing else can confirm (found
+        marked, no note, its shard's last_release names another): its range's census decides,
+        counting it as holding nothing there, and removes it (counting/org_recount.py). True if
+        it is gone now."""
+        org = items.org_of(item)
+        if org is None or not self._org_recounter.dead_at_org(item):
+            return False
+        kind, rid = parse_kind_resource_sk(item["sk"]["S"])
+        self._org_recounter.settle_range(org, kind, range_of(rid))
+        return self._current(item) is None
 
     def _finish_dead_delete(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
         """A claimed resource in the index (a member's delete whose account's release the stream

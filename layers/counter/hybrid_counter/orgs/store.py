@@ -40,11 +40,14 @@ from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, Vali
 from hybrid_counter.keys import (
     ALERT_PREFIX,
     COUNTER_PREFIX,
+    FORMER_PREFIX,
+    FORMER_SECONDS,
     MEMBER_PREFIX,
     REBASE_PREFIX,
     RESOURCE_PREFIX,
     account_pk,
     counter_key,
+    former_key,
     iso_utc,
     member_key,
     org_key,
@@ -106,6 +109,12 @@ class OrgStore:
             int(item.get("shards", {}).get("N", "1")),
             int(item.get("epoch_base", {}).get("N", "0")),
         )
+
+    def former_members(self, org_id: str) -> list[str]:
+        """Accounts that left it within FORMER_SECONDS (their records, until their TTL)."""
+        return [
+            str(item["sk"]["S"])[len(FORMER_PREFIX) :] for item in self._items(org_pk(org_id), FORMER_PREFIX)
+        ]
 
     def members(
         self, org_id: str, *, page_size: int = 100, start: str | None = None
@@ -301,6 +310,20 @@ class OrgStore:
             }
         else:
             member = {"Delete": {"TableName": self._table, "Key": member_key(org_id, account_id)}}
+            # kept a day (TTL): the organization's recount takes the census of former members too,
+            # whose create judged before the leave may still hold units there (its undo to come)
+            now = self._clock()
+            former = {
+                "Put": {
+                    "TableName": self._table,
+                    "Item": {
+                        **former_key(org_id, account_id),
+                        "left_at": {"S": iso_utc(now)},
+                        "expires_at": {"N": str(int(now) + FORMER_SECONDS)},
+                    },
+                }
+            }
+            return [org, member, former]
         return [org, member]
 
     def _refused(self, error: ClientError, account_id: str, org_id: str, kinds: int) -> None:
@@ -414,7 +437,7 @@ class OrgStore:
                     **(only_if_empty if counter else {}),
                 }
             }
-            for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False))
+            for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False), (FORMER_PREFIX, False))
             for item in self._items(org_pk(org_id), prefix)
         ]
         for at in range(0, len(actions), TRANSACTION_ITEMS):

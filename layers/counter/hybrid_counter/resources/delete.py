@@ -70,6 +70,7 @@ class Claim:
     # Taken over from a request that had handed its organization's release off: that release
     # never applied (the stream path makes it with the removal, atomically, and the item is here)
     org_refused: bool = False
+    claimed_since: str = ""  # when this claim was made (its deleting_since, by its own clock)
 
     @classmethod
     def of(
@@ -90,6 +91,7 @@ class Claim:
             items.account_released(item),
             bool(item.get("account_first", {}).get("BOOL", False)),
             previous is not None and items.since(item, "org_handoff") == previous,
+            items.since(item, "deleting_since"),
         )
 
 
@@ -194,6 +196,12 @@ class DeleteFlow:
             # nothing here can tell (the stream path may be late, last_release overwritten).
             # The sweeper's census of the range decides (counting/org_recount.py): never a
             # second release on a guess.
+            self._leave_to_census(account_id, rid, claim)
+        if not at_org and self._too_slow(claim):
+            # Its claim older than half the grace period: another may take it over, or the census
+            # find it dead, once it is older than the grace period; a release there now could be
+            # that census's too (review 37: a takeover stalled past the grace period released
+            # twice). The census decides.
             self._leave_to_census(account_id, rid, claim)
         if not at_org and self._release_at_org(account_id, rid, claim):
             return True  # handed off, or left to the stream path, and finished by it
@@ -432,6 +440,13 @@ class DeleteFlow:
             return self._fx.waiter.until(seen)
         except (ClientError, BotoCoreError):
             return None
+
+    def _too_slow(self, claim: Claim) -> bool:
+        """Made longer ago than half the grace period, by this process's clock (the organization's
+        release is one attempt of a few seconds at most after this check)."""
+        return (
+            bool(claim.claimed_since) and epoch_of(claim.claimed_since) < self._fx.clock() - self._grace / 2
+        )
 
     def _org_released(self, account_id: str, rid: str, claim: Claim) -> bool:
         """A taken-over member's claim: did the earlier delete's release at its organization

@@ -112,10 +112,13 @@ class Repairs:
         ):
             # Marked first (as an undo is), so the stream path notes the release there and a
             # repair that dies after it never releases it twice.
+            marked_at = self._fx.clock()
             marked = self._table.mark_undoing(
                 account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
             )
-            return marked.item is not None and self.finish_stale_undo(account_id, rid, marked.item)
+            return marked.item is not None and self.finish_stale_undo(
+                account_id, rid, marked.item, marked_at=marked_at
+            )
         return self._table.roll_back(
             account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
         ).applied
@@ -136,16 +139,40 @@ class Repairs:
             shard=items.org_shard(seen),
         )
 
-    def finish_stale_undo(self, account_id: str, rid: str, seen: Item) -> bool:
-        """Finish undoing a create its account refused whose request could not (org_level.py):
-        release it at its organization unless the stream path saw that release apply, then
-        remove it. True if this repair removed it."""
+    def finish_stale_undo(
+        self, account_id: str, rid: str, seen: Item, *, marked_at: float | None = None
+    ) -> bool:
+        """Finish undoing a create its account refused whose request could not (org_level.py),
+        then remove it. True if this repair removed it. Its release at its organization is made
+        here only by the repair that marked it (``marked_at``: the mark is conditional on none,
+        so no release of it was tried before), while that mark is fresh. One found marked was
+        perhaps released by whoever marked it: the stream path's note (``org_released``) or the
+        shard's ``last_release`` says it was; where neither can (the stream late past the grace
+        period, another release since), releasing again could release it twice (review 38), so
+        only the census of its organization's range decides (the sweeper's,
+        counting/org_recount.py): False."""
         if "undoing" not in seen or not self.stale(seen, "created_at"):
             return False
         kind, incarnation = items.kind_of(seen), items.incarnation_of(seen)
-        if not seen.get("org_released", {}).get("BOOL") and not self._release_at_org(account_id, rid, seen):
-            return False
+        if not seen.get("org_released", {}).get("BOOL"):
+            if marked_at is not None and self._fx.clock() - marked_at <= self._grace / 2:
+                if not self._release_at_org(account_id, rid, seen):
+                    return False
+            elif not self._released_at_org(account_id, rid, seen):
+                return False
         return self._table.drop_undone(account_id, rid, incarnation, kind=kind).applied
+
+    def _released_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
+        org = items.org_of(seen)
+        assert org is not None
+        return self._deletes.orgs.released_after_all(
+            org,
+            account_id,
+            rid,
+            items.incarnation_of(seen),
+            kind=items.kind_of(seen),
+            shard=items.org_shard(seen),
+        )
 
     def _release_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
         org = items.org_of(seen)
