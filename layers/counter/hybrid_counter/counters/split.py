@@ -311,6 +311,7 @@ class SplitCounter:
         pending_key: Callable[[str, str], str],
         owner_check: OwnerCheck | None = None,
         epoch_floor: EpochFloor | None = None,
+        creation_mark: str | None = None,
     ) -> None:
         self._table = table_name
         self._clients = clients
@@ -323,6 +324,9 @@ class SplitCounter:
         self._pending_key = pending_key
         self._owner_check = owner_check
         self._epoch_floor = epoch_floor
+        # the attribute by which a shard says which creation of its owner opened it (its
+        # epoch_floor then): a finisher of an earlier creation's rebase never freezes it
+        self._creation_mark = creation_mark
 
     # ---- reading -----------------------------------------------------------------------------------
     def read(self, owner: str, kind: str) -> ShardSet:
@@ -598,6 +602,11 @@ class SplitCounter:
         expr.when(f"attribute_not_exists({r}) OR {r} <= {at}")
         if exists:
             expr.when("attribute_exists(pk)")
+            if self._creation_mark is not None:
+                # not opened by a later creation of the owner (a single item, no epoch of its own:
+                # a stalled finisher of a deleted one's rebase froze it for good; review 39)
+                m = expr.name(self._creation_mark)
+                expr.when(f"attribute_not_exists({m}) OR {m} < {at}")
             self._conditional(
                 self._clients.dynamodb.update_item,
                 **expr.update_key(self._table, self._shard_key(owner, kind, n)),

@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.counters.split import Shard, ShardSet, SplitCounter
-from hybrid_counter.counters.state import CounterState
+from hybrid_counter.counters.state import ORG_EPOCH, CounterState
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     EPOCHS_PER_INCARNATION,
@@ -39,6 +39,7 @@ def org_split_counter(table: str, clients: Clients, obs: Observability, effects:
         pending_key=lambda org, kind: pending_shard(org_pk(org), "REBASE", kind=kind),
         owner_check=partial(_rebase_owner_check, table),
         epoch_floor=lambda org: org_epoch_base(clients, table, org),
+        creation_mark=ORG_EPOCH,
     )
 
 

@@ -246,12 +246,16 @@ class ResourceTable:
                 if incarnation is None:
                     raise ValueError("an expiry names the incarnation of the hold it expires")
                 condition += " AND incarnation = :inc AND hold_until = :until AND hold_until <= :clock"
-                update += ", expired = :true"
+                # in the PendingIndex too: an expiry whose process dies after its claim leaves a
+                # claim the sweeper takes over past the grace period, as any dead delete (the
+                # HoldIndex passes over a claim; review 40: its units were held for good)
+                update += ", expired = :true, pending_shard = :pending_shard, pending_since = :pending_since"
                 values |= {
                     ":inc": {"S": incarnation},
                     ":until": epoch_number(expiring),
                     ":clock": epoch_number(now),
                     ":true": {"BOOL": True},
+                    **pending_index(account_id, resource_id, now, kind=kind),
                 }
         else:
             if incarnation is None:
