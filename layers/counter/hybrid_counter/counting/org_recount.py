@@ -65,6 +65,7 @@ class Scope:
     org_id: str
     kind: str
     members: tuple[str, ...] = ()
+    also: tuple[str, ...] = ()  # accounts taken in the census whatever the member list says
 
     def key(self, shard: int) -> dict[str, Any]:
         return org_counter_key(self.org_id, kind=self.kind, shard=shard)
@@ -176,7 +177,7 @@ class OrgRecounter:
             # Its members read after the versions, each attempt: one that joined since the last
             # read bumps a version with its first create after that read, never before it (read
             # once per recount, a newcomer's seat was missed and taken back: review 37)
-            scope = replace(scope, members=tuple(self._members(scope.org_id)))
+            scope = replace(scope, members=tuple(sorted({*self._members(scope.org_id), *scope.also})))
             found = self._census(scope, range_id)
             by_shard, in_flight, uncounted, dead = _by_shard(found, self.dead_at_org)
             result.in_flight = len(in_flight)
@@ -212,12 +213,17 @@ class OrgRecounter:
                 return result
         return result
 
-    def settle_range(self, org_id: str, kind: str, range_id: str) -> OrgRangeResult:
+    def settle_range(
+        self, org_id: str, kind: str, range_id: str, *, account_id: str | None = None
+    ) -> OrgRangeResult:
         """One range recounted and fixed: how the sweeper finishes a member's delete whose request
-        died after its account's release, when nothing else can tell whether its organization's
-        release applied (resources/delete.py): the census of the range decides, exactly."""
+        died after its account's release, or an undone create, when nothing else can tell whether
+        its organization's release applied (resources/delete.py, resources/repairs.py): the
+        census of the range decides, exactly. ``account_id``: the item's account, in the census
+        even if it is no longer listed (it left, or its organization was deleted since)."""
         report = OrgRecountReport(org_id, kind)
-        scope = Scope(org_id, kind, tuple(self._members(org_id)))
+        also = () if account_id is None else (account_id,)
+        scope = Scope(org_id, kind, tuple(sorted({*self._members(org_id), *also})), also)
         result = self._recount_range(scope, range_id, fix=True, report=report)
         result.actions = report.actions
         return result

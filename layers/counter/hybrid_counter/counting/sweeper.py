@@ -304,7 +304,8 @@ class Sweeper:
         if org is None or not self._org_recounter.dead_at_org(item):
             return False
         kind, rid = parse_kind_resource_sk(item["sk"]["S"])
-        self._org_recounter.settle_range(org, kind, range_of(rid))
+        account_id = parse_account_pk(item["pk"]["S"])
+        self._org_recounter.settle_range(org, kind, range_of(rid), account_id=account_id)
         return self._current(item) is None
 
     def _finish_dead_delete(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
@@ -354,7 +355,7 @@ class Sweeper:
         released = member_token(account_id, rid, items.incarnation_of(item))
         if shard is not None and CounterState.from_item(shard).last_release == released:
             return False  # it applied: the takeover just removes the claim
-        self._org_recounter.settle_range(org, kind, range_of(rid))
+        self._org_recounter.settle_range(org, kind, range_of(rid), account_id=account_id)
         return True
 
     def _current(self, entry: dict[str, Any]) -> dict[str, Any] | None:
