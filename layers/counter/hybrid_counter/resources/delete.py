@@ -442,10 +442,9 @@ class DeleteFlow:
             return None
 
     def _too_slow(self, claim: Claim) -> bool:
-        """Made longer ago than half the grace period, by this process's clock (the organization's
-        release is one attempt of a few seconds at most after this check)."""
-        return (
-            bool(claim.claimed_since) and epoch_of(claim.claimed_since) < self._fx.clock() - self._grace / 2
+        """Made longer ago than half the grace period, by this process's clock (items.in_time)."""
+        return bool(claim.claimed_since) and not items.in_time(
+            epoch_of(claim.claimed_since), self._fx.clock(), self._grace
         )
 
     def _org_released(self, account_id: str, rid: str, claim: Claim) -> bool:

@@ -157,6 +157,14 @@ def since(item: dict[str, Any], attribute: str) -> str:
     return str(item.get(attribute, {}).get("S", ""))
 
 
+def in_time(started: float, now: float, grace: float) -> bool:
+    """Whether a write a process owes by a claim, a lease or a mark it made at ``started`` may
+    still be made: within half the grace period, by its own clock. Others take over what is
+    older than the grace period, so a process stalled longer could make a write they made too
+    (design.md §10.4); the write itself is one attempt of a few seconds at most."""
+    return now - started <= grace / 2
+
+
 def resource_from_item(item: dict[str, Any]) -> Resource:
     return Resource(
         account_id=item["account_id"]["S"],

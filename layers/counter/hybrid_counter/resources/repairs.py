@@ -155,7 +155,7 @@ class Repairs:
             return False
         kind, incarnation = items.kind_of(seen), items.incarnation_of(seen)
         if not seen.get("org_released", {}).get("BOOL"):
-            if marked_at is not None and self._fx.clock() - marked_at <= self._grace / 2:
+            if marked_at is not None and items.in_time(marked_at, self._fx.clock(), self._grace):
                 if not self._release_at_org(account_id, rid, seen):
                     return False
             elif not self._released_at_org(account_id, rid, seen):

@@ -172,7 +172,7 @@ class ResizeSettlement:
         # (the account moves first), or either at neither: nothing to move
         if (grown or not target_at_org) if grow else (target_at_org or not grown):
             return True
-        if self._fx.clock() - leased_at > self._grace / 2:
+        if not items.in_time(leased_at, self._fx.clock(), self._grace):
             # Too slow to be sure it is still the one settler: another takes the lease over once
             # it is older than the grace period (this process's reads retried under throttling,
             # a sweeper's run as long as the grace period). Its one write (a single attempt, a
