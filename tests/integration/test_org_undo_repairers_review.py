@@ -32,12 +32,12 @@ def _at_org(body: dict[str, Any]) -> bool:
     return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
 
 
-def test_a_stale_undo_finished_by_two_repairers_is_released_once(settings, clients, stream) -> None:
-    org = Org(settings, clients, stream, limit=3)
+def _ghost_past_the_grace(org: Org) -> tuple[str, str, Any, str]:
+    """x held by the second member (counted at both levels), and a create of the first member
+    that died between the levels (admitted and counted at the organization, pending at its
+    account), now older than the grace period: (first, second, x, the ghost's id)."""
     first, second = org.members
-    # Given x held (counted at both levels), and a create of the first member that died between
-    # the levels: admitted and counted at the organization, pending at its account
-    org.service.create(second, "x", {}, kind=SEATS)
+    x, _ = org.service.create(second, "x", {}, kind=SEATS)
     with (
         injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
         pytest.raises(ProcessDied),
@@ -46,9 +46,12 @@ def test_a_stale_undo_finished_by_two_repairers_is_released_once(settings, clien
     org.drain()
     assert org.org_counters() == (2, 2)
     org.clock.now += org.settings.pending_grace_seconds + 1
-    ghost = _pending(org, first)["resource_id"]["S"]
-    # A first repairer (the audit, say) marks it undoing but its release is throttled: left
-    # marked, for the next repairer
+    return first, second, x, _pending(org, first)["resource_id"]["S"]
+
+
+def _marked_with_its_release_throttled(org: Org, first: str, ghost: str) -> bool:
+    """A repairer (the audit, say) marks the ghost undoing, its release at the organization
+    throttled on every attempt: what its roll-back answered."""
     with injected(
         org.clients.dynamodb_single_attempt,
         "UpdateItem",
@@ -56,7 +59,17 @@ def test_a_stale_undo_finished_by_two_repairers_is_released_once(settings, clien
         times=100,
         where=_at_org,
     ):
-        assert not org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
+        return org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
+
+
+def test_a_stale_undo_finished_by_two_repairers_is_released_once(settings, clients, stream) -> None:
+    org = Org(settings, clients, stream, limit=3)
+    # Given x held (counted at both levels), and a create of the first member that died between
+    # the levels: admitted and counted at the organization, pending at its account
+    first, _, _, ghost = _ghost_past_the_grace(org)
+    # A first repairer (the audit, say) marks it undoing but its release is throttled: left
+    # marked, for the next repairer
+    assert not _marked_with_its_release_throttled(org, first, ghost)
     # When an organization's recount --fix reads it in its census (undoing, not org_released) ...
     seen = _pending(org, first)
     assert "undoing" in seen
@@ -80,24 +93,8 @@ def test_a_stale_undo_finished_by_two_repairers_is_released_once(settings, clien
 
 def test_the_same_race_lets_the_organization_over_its_limit(settings, clients, stream) -> None:
     org = Org(settings, clients, stream, limit=3)
-    first, second = org.members
-    org.service.create(second, "x", {}, kind=SEATS)
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.create(first, "ghost", {}, kind=SEATS)
-    org.drain()
-    org.clock.now += org.settings.pending_grace_seconds + 1
-    ghost = _pending(org, first)["resource_id"]["S"]
-    with injected(
-        org.clients.dynamodb_single_attempt,
-        "UpdateItem",
-        error="ThrottlingException",
-        times=100,
-        where=_at_org,
-    ):
-        org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
+    first, second, _, ghost = _ghost_past_the_grace(org)
+    _marked_with_its_release_throttled(org, first, ghost)
     seen = _pending(org, first)
     org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
     org.drain()
@@ -117,17 +114,7 @@ def test_a_stale_undo_whose_repairer_died_after_its_release_is_not_released_agai
     organization's stream records are late (a failing batch in the retry queue, 360 s > the grace
     period): the next sweep's repair sees no ``org_released`` and releases again."""
     org = Org(settings, clients, stream, limit=3)
-    first, second = org.members
-    org.service.create(second, "x", {}, kind=SEATS)
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.create(first, "ghost", {}, kind=SEATS)
-    org.drain()
-    assert org.org_counters() == (2, 2)
-    org.clock.now += org.settings.pending_grace_seconds + 1
-    ghost = _pending(org, first)["resource_id"]["S"]
+    first, _, _, ghost = _ghost_past_the_grace(org)
     with injected(org.clients.dynamodb, "DeleteItem", when="crash"), pytest.raises(ProcessDied):
         org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
     assert org.org_counters() == (1, 1)  # released there once
@@ -144,26 +131,10 @@ def test_a_stale_undo_nothing_can_confirm_is_settled_by_the_sweepers_census(
     from hybrid_counter.counting.sweeper import Sweeper
 
     org = Org(settings, clients, stream, limit=3)
-    first, second = org.members
     # Given x held, and a create of the first member that died between the levels (admitted and
     # counted at the organization); a repairer marked it undoing, its release throttled
-    x, _ = org.service.create(second, "x", {}, kind=SEATS)
-    with (
-        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
-        pytest.raises(ProcessDied),
-    ):
-        org.service.create(first, "ghost", {}, kind=SEATS)
-    org.drain()
-    org.clock.now += org.settings.pending_grace_seconds + 1
-    ghost = _pending(org, first)["resource_id"]["S"]
-    with injected(
-        org.clients.dynamodb_single_attempt,
-        "UpdateItem",
-        error="ThrottlingException",
-        times=100,
-        where=_at_org,
-    ):
-        assert not org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
+    first, second, x, ghost = _ghost_past_the_grace(org)
+    assert not _marked_with_its_release_throttled(org, first, ghost)
     # And another release at the organization since (x deleted: its last_release names x)
     org.service.delete(second, x.resource_id, kind=SEATS)
     org.drain()
