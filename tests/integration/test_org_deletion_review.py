@@ -209,6 +209,23 @@ def reached_80(org: SplitOrg, watcher: Any, account: str) -> tuple[list[str], li
     return rids, outcome.failed_sequence_numbers
 
 
+def crossed_80_then_deleted(org: SplitOrg) -> tuple[Any, str]:
+    """Its member reached 80 % of its 10 seats, judged by a stream process (which so cached the
+    organization), the event recorded; then emptied, its member gone, and deleted by another
+    process: (that stream process's watcher, the event's id)."""
+    watcher = watcher_of(org.new_service(), org.settings, org.clients)
+    account = org.accounts[0]
+    rids, failed = reached_80(org, watcher, account)
+    assert failed == []
+    [first] = event_ids(org)
+    for rid in rids:
+        org.service.delete(account, rid, kind=SEATS)
+    org.drain()
+    assert org.service.remove_member(org.org_id, account)
+    org.new_service().delete_org(org.org_id)
+    return watcher, first
+
+
 def event_ids(org: SplitOrg) -> list[str]:
     """The ids of the threshold events its partition keeps (in the outbox, or the log's)."""
     response = org.clients.dynamodb.query(
@@ -231,18 +248,9 @@ def event_ids(org: SplitOrg) -> list[str]:
 def test_an_organization_created_again_crosses_its_thresholds_with_events_of_its_own(split_org, shards):
     # Given an organization of 10 seats (over 1 or 2 items) whose member reached 80 %: its event
     # recorded
-    org = split_org(10, shards, members=1)
-    watcher = watcher_of(org.new_service(), org.settings, org.clients)
-    account = org.accounts[0]
-    rids, failed = reached_80(org, watcher, account)
-    assert failed == []
-    [first] = event_ids(org)
     # ... then emptied, its member gone, and deleted (its event kept, as the log keeps it)
-    for rid in rids:
-        org.service.delete(account, rid, kind=SEATS)
-    org.drain()
-    assert org.service.remove_member(org.org_id, account)
-    org.new_service().delete_org(org.org_id)
+    org = split_org(10, shards, members=1)
+    watcher, first = crossed_80_then_deleted(org)
     assert event_ids(org) == [first]
     # When it is created again under its id (10 seats, over as many items), and its new member
     # reaches 80 % too

@@ -14,7 +14,7 @@ from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.keys import org_pk
 from tests.integration.test_governance import watcher_of
 from tests.integration.test_org_deletion_races import created_again
-from tests.integration.test_org_deletion_review import event_ids, reached_80, written_before
+from tests.integration.test_org_deletion_review import crossed_80_then_deleted, event_ids, written_before
 from tests.integration.test_split_review import SEATS, split_org
 
 pytestmark = pytest.mark.integration
@@ -28,18 +28,9 @@ def test_the_stream_judges_a_split_organization_created_again_by_its_own_plan(
 ):
     # Given an organization of 10 seats (over 1 or 2 items) whose member reached 80 %, judged by
     # the stream function's process (which so cached the organization: its plan of 10)
-    org = split_org(10, shards, members=1)
-    watcher = watcher_of(org.new_service(), org.settings, org.clients)
-    account = org.accounts[0]
-    rids, failed = reached_80(org, watcher, account)
-    assert failed == []
-    [first] = event_ids(org)
     # ... then emptied, its member gone, and deleted by another process
-    for rid in rids:
-        org.service.delete(account, rid, kind=SEATS)
-    org.drain()
-    assert org.service.remove_member(org.org_id, account)
-    org.new_service().delete_org(org.org_id)
+    org = split_org(10, shards, members=1)
+    watcher, first = crossed_80_then_deleted(org)
     # When it is created again under its id on a plan of 2 seats split over 2 items, and its new
     # member takes both seats (another process), within the stream process's cache time
     _, member = created_again(org, 2, 2)
