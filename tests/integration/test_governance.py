@@ -196,7 +196,7 @@ def test_a_change_whose_process_died_before_its_history_is_recorded_by_the_next_
     # Given a change that wrote itself (with its record) and died before writing its history
     with Race(clients.dynamodb, clients.dynamodb_single_attempt) as race:
         first = race.start("set 7", lambda: gov.set_limit(account, 7, by="ops-dead"))
-        race.until(first, "UpdateItem")  # the change, with its record
+        race.until(first, "TransactWriteItems")  # the change, with the check of its record
         race.step(first, fault="crash")
     assert gov.usage(account).limit == 7
     assert gov.account_history(account).items == []
@@ -211,7 +211,7 @@ def test_the_sweeper_records_a_change_its_process_left_unrecorded(
 ):
     with Race(gov_clients.dynamodb, gov_clients.dynamodb_single_attempt) as race:
         first = race.start("set 7", lambda: gov.set_limit(account, 7, by="ops-dead"))
-        race.until(first, "UpdateItem")
+        race.until(first, "TransactWriteItems")
         race.step(first, fault="crash")
     later = time.time() + gov_settings.pending_grace_seconds + 1
     sweeper = Sweeper(
@@ -305,8 +305,21 @@ def _on_plan(gov: ResourceService, account: str, plan: str) -> None:
 
 
 def writes_key(key: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
-    """The UpdateItem or PutItem of this item."""
-    return lambda body: (body.get("Key") or {k: body.get("Item", {}).get(k) for k in ("pk", "sk")}) == key
+    """The UpdateItem or PutItem of this item, or a transaction that writes it (a change is
+    written in a transaction with a check of its record item: changes.py _made)."""
+
+    def written(body: dict[str, Any]) -> bool:
+        return (body.get("Key") or {k: body.get("Item", {}).get(k) for k in ("pk", "sk")}) == key
+
+    return lambda body: (
+        written(body)
+        or any(
+            written(action[verb])
+            for action in body.get("TransactItems", [])
+            for verb in ("Update", "Put")
+            if verb in action
+        )
+    )
 
 
 def writes_history(body: dict[str, Any]) -> bool:
@@ -316,19 +329,19 @@ def writes_history(body: dict[str, Any]) -> bool:
 CHANGES = {
     "override": Change(
         lambda gov, account, plan: gov.set_limit(account, 7, kind="seats", by=CALLER),
-        lambda account, plan: ("UpdateItem", writes_key(counter_key(account, kind="seats"))),
+        lambda account, plan: ("TransactWriteItems", writes_key(counter_key(account, kind="seats"))),
         lambda gov, account, plan: [r for r in gov.account_history(account).items if r["by"] == CALLER],
         lambda bus, account, plan: limit_events(drain_events(bus, account), CALLER),
     ),
     "plan_limits": Change(
         lambda gov, account, plan: gov.put_plan(plan, {"seats": 7}, by=CALLER),
-        lambda account, plan: ("PutItem", writes_key(plan_key(plan))),
+        lambda account, plan: ("TransactWriteItems", writes_key(plan_key(plan))),
         lambda gov, account, plan: [r for r in gov.plan_history(plan).items if r["by"] == CALLER],
         lambda bus, account, plan: plan_events(bus, plan),
     ),
     "account_plan": Change(
         lambda gov, account, plan: gov.assign_plan(account, f"{plan}-b", by=CALLER),
-        lambda account, plan: ("UpdateItem", writes_key(profile_key(account))),
+        lambda account, plan: ("TransactWriteItems", writes_key(profile_key(account))),
         lambda gov, account, plan: [r for r in gov.account_history(account).items if r["by"] == CALLER],
         lambda bus, account, plan: limit_events(drain_events(bus, account), CALLER),
     ),
@@ -367,7 +380,7 @@ def test_a_change_whose_response_is_lost_while_another_change_follows_is_not_mad
     with Race(gov_clients.dynamodb, gov_clients.dynamodb_single_attempt) as race:
         first = race.start("set 7", lambda: gov.set_limit(account, 7, kind="seats", by="first"))
         race.until(first, "PutItem")  # its record item
-        assert race.next_call(first) == "UpdateItem"
+        assert race.next_call(first) == "TransactWriteItems"
         race.step(first, fault="lost")  # the change applies; botocore will resend it
         # When another change of the same override is made before the first hears back
         race.run("set 9", lambda: gov.set_limit(account, 9, kind="seats", by="second"))

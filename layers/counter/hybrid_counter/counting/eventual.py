@@ -44,7 +44,7 @@ from hybrid_counter.keys import iso_utc, member_token, org_counter_key, pending_
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
-from hybrid_counter.resources.table import RESIZE_FIELDS
+from hybrid_counter.resources.table import RESIZE_FIELDS, unindexed
 from hybrid_counter.settings import CountingMode
 
 MAX_ACTIONS = 100
@@ -275,11 +275,14 @@ class EventualCounter:
         }
         if op.org is None:
             # Counted as it holds the units counted, and never while a delete or a resize owns
-            # its counters (their writes know it was not counted).
+            # its counters (their writes know it was not counted), nor once a repair undoes its
+            # create (a member's, marked ``undoing``: released at its organization, then removed;
+            # made live here, it would be live with no seat there: review 41). Its account's unit
+            # is then the census's, as for any create rolled back pending.
             update = "SET counter_processed = :true, #state = :live REMOVE expires_at, pending_shard, pending_since"
             condition = (
                 "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live) "
-                "AND #units = :units AND attribute_not_exists(resize_request)"
+                "AND #units = :units AND attribute_not_exists(resize_request) AND attribute_not_exists(undoing)"
             )
         else:
             # At its organization: never while its create is being undone there (org_level.py).
@@ -355,7 +358,7 @@ class EventualCounter:
             or items.incarnation_of(item) != op.incarnation
             or counted(item)
             or items.state_of(item) not in (items.PENDING, items.LIVE)
-            or (op.org is not None and "undoing" in item)
+            or "undoing" in item
         ):
             return None
         if items.resizing(item):
@@ -405,19 +408,32 @@ class EventualCounter:
             return self._org_released(op, key)
         if isinstance(op, FinishDeleteOp):
             return self._account_released(op, key)
-        finished = self._conditional(
-            lambda: self._clients.dynamodb.update_item(
-                TableName=self._table,
-                Key=key,
-                UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+        finished = self._resize_ended(
+            key,
+            {
+                "UpdateExpression": f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
                 # not a member's shrink: its organization's release is still to come
-                ConditionExpression="incarnation = :inc AND resize_request = :req "
+                "ConditionExpression": "incarnation = :inc AND resize_request = :req "
                 "AND (attribute_not_exists(org) OR resize_to > resize_from)",
-                ExpressionAttributeNames={"#units": "units"},
-                ExpressionAttributeValues={":inc": {"S": op.incarnation}, ":req": {"S": op.request_id}},
-            )
+                "ExpressionAttributeNames": {"#units": "units"},
+                "ExpressionAttributeValues": {":inc": {"S": op.incarnation}, ":req": {"S": op.request_id}},
+            },
+            op.request_id,
         )
         return ApplyReport(finished_resizes=1) if finished else ApplyReport(already_done=1)
+
+    def _resize_ended(self, key: dict[str, Any], write: dict[str, Any], request_id: str) -> bool:
+        """A write that ends a resize, out of the PendingIndex where nothing else needs the item
+        there (resources/table.py unindexed). False if its condition failed."""
+        for variant in unindexed(write):
+            ended, found = self._write_or_refusal(
+                lambda v=variant: self._clients.dynamodb.update_item(  # type: ignore[misc]
+                    TableName=self._table, Key=key, ReturnValuesOnConditionCheckFailure="ALL_OLD", **v
+                )
+            )
+            if ended or found is None or items.since(found, "resize_request") != request_id:
+                return ended
+        return False
 
     def _conditional(self, write: Callable[[], object]) -> bool:
         """One conditional write, conflicts retried: False if its condition failed."""
@@ -601,25 +617,27 @@ class EventualCounter:
         when the first finds a grow."""
         values = {":inc": {"S": op.incarnation}, ":req": {"S": op.request_id}}
         claimed = "incarnation = :inc AND resize_request = :req"
-        writes: list[dict[str, Any]] = [
-            {
-                "UpdateExpression": "SET org_unresized = :req",
-                "ConditionExpression": claimed,
-            }
-            if op.undo
-            else {
-                "UpdateExpression": f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
-                "ConditionExpression": f"{claimed} AND resize_to < resize_from",
-                "ExpressionAttributeNames": {"#units": "units"},
-            }
-        ]
-        if not op.undo:
-            writes.append({"UpdateExpression": "SET org_resized = :req", "ConditionExpression": claimed})
+        noted = {"ConditionExpression": claimed, "ExpressionAttributeValues": values}
+        if op.undo:
+            ending: list[dict[str, Any]] = []
+            writes = [{"UpdateExpression": "SET org_unresized = :req", **noted}]
+        else:
+            # the shrink's end (out of the PendingIndex where nothing else needs the item there),
+            # or, where it is a grow, the note that its move there applied
+            ending = unindexed(
+                {
+                    "UpdateExpression": f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+                    "ConditionExpression": f"{claimed} AND resize_to < resize_from",
+                    "ExpressionAttributeNames": {"#units": "units"},
+                    "ExpressionAttributeValues": values,
+                }
+            )
+            writes = [*ending, {"UpdateExpression": "SET org_resized = :req", **noted}]
         for number, write in enumerate(writes):
             try:
                 retry_conflicts(
                     lambda w=write: self._clients.dynamodb.update_item(  # type: ignore[misc]
-                        TableName=self._table, Key=key, ExpressionAttributeValues=values, **w
+                        TableName=self._table, Key=key, **w
                     ),
                     self._retry,
                 )
@@ -627,8 +645,7 @@ class EventualCounter:
                 if error_code(error) != CONDITION_FAILED:
                     raise
                 continue
-            finished = not op.undo and number == 0
-            return ApplyReport(finished_resizes=1) if finished else ApplyReport()
+            return ApplyReport(finished_resizes=1) if number < len(ending) else ApplyReport()
         return ApplyReport(already_done=1)
 
     def _heal(self, op: HealOp) -> ApplyReport:

@@ -253,9 +253,10 @@ class LimitChanges:
         force: bool,
         guard: Guard | None = None,
         check: Check | None = None,
+        also: list[Check],
     ) -> bool:
-        """The override's one write; with ``check`` (another item's condition), a transaction of
-        the two."""
+        """The override's one write, in a transaction with ``also`` (its record item still
+        there) and ``check`` (another item's condition)."""
         values: dict[str, Any] = {":change": {"S": record.name}}
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
         sets = ["#change = :change"]
@@ -291,7 +292,7 @@ class LimitChanges:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        return self._written(write, [] if check is None else [check])
+        return self._written(write, [*also, *([] if check is None else [check])])
 
     # ---- plans --------------------------------------------------------------------------------------
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str) -> Plan:
@@ -484,13 +485,17 @@ class LimitChanges:
         return _fits(plan, self._counters.read_all(account_id))
 
     # ---- making a change once -----------------------------------------------------------------------
-    def _made(self, key: Key, record: ChangeRecord, write: Callable[[], bool]) -> bool:
+    def _made(self, key: Key, record: ChangeRecord, write: Callable[..., bool]) -> bool:
         """Write the change's record item, then the change itself; True once the change is made
         (by this write, or by an earlier attempt of it whose response was lost) and completed.
         False: another change came first; the caller judges again on the item as it is now (a
-        record item left behind is the sweeper's to remove: a change it names never happened)."""
+        record item left behind is the sweeper's to remove: a change it names never happened).
+        The change is written only while its record item is there (``also``, in the same
+        transaction): once the sweeper took a record past the grace period for one whose request
+        died, a request that had only stalled cannot make its change after all, with nothing
+        left to put it in history if it then dies (review 42)."""
         self._put_record(key, record)
-        if write():
+        if write(also=[_record_check(self._table, record)]):
             self.complete(record)
             return True
         found = self._item(key) or {}
@@ -683,14 +688,25 @@ class LimitChanges:
             return f"attribute_not_exists(version) AND attribute_not_exists({LIMIT_CHANGE})", None
         return "version = :v", {":v": {"N": str(version)}}
 
-    def _put(self, item: dict[str, Any], condition: str, values: dict[str, Any] | None) -> bool:
+    def _put(
+        self, item: dict[str, Any], condition: str, values: dict[str, Any] | None, *, also: list[Check]
+    ) -> bool:
         args: dict[str, Any] = {"TableName": self._table, "Item": item, "ConditionExpression": condition}
         if values:
             args["ExpressionAttributeValues"] = values
+        if also:
+            return self._transact_conditional([{"Put": args}, *also])
         return self._conditional(lambda: self._clients.dynamodb.put_item(**args))
 
     def _update(
-        self, key: Key, update: str, condition: str, values: dict[str, Any], checks: list[Check] | None = None
+        self,
+        key: Key,
+        update: str,
+        condition: str,
+        values: dict[str, Any],
+        checks: list[Check] | None = None,
+        *,
+        also: list[Check],
     ) -> bool:
         write: dict[str, Any] = {
             "TableName": self._table,
@@ -699,7 +715,7 @@ class LimitChanges:
             "ConditionExpression": condition,
             "ExpressionAttributeValues": values,
         }
-        return self._written(write, checks or [])
+        return self._written(write, [*also, *(checks or [])])
 
     def _written(self, write: dict[str, Any], checks: list[Check]) -> bool:
         """One conditional UpdateItem; with conditions on other items, a transaction of them all."""
@@ -750,6 +766,17 @@ def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) ->
         conditions.append(f"(attribute_not_exists(plan_id) OR {same})" if plan_id == DEFAULT_PLAN else same)
     check["ConditionExpression"] = " AND ".join(conditions)
     return {"ConditionCheck": check}
+
+
+def _record_check(table: str, record: ChangeRecord) -> Check:
+    """The condition that a change's record item is still there (changes.py _made)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": record_key(record.change_id),
+            "ConditionExpression": "attribute_exists(pk)",
+        }
+    }
 
 
 def _override_check(table: str, key: Key) -> Check:

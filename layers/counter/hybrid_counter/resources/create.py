@@ -215,7 +215,7 @@ class CreateFlow:
             admission.outcome is not AdmissionOutcome.ADMITTED
             and admission.outcome is not AdmissionOutcome.UNKNOWN
         ):
-            self._refused_at_account(request, rid, incarnation, org, admission)
+            self._refused_at_account(request, rid, incarnation, org, admission, org_certain=org_certain)
             if admission.outcome is AdmissionOutcome.MOVED:
                 return None
         certain = org_certain and (
@@ -289,16 +289,27 @@ class CreateFlow:
             return False
 
     def _refused_at_account(
-        self, request: Request, rid: str, incarnation: str, org: str | None, admission: Admission
+        self,
+        request: Request,
+        rid: str,
+        incarnation: str,
+        org: str | None,
+        admission: Admission,
+        *,
+        org_certain: bool = True,
     ) -> None:
         """The account's admission did not apply: undo the organization's (if any), roll the
         pending item back, and raise; returns only when the account's organization changed (the
-        caller judges the create again)."""
+        caller judges the create again). An organization's admission whose outcome is unknown
+        is not released blind: it may not have applied (review 41), and a release of what
+        nobody holds there would let another create past the limit."""
         account_id, kind, units = request.account_id, request.kind, request.units
         if org is not None:
             # An undo that cannot finish leaves the item pending (invisible, holding no slot of
             # its account) for the sweeper; the answer is the same: the create was not done.
-            self._orgs.undo(account_id, rid, incarnation, kind=kind, org=org, units=units)
+            self._orgs.undo(
+                account_id, rid, incarnation, kind=kind, org=org, units=units, certain=org_certain
+            )
         else:
             self._roll_back(account_id, kind, rid, incarnation)
         if admission.outcome is AdmissionOutcome.MOVED:

@@ -571,12 +571,21 @@ class OrgLevel:
         """The basis the allowances should be laid out for, if not the one they are: the
         override (on shard 0, where governance keeps it), else the plan as this process sees it,
         when that view is later than the one the allowances were laid out for. A lowering's
-        basis (lower_first) stands until its deadline unless ``settled`` (its change is written)."""
+        basis (lower_first) stands until its deadline unless ``settled`` (its change is written),
+        or unless what is wanted is lower still: a forced lowering or a plan change written
+        since is laid out at once (review 42: held back to the deadline, a limit of 3 admitted
+        up to 7)."""
+        have = picture.basis
+        wanted = self._wanted_beyond_lowering(org, kind, picture)
+        lowering = None if have is None else have.lowering_until
+        if settled or lowering is None or self._fx.clock() >= lowering:
+            return wanted
+        assert have is not None
+        return wanted if wanted is not None and wanted.limit < have.limit else None
+
+    def _wanted_beyond_lowering(self, org: str, kind: str, picture: ShardSet) -> Basis | None:
         override = picture.get(0).state.limit
         have = picture.basis
-        lowering = None if have is None else have.lowering_until
-        if not settled and lowering is not None and self._fx.clock() < lowering:
-            return None
         if override is not None:
             want = Basis(override, OVERRIDE)
             return None if have == want else want
@@ -631,14 +640,30 @@ class OrgLevel:
         return LimitExceeded(limit, admission.state.used, kind, units, scope="organization")
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------
-    def undo(self, account_id: str, rid: str, incarnation: str, *, kind: str, org: str, units: int) -> bool:
+    def undo(
+        self,
+        account_id: str,
+        rid: str,
+        incarnation: str,
+        *,
+        kind: str,
+        org: str,
+        units: int,
+        certain: bool = True,
+    ) -> bool:
         """Release what the organization's admission took, for a create its account refused,
         then remove the pending item. The item is marked ``undoing`` first, so the stream path no
         longer counts it there and the release knows whether it had. True when done; False when
         a write could not be made or confirmed: the item stays pending, marked and indexed, and
-        the sweeper finishes it after the grace period (it holds no slot anyone can see)."""
+        the sweeper finishes it after the grace period (it holds no slot anyone can see). An
+        admission not ``certain`` (its outcome unknown, not confirmed) is only marked: whether
+        it holds anything there only the census of its range can say (the sweeper's, after the
+        grace period: counting/org_recount.py), so it is never released blind."""
         marked = self._table.mark_undoing(account_id, rid, incarnation, kind=kind)
         if not marked.applied or marked.item is None:
+            return False
+        if not certain:
+            self._obs.count("OrgUndoLeftToSweeper")
             return False
         counted, shard = items.org_counted(marked.item), items.org_shard(marked.item)
         attempt = self.release(

@@ -19,6 +19,7 @@ from hybrid_counter.effects import Effects
 from hybrid_counter.keys import DEFAULT_KIND, iso_utc, resource_key
 from hybrid_counter.resources.items import DELETING, LIVE, PENDING, epoch_number, pending_index
 from hybrid_counter.resources.items import kind_of as items_kind
+from hybrid_counter.resources.items import since as items_since
 
 Item = dict[str, Any]
 NOT_RESIZING = "attribute_not_exists(resize_request)"
@@ -28,6 +29,28 @@ INDEXED = (
     "pending_since = if_not_exists(pending_since, :pending_since)"
 )
 RESIZE_FIELDS = "resize_request, resize_from, resize_to, resizing_since, org_resized, org_unresized, settling, settling_since"
+# A resize's claim puts its item in the PendingIndex (one not yet counted has its entry already,
+# for its count), so that the sweeper ends the resize if its request dies: one counted everywhere
+# was in no index, and nothing but a retried request or an audit ever ended it (review 43: a
+# hold's units, or a member's grow at its organization, held for good).
+RESIZE_INDEXED = (
+    "pending_shard = if_not_exists(pending_shard, :pending_shard), "
+    "pending_since = if_not_exists(pending_since, :pending_since)"
+)
+COUNTED_EVERYWHERE = "counter_processed = :counted AND (attribute_not_exists(org) OR org_counted = :counted)"
+
+
+def unindexed(write: dict[str, Any]) -> list[dict[str, Any]]:
+    """A write that ends a resize (its update ends with a REMOVE), first as it also takes the item
+    out of the PendingIndex, on condition that it is counted at every level (then the entry is
+    the resize's own: nothing else needs it there), then as it is (the entry kept for a count)."""
+    first = {
+        **write,
+        "UpdateExpression": f"{write['UpdateExpression']}, pending_shard, pending_since",
+        "ConditionExpression": f"({write['ConditionExpression']}) AND {COUNTED_EVERYWHERE}",
+        "ExpressionAttributeValues": {**write["ExpressionAttributeValues"], ":counted": {"BOOL": True}},
+    }
+    return [first, write]
 
 
 @dataclass(frozen=True)
@@ -482,10 +505,12 @@ class ResourceTable:
             account_id,
             resource_id,
             kind,
-            UpdateExpression="SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now",
+            UpdateExpression="SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now, "
+            + RESIZE_INDEXED,
             ConditionExpression=f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}",
             ExpressionAttributeNames={"#state": "state", "#units": "units"},
             ExpressionAttributeValues={
+                **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
                 ":req": {"S": request_id},
                 ":now": {"S": iso_utc(self._effects.clock())},
                 ":inc": {"S": incarnation},
@@ -529,27 +554,41 @@ class ResourceTable:
     def finish_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
         """The resize's counters moved (or a settlement found they hold its target): the resource
         now holds ``resize_to`` units."""
-        return self._update(
+        return self._end_resize(
             account_id,
             resource_id,
+            request_id,
             kind,
-            UpdateExpression=f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
-            ConditionExpression="resize_request = :req",
-            ExpressionAttributeNames={"#units": "units"},
-            ExpressionAttributeValues={":req": {"S": request_id}},
+            {
+                "UpdateExpression": f"SET #units = resize_to REMOVE {RESIZE_FIELDS}",
+                "ExpressionAttributeNames": {"#units": "units"},
+            },
         )
 
     def revert_resize(self, account_id: str, resource_id: str, request_id: str, *, kind: str) -> Written:
         """The resize's counters did not move (or a settlement found they hold its old size): the
         resource keeps its units."""
-        return self._update(
-            account_id,
-            resource_id,
-            kind,
-            UpdateExpression=f"REMOVE {RESIZE_FIELDS}",
-            ConditionExpression="resize_request = :req",
-            ExpressionAttributeValues={":req": {"S": request_id}},
+        return self._end_resize(
+            account_id, resource_id, request_id, kind, {"UpdateExpression": f"REMOVE {RESIZE_FIELDS}"}
         )
+
+    def _end_resize(
+        self, account_id: str, resource_id: str, request_id: str, kind: str, write: dict[str, Any]
+    ) -> Written:
+        """End the claim, taking the item out of the PendingIndex where nothing else needs it
+        there (``unindexed``); one more write only for an item not yet counted everywhere."""
+        mine = {":req": {"S": request_id}}
+        for variant in unindexed(
+            {**write, "ConditionExpression": "resize_request = :req", "ExpressionAttributeValues": mine}
+        ):
+            written = self._update(account_id, resource_id, kind, **variant)
+            if (
+                written.applied
+                or written.item is None
+                or items_since(written.item, "resize_request") != request_id
+            ):
+                return written
+        return written
 
 
 def guarded[T](call: Callable[[], T], what: str) -> T:
