@@ -351,6 +351,7 @@ class Profile:
         "sweep",
         "heal",
         "recount",
+        "late",  # every process stalls past the grace period there (runs.py)
     )
 
 
@@ -373,7 +374,7 @@ PROFILES = {
         org_schedules=12,
         org_random_runs=40,
         # (a recount of both accounts is about a second here: the long profile places it)
-        org_random_backgrounds=("stream-A", "stream-B", "stream-org", "sweep", "heal"),
+        org_random_backgrounds=("stream-A", "stream-B", "stream-org", "sweep", "heal", "late"),
     ),
     # The long run (docs/reliability.md): each background step at every point of every
     # interleaving of every pair, and thousands of random schedules with faults.
@@ -384,7 +385,14 @@ PROFILES = {
         random_runs=3000,
         fault_rate=0.25,
         seed=1,
-        org_background_sets=((), ("stream-A", "stream-B", "stream-org"), ("sweep",), ("heal",), ("recount",)),
+        org_background_sets=(
+            (),
+            ("stream-A", "stream-B", "stream-org"),
+            ("sweep",),
+            ("heal",),
+            ("recount",),
+            ("late", "sweep"),  # in-flight work stalled past the grace period, the sweeper at it
+        ),
         # Without background steps a scenario's tree is a few hundred schedules (the last slot
         # raced for by A and B: 327, all of it); with a background step at every point, several
         # times that: sampled (spread). 28 x 5 x 400 at about 0.25 s a schedule: up to 4 hours

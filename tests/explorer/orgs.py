@@ -1015,7 +1015,7 @@ class OrgRun(Run):
             # last) made it finishable: that write's own record, on its account's partition
             self.background("stream")
         self._check_visible_within_the_limit()
-        self.now = START + self.world.settings.pending_grace_seconds + 60
+        self.now += self.world.settings.pending_grace_seconds + 60  # past what a "late" step wrote too
         resizing = [
             who for who in WHO if any(map(resource_items.resizing, self.views[who].resources.values()))
         ]

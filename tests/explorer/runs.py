@@ -97,7 +97,7 @@ from tests.explorer.spec import (
 
 START = 1_800_000_000.0
 ITEM_LIMIT = 1024  # bytes: one write unit per write
-BACKGROUNDS = ("stream", "sweep", "heal", "recount")
+BACKGROUNDS = ("stream", "sweep", "heal", "recount")  # and "late" (_stall_past_the_grace_period)
 SEATS = "seats"  # the second kind of the mixed-kind scenarios
 # Operations on one kind's resources or limit: they must write that kind's items only.
 KIND_OPS = frozenset({"post", "put", "delete", "patch", "limit", "unlimit", "confirm", "reclaim"})
@@ -858,9 +858,18 @@ class Run:
             work = lambda: [recounter.recount(account, fix=True, kind=kind) for kind in self.kinds]  # noqa: E731
         elif name == "audit":
             work = self._repair(OpSpec("audit"), self.service("u"))
+        elif name == "late":
+            work = self._stall_past_the_grace_period
         else:
             raise ValueError(name)
         return work
+
+    def _stall_past_the_grace_period(self) -> None:
+        """``late``: every process stalls here until the grace period has passed; from then on
+        every clock (the operations' own, the sweeper's, a takeover's) reads past it, so work
+        still in flight looks dead to the repairers, and finds its own claims, leases and marks
+        too old when it goes on (items.in_time)."""
+        self.now = max(self.now, START + self.world.settings.pending_grace_seconds + 60)
 
     def _deliver(self) -> None:
         records = self.backlog + [self._as_ttl(r) for r in self.world.stream.records_for(self.account)]
@@ -1096,7 +1105,7 @@ class Run:
         """Every operation has ended: drain, let the grace period pass, sweep, heal; then the end.
         Stream records that were lost make the retry path ask for an audit: it runs too."""
         self.background("stream")
-        self.now = START + self.world.settings.pending_grace_seconds + 60
+        self.now += self.world.settings.pending_grace_seconds + 60  # past what a "late" step wrote too
         if self.scenario.records_lost:
             self.background("audit")
         changes = any(op.kind in LIMIT_OPS for op in self.scenario.ops)

@@ -471,6 +471,11 @@ def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(se
 
 
 # ---- resizes -----------------------------------------------------------------------------------
+def unindexed(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items without their PendingIndex keys."""
+    return [{k: v for k, v in item.items() if k not in ("pending_shard", "pending_since")} for item in items]
+
+
 def test_a_resize_that_grows_past_the_limit_is_refused_and_changes_nothing(service, account, snapshot):
     # Given 9 of 10 seat units used, by teams of 4 and 5
     service.set_limit(account, 10, kind="seats")
@@ -487,7 +492,12 @@ def test_a_resize_that_grows_past_the_limit_is_refused_and_changes_nothing(servi
         9,
         2,
     )
-    assert snapshot(account) == before
+    # (but the PendingIndex: the claim put the team's item there, and its end keeps it there
+    # while the stream path has not counted it yet; that count takes it out)
+    assert unindexed(snapshot(account)) == unindexed(before)
+    assert not any(
+        item.get("counter_processed", {}).get("BOOL") for item in snapshot(account) if "pending_shard" in item
+    )
     # And growing by the one unit left fits
     assert service.resize(account, team.resource_id, 5, kind="seats").units == 5
     assert usage_of(service, account, "seats")[1] == 10

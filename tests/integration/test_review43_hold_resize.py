@@ -79,3 +79,39 @@ def test_a_members_grow_dead_between_the_levels_does_not_hold_the_organizations_
     except LimitExceeded as error:
         refused = (error.scope, error.limit, error.used)
     assert (claimed, refused) == (False, None), (org.picture().used, sum(org.live().values()))
+
+
+def _at_org(body: dict) -> bool:
+    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
+
+
+def test_a_dead_resize_whose_first_settlement_fails_is_still_found_by_the_next_sweep(
+    split_org: Callable[..., SplitOrg],
+) -> None:
+    # Given x's grow to 6 dead between the levels (its organization holds 6 of 6, x 2)
+    org = split_org(6, 1)
+    a, b = org.accounts[:2]
+    org.service.create(a, "x", {}, "x", kind=SEATS, units=2)
+    org.drain()
+    grow_dies_between_the_levels(org, a, "x", 6)
+    org.drain()
+    # When the sweeper's first settlement of it cannot write at the organization (throttled)
+    with (
+        injected(org.clients.dynamodb, "UpdateItem", error="ThrottlingException", times=1000, where=_at_org),
+        injected(
+            org.clients.dynamodb_single_attempt,
+            "UpdateItem",
+            error="ThrottlingException",
+            times=1000,
+            where=_at_org,
+        ),
+    ):
+        org.sweep_after_the_grace_period()
+    # Then the claim keeps its PendingIndex entry (the sweep's clean-up of entries with nothing
+    # left to do passes over a resize), and the next sweep ends it: b can take the 4 seats
+    left = item(org, a, "x")
+    assert "resize_request" in left
+    assert "pending_shard" in left
+    org.sweep_after_the_grace_period()
+    assert "resize_request" not in item(org, a, "x")
+    org.service.create(b, "y", {}, "y", kind=SEATS, units=4)

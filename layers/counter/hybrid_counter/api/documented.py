@@ -295,6 +295,15 @@ PUT_CONFLICT: dict[int, OpenAPIResponse] = {
         ),
     )
 }
+RESIZE_CONFLICT: dict[int, OpenAPIResponse] = {
+    409: _answer(
+        "LimitExceeded (a grow with no room under the account's or its organization's limit: "
+        "error.scope), or HoldExpired: a grow of a hold whose deadline (expires_at) passed (its units "
+        "are being released; a shrink is still made)",
+        LimitExceeded(10, 10, "seats"),
+        HoldExpired("the hold on r-1 expired at 2026-11-27T10:00:00.000Z"),
+    )
+}
 HOLD_EXPIRED: dict[int, OpenAPIResponse] = {
     409: _answer(
         "HoldExpired: the hold's deadline (expires_at) passed before it was confirmed; its units are "

@@ -23,6 +23,7 @@ from hybrid_counter.api.documented import (
     NOT_FOUND,
     PAGE_EXAMPLE,
     PUT_CONFLICT,
+    RESIZE_CONFLICT,
     RESOURCE_EXAMPLE,
     RESOURCE_OR_DRY_RUN,
     RESOURCES,
@@ -129,10 +130,11 @@ def resource_routes(service: Callable[[], ResourceService]) -> Router:
         "/accounts/<account_id>/kinds/<kind>/resources/<resource_id>",
         summary="Resize a resource",
         description="Sets how many units the resource holds: growing is admitted under the limit like a "
-        "create (409 LimitExceeded otherwise); shrinking gives units back.",
+        "create (409 LimitExceeded otherwise; a hold past its deadline is not grown: 409 HoldExpired); "
+        "shrinking gives units back.",
         tags=[RESOURCES],
         operation_id="resizeKindResource",
-        responses=responses(RESOURCE_OR_DRY_RUN, AT_LIMIT, NOT_FOUND),
+        responses=responses(RESOURCE_OR_DRY_RUN, RESIZE_CONFLICT, NOT_FOUND),
     )
     def resize_kind_resource(
         account_id: AccountId,

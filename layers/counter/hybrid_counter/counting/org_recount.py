@@ -261,6 +261,10 @@ class OrgRecounter:
                     {":deleting": {"S": items.DELETING}, ":req": item["delete_request"]},
                 )
             )
+            if undone:
+                self._repairs.ask_census_of_its_account(
+                    item["account_id"]["S"], item["resource_id"]["S"], kind=items.kind_of(item)
+                )
             try:
                 self._clients.dynamodb.delete_item(
                     TableName=self._table,

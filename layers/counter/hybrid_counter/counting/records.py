@@ -317,12 +317,18 @@ def _uncounted_member(new: Mapping[str, Any]) -> bool:
 
 
 def _made_live_unsure_of_its_org(old: Mapping[str, Any], new: Mapping[str, Any]) -> bool:
-    """Made live by a create that indexed it (an admission's outcome unknown) at an
-    organization that has not counted it."""
+    """Made live, at an organization that has not counted it, by a create that indexed it (an
+    admission's outcome unknown), or by its account's count (its create died before making it
+    live: whether its organization's admission applied, nothing can say; the count takes it out
+    of the PendingIndex). Before (the explorer's stall past the grace period, 2026-11-27), the
+    second was counted there by nothing when that admission had not applied."""
     return (
         old.get("state") == items.PENDING
         and new.get("state") == items.LIVE
-        and "pending_shard" in new
+        and (
+            "pending_shard" in new
+            or (bool(new.get("counter_processed")) and not old.get("counter_processed"))
+        )
         and "org" in new
         and not new.get("org_counted")
     )

@@ -410,14 +410,17 @@ class Sweeper:
 
     def _clear_index(self, entry: dict[str, Any]) -> int:
         """Take a resource that needs nothing more out of the index (the index entry may be stale:
-        the write is conditional on the resource's own state)."""
+        the write is conditional on the resource's own state: not resized since it was read, as a
+        resize's claim is found through its entry, review 44; counted at every level if live)."""
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.update_item(
                     TableName=self._table,
                     Key={"pk": entry["pk"], "sk": entry["sk"]},
                     UpdateExpression="REMOVE pending_shard, pending_since",
-                    ConditionExpression="attribute_exists(pk) AND (counter_processed = :true OR #state <> :live)",
+                    ConditionExpression="attribute_exists(pk) AND attribute_not_exists(resize_request) AND "
+                    "((counter_processed = :true AND (attribute_not_exists(org) OR org_counted = :true)) "
+                    "OR #state <> :live)",
                     ExpressionAttributeNames={"#state": "state"},
                     ExpressionAttributeValues={":true": {"BOOL": True}, ":live": {"S": items.LIVE}},
                 ),
@@ -551,6 +554,8 @@ def _finished(item: dict[str, Any]) -> bool:
         return False
     if items.state_of(item) == items.DELETING:
         return False  # a delete still to finish (or still running): the next sweep looks again
+    if items.resizing(item):
+        return False  # a resize still to end (or still running): its entry is how it is found
     if items.state_of(item) != items.LIVE:
         return True
     return items.is_counted(item) and (items.org_of(item) is None or items.org_counted(item))

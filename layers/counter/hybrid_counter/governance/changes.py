@@ -570,20 +570,30 @@ class LimitChanges:
         if "record" not in item:
             return self._settled_legacy(key, item)
         record = ChangeRecord.of(str(item["record"]["S"]))
-        changed = self._item({"pk": item["changes_pk"], "sk": item["changes_sk"]}) or {}
+        changed_key = {"pk": item["changes_pk"], "sk": item["changes_sk"]}
+        removal: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": key,
+            "ConditionExpression": "#record = :record",
+            "ExpressionAttributeNames": {"#record": "record"},
+            "ExpressionAttributeValues": {":record": {"S": record.text()}},
+        }
         completed = False
-        if changed.get(LIMIT_CHANGE, {}).get("S") == record.name and not self._history.exists(record):
-            self.complete(record)
-            completed = True
-        self._conditional(
-            lambda: self._clients.dynamodb.delete_item(
-                TableName=self._table,
-                Key=key,
-                ConditionExpression="#record = :record",
-                ExpressionAttributeNames={"#record": "record"},
-                ExpressionAttributeValues={":record": {"S": record.text()}},
-            )
-        )
+        for _ in range(2):
+            changed = self._item(changed_key) or {}
+            if changed.get(LIMIT_CHANGE, {}).get("S") == record.name:
+                if not self._history.exists(record):
+                    self.complete(record)
+                    completed = True
+                self._conditional(lambda: self._clients.dynamodb.delete_item(**removal))
+                return completed
+            # Never made, as far as this read goes: removed only while the changed item still
+            # does not name it, so a write that lands between the read and the removal (its
+            # record's check passed) is completed here instead (review 44)
+            if self._transact_conditional(
+                [{"Delete": removal}, _not_named_check(self._table, changed_key, record)]
+            ):
+                return completed
         return completed
 
     def complete_named(self, item: dict[str, Any]) -> None:
@@ -766,6 +776,19 @@ def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) ->
         conditions.append(f"(attribute_not_exists(plan_id) OR {same})" if plan_id == DEFAULT_PLAN else same)
     check["ConditionExpression"] = " AND ".join(conditions)
     return {"ConditionCheck": check}
+
+
+def _not_named_check(table: str, key: Key, record: ChangeRecord) -> Check:
+    """The condition that an item does not name a change (complete_pending)."""
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": key,
+            "ConditionExpression": "attribute_not_exists(#change) OR #change <> :name",
+            "ExpressionAttributeNames": {"#change": LIMIT_CHANGE},
+            "ExpressionAttributeValues": {":name": {"S": record.name}},
+        }
+    }
 
 
 def _record_check(table: str, record: ChangeRecord) -> Check:

@@ -132,7 +132,14 @@ class Limits:
         return None if profile is None else profile.epoch_base
 
     def org_shards(self, org_id: str) -> int:
-        profile = self.org_profile(org_id)
+        """How many shards its creates go to (1: not split). Read inside flows that have
+        written (an admission after its pending item), so a store error is the domain's "not
+        done": a process whose cache expired mid-create met a throttled read here and answered
+        500 (the explorer's stall past the grace period, 2026-11-27)."""
+        try:
+            profile = self.org_profile(org_id)
+        except (ClientError, BotoCoreError) as error:
+            raise store_error(error, "the organization's read") from error
         return 1 if profile is None else profile.shards
 
     def org_plan_limit(self, org_id: str, kind: str, creation: int | None = None) -> int:

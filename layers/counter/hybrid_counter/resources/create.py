@@ -173,14 +173,14 @@ class CreateFlow:
             lambda: self._orgs.register(account_id, kind, membership), "the create"
         ):
             return None  # the account's organization changed since it was read: judge again
-        incarnation = self._fx.incarnation()
+        incarnation, created_at = self._fx.incarnation(), self._fx.clock()
         item = items.pending_item(
             account_id,
             rid,
             request.name,
             request.extra,
             incarnation,
-            now=self._fx.clock(),
+            now=created_at,
             kind=kind,
             units=units,
             org=org,
@@ -222,10 +222,27 @@ class CreateFlow:
             admission.outcome is AdmissionOutcome.ADMITTED
             or self._admitted_after_all(account_id, kind, rid, incarnation, admission_token)
         )
+        self._make_live(account_id, kind, rid, incarnation, created_at=created_at, certain=certain)
+        self._obs.count("ResourcesCreated")
+        return items.resource_from_item(item)
+
+    def _make_live(
+        self, account_id: str, kind: str, rid: str, incarnation: str, *, created_at: float, certain: bool
+    ) -> None:
+        """C5: pending -> live (``certain``: both admissions known to have applied, else also
+        indexed); raises StoreUnavailable where nobody may be told it exists."""
+        if not items.in_time(created_at, self._fx.clock(), self._grace):
+            # Past half the grace period since its pending item was put: the sweeper may roll it
+            # back (or undo it at its organization) once it is older than the grace period, so
+            # making it live now could tell 201 of a create it removes. Left as it is: the
+            # stream path makes it live if its admission applied, the sweeper rolls it back if not.
+            raise StoreUnavailable(
+                "the create took too long to finish; it may not have finished, retry the request"
+            )
         try:
-            # Refused only if the stream path made it live first (and a delete may have followed):
-            # either way the create happened.
-            self._table.make_live(account_id, rid, incarnation, index=not certain, kind=kind)
+            # Refused if the stream path made it live first (and a delete may have followed):
+            # either way the create happened; or if a repair is undoing it (``undoing``): it did not.
+            made = self._table.make_live(account_id, rid, incarnation, index=not certain, kind=kind)
         except (ClientError, BotoCoreError) as error:
             # Still pending, so nobody may be told it exists: a 201 for an item that stays pending
             # would be lost if its admission's stream record were too (the audit rolls back every
@@ -239,8 +256,8 @@ class CreateFlow:
             raise StoreUnavailable(
                 "the data store is unavailable; the create may not have finished, retry the request"
             ) from error
-        self._obs.count("ResourcesCreated")
-        return items.resource_from_item(item)
+        if not made.applied and made.item is not None and "undoing" in made.item:
+            raise StoreUnavailable("the create was not done; retry the request")
 
     def _admit_at_org(self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen) -> bool:
         """The organization's admission of the create; raises (after rolling the pending item

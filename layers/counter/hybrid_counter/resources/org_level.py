@@ -662,10 +662,15 @@ class OrgLevel:
         marked = self._table.mark_undoing(account_id, rid, incarnation, kind=kind)
         if not marked.applied or marked.item is None:
             return False
+        counted, shard = items.org_counted(marked.item), items.org_shard(marked.item)
         if not certain:
+            if self._counter_gone(org, kind, shard):
+                # DELETE /orgs removes a counter item only while it holds nothing: nothing of
+                # this create is held there, whatever its admission did
+                self._table.drop_undone(account_id, rid, incarnation, kind=kind)
+                return True
             self._obs.count("OrgUndoLeftToSweeper")
             return False
-        counted, shard = items.org_counted(marked.item), items.org_shard(marked.item)
         attempt = self.release(
             org, account_id, rid, incarnation, kind=kind, units=units, counted=counted, shard=shard
         )
@@ -676,6 +681,18 @@ class OrgLevel:
             return False
         self._table.drop_undone(account_id, rid, incarnation, kind=kind)
         return True
+
+    def _counter_gone(self, org: str, kind: str, shard: int) -> bool:
+        try:
+            found = self._table.clients.dynamodb.get_item(
+                TableName=self._table.name,
+                Key=org_counter_key(org, kind=kind, shard=shard),
+                ConsistentRead=True,
+                ProjectionExpression="pk",
+            )
+        except (ClientError, BotoCoreError):
+            return False
+        return "Item" not in found
 
     def released_after_all(
         self, org: str, account_id: str, rid: str, incarnation: str, *, kind: str, shard: int = 0

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from hybrid_counter.keys import epoch_of
+from hybrid_counter.keys import epoch_of, range_of
 from hybrid_counter.observability import default_observability
+from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
 from hybrid_counter.resources.dead_claims import DeadClaims
 from hybrid_counter.resources.delete import DeleteFlow
@@ -51,6 +52,7 @@ class Repairs:
         self._grace = grace_seconds
         self._fx = effects
         self._resizes = resizes or ResizeFlow(table, deletes.counters, grace_seconds, effects, deletes.obs)
+        self._requests = RecountRequests(table.name, table.clients, effects.clock)
 
     @classmethod
     def on(
@@ -160,7 +162,16 @@ class Repairs:
                     return False
             elif not self._released_at_org(account_id, rid, seen):
                 return False
+        self.ask_census_of_its_account(account_id, rid, kind=kind)
         return self._table.drop_undone(account_id, rid, incarnation, kind=kind).applied
+
+    def ask_census_of_its_account(self, account_id: str, rid: str, *, kind: str) -> None:
+        """Before an undone create of a member is removed: whether its account's admission
+        applied (its process died after it) nothing can say once its account's count is refused
+        (``undoing``) or finds it gone, so the census of its range at its account is asked for
+        (the sweeper's, after the grace period), which gives back the unit if it holds one.
+        Before (review 44), only a full audit asked for it: the account's unit held for good."""
+        self._requests.put(account_id, range_of(rid), "a member's create undone by a repair", kind=kind)
 
     def _released_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
         org = items.org_of(seen)

@@ -31,13 +31,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.counters import Admission, AdmissionOutcome, CounterState, Judge
 from hybrid_counter.errors import (
+    HoldExpired,
     InProgress,
     LimitExceeded,
     NotFound,
     StoreUnavailable,
     Throttled,
 )
-from hybrid_counter.keys import epoch_of, resize_token
+from hybrid_counter.keys import epoch_of, iso_utc, resize_token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
 from hybrid_counter.resources.org_level import OrgLevel, releases_only
@@ -78,6 +79,12 @@ class ResizeFlow:
             item = self.current(account_id, kind, rid)
             if items.units_of(item) == target and not items.resizing(item):
                 return items.resource_from_item(item)  # already that size: nothing to do
+            until, now = items.hold_until_of(item), self._fx.clock()
+            if until is not None and until <= now and target > items.units_of(item):
+                # A hold past its deadline is being released (holds.py): it holds nothing more.
+                # Its claim's condition says the same, on the other side of H2's (review 45: a
+                # grow of an expired hold was made, and answered 200, until the sweeper's run).
+                raise HoldExpired(f"the hold on {rid} expired at {iso_utc(until)}")
             claim = partial(
                 self._table.claim_resize,
                 account_id,
@@ -87,6 +94,7 @@ class ResizeFlow:
                 incarnation=items.incarnation_of(item),
                 units=items.units_of(item),
                 target=target,
+                not_expired_at=now if until is not None and target > items.units_of(item) else None,
             )
             claimed = guarded(claim, "the resize")
             if claimed.applied and claimed.item is not None:
@@ -137,6 +145,7 @@ class ResizeFlow:
         if org is not None and target > units:
             # A member's grow: admitted by its organization first (org_level.py), undone there
             # if its account refuses it.
+            self._in_time(claimed)
             self._at_org(account_id, kind, rid, request_id, claimed=claimed)
         moved = self._move_account(account_id, kind, rid, request_id, claimed=claimed, judge=judge)
         if moved.outcome is AdmissionOutcome.ADMITTED or (
@@ -145,6 +154,7 @@ class ResizeFlow:
         ):
             if org is not None and target < units:
                 # A member's shrink: released at its account first, then its organization.
+                self._in_time(claimed)
                 self._at_org(account_id, kind, rid, request_id, claimed=claimed)
             return self._finish(account_id, kind, rid, request_id, claimed=claimed, target=target)
         if moved.outcome is AdmissionOutcome.UNKNOWN:
@@ -176,6 +186,7 @@ class ResizeFlow:
             return Admission(
                 AdmissionOutcome.NOT_APPLIED, CounterState(), throttled=isinstance(error, Throttled)
             )
+        self._in_time(claimed)  # as late as it can be: just before the write
         return self._counters.resize(
             account_id, rid, resize, target - units, counted=counted, seen=state, kind=kind, judge=judge
         )
@@ -209,17 +220,31 @@ class ResizeFlow:
             )
         raise StoreUnavailable("the data store is unavailable; the resize was not done, retry the request")
 
+    def _in_time(self, claimed: Item) -> None:
+        """A counter write of this resize is made only within half the grace period of its claim,
+        by this process's clock (items.in_time): a claim older than the grace period is ended by
+        whoever settles it (resize_settlement.py), at the sizes the counters hold, so a write this
+        process made later could be made after that settlement, for a resize that no longer
+        stands (a shrink's release twice: the account below its use). Too late, the claim is
+        left to the settlement (503), as a request that died there."""
+        since = items.since(claimed, "resizing_since")
+        if since and not items.in_time(epoch_of(since), self._fx.clock(), self._grace):
+            self._obs.count("ResizeLeftToSettlement")
+            raise InProgress("the resize took too long to be made; retry the request")
+
     def _undo_at_org(self, account_id: str, kind: str, rid: str, *, claimed: Item) -> bool:
         """Release what the organization admitted for a grow its account did not make; True once
-        released (or, outcome unknown, confirmed)."""
+        released (or, outcome unknown, confirmed); not once the claim is older than half the grace
+        period (``_in_time``: the settlement's)."""
         try:
+            self._in_time(claimed)
             undone = self._orgs.resize(account_id, kind, rid, claimed, undo=True)
             if undone.outcome is AdmissionOutcome.ADMITTED or (
                 undone.outcome is AdmissionOutcome.UNKNOWN
                 and self._orgs.resized_after_all(account_id, kind, rid, claimed, undo=True)
             ):
                 return True
-        except (ClientError, BotoCoreError):
+        except (ClientError, BotoCoreError, InProgress):
             pass
         self._obs.count("OrgUndoLeftToSettlement")
         return False

@@ -12,7 +12,7 @@ from hybrid_counter.aws import Clients
 from hybrid_counter.counters import CounterState, CounterStore
 from hybrid_counter.counters.split import SHARD_CHOICES
 from hybrid_counter.effects import Effects
-from hybrid_counter.errors import LimitExceeded, NotFound, ValidationError
+from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound, ValidationError
 from hybrid_counter.governance.changes import LimitChanges
 from hybrid_counter.governance.event_log import EventLog, EventPage
 from hybrid_counter.governance.history import HistoryPage, HistoryStore
@@ -22,6 +22,7 @@ from hybrid_counter.keys import (
     HISTORY_PREFIX,
     account_pk,
     is_valid_id,
+    iso_utc,
     kind_prefix,
     parse_account_pk,
     parse_resource_sk,
@@ -500,6 +501,9 @@ class ResourceService:
         if not items.visible(item):
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
+        until = items.hold_until_of(item)
+        if until is not None and until <= self._fx.clock() and units > items.units_of(item):
+            raise HoldExpired(f"the hold on {resource_id} expired at {iso_utc(until)}")  # as the PATCH would
         return self._would_admit(account_id, kind, units - items.units_of(item))
 
     def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:

@@ -497,19 +497,28 @@ class ResourceTable:
         incarnation: str,
         units: int,
         target: int,
+        not_expired_at: float | None = None,
     ) -> Written:
         """Make ``request_id`` the one request that moves this live incarnation's counters from
         ``units`` to ``target`` (the stream path does not count it, and no delete claims it, while
-        the claim stands). Applied: ``item`` is the item as claimed (ALL_NEW)."""
+        the claim stands). ``not_expired_at``: a hold's grow, only while its deadline is after
+        that time (the other side of its expiry's claim, holds.py). Applied: ``item`` is the item
+        as claimed (ALL_NEW)."""
+        deadline, deadline_values = "", {}
+        if not_expired_at is not None:
+            deadline = " AND (attribute_not_exists(hold_until) OR hold_until > :not_expired_at)"
+            deadline_values = {":not_expired_at": epoch_number(not_expired_at)}
         return self._update(
             account_id,
             resource_id,
             kind,
             UpdateExpression="SET resize_request = :req, resize_from = :from, resize_to = :to, resizing_since = :now, "
             + RESIZE_INDEXED,
-            ConditionExpression=f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}",
+            ConditionExpression=f"#state = :live AND incarnation = :inc AND #units = :from AND {NOT_RESIZING}"
+            + deadline,
             ExpressionAttributeNames={"#state": "state", "#units": "units"},
             ExpressionAttributeValues={
+                **deadline_values,
                 **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
                 ":req": {"S": request_id},
                 ":now": {"S": iso_utc(self._effects.clock())},
