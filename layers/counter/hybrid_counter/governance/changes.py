@@ -498,9 +498,11 @@ class LimitChanges:
         if write(also=[_record_check(self._table, record)]):
             self.complete(record)
             return True
+        # (A lost response: botocore's resend carries the transaction's client token, and DynamoDB
+        # answers it as the write that applied; a refusal is looked into all the same.)
         found = self._item(key) or {}
         if found.get(LIMIT_CHANGE, {}).get("S") == record.name:
-            self.complete(record)  # ours applied; botocore's resend was refused by its own condition
+            self.complete(record)  # ours applied, and was refused again by its own condition
             return True
         return self._history.exists(record)  # ours applied, and the next change completed it
 
