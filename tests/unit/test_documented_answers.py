@@ -96,7 +96,10 @@ def test_each_error_status_documents_exactly_the_codes_its_operation_can_answer(
     kind_resource = "/accounts/{account_id}/kinds/{kind}/resources/{resource_id}"
     # Then the codes are those the domain raises there
     assert codes[("PUT", kind_resource, "409")] == {"LimitExceeded", "IdempotencyConflict"}
-    assert codes[("PATCH", kind_resource, "409")] == {"LimitExceeded", "HoldExpired"}  # a grow of an expired hold
+    assert codes[("PATCH", kind_resource, "409")] == {
+        "LimitExceeded",
+        "HoldExpired",
+    }  # a grow of an expired hold
     assert codes[("PATCH", kind_resource, "404")] == {"NotFound"}
     assert codes[("POST", "/accounts/{account_id}/kinds/{kind}/resources", "409")] == {"LimitExceeded"}
     for path in (
