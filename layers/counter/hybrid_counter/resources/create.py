@@ -18,13 +18,20 @@ Why the order (call by call, against every other flow): docs/design.md.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybrid_counter.aws import store_error
 from hybrid_counter.counters import Admission, AdmissionOutcome, Judge
-from hybrid_counter.errors import IdempotencyConflict, InProgress, LimitExceeded, StoreUnavailable, Throttled
+from hybrid_counter.errors import (
+    DomainError,
+    IdempotencyConflict,
+    InProgress,
+    LimitExceeded,
+    StoreUnavailable,
+    Throttled,
+)
 from hybrid_counter.keys import epoch_of, token
 from hybrid_counter.resources import items
 from hybrid_counter.resources.items import Resource
@@ -195,9 +202,13 @@ class CreateFlow:
         org_certain = True
         if org is not None and org_seen is not None:  # the organization's level first (org_level.py)
             try:
-                org_certain = self._admit_at_org(request, rid, incarnation, org, org_seen)
+                org_certain = self._admit_at_org(
+                    request, rid, incarnation, org, org_seen, created_at=created_at
+                )
             except OrgGone:
                 return None  # DELETE /orgs came since the membership was read: judge it all again
+        if not items.in_time(created_at, self._fx.clock(), self._grace):
+            self._too_late_for_the_account(request, rid, incarnation, org, org_certain=org_certain)
 
         admission_token = token(rid, incarnation)
         admission = self._counters.admit(
@@ -259,23 +270,44 @@ class CreateFlow:
         if not made.applied and made.item is not None and "undoing" in made.item:
             raise StoreUnavailable("the create was not done; retry the request")
 
-    def _admit_at_org(self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen) -> bool:
-        """The organization's admission of the create; raises (after rolling the pending item
-        back) when it is refused or not applied. False when its outcome stayed unknown: the
-        create goes on as if it applied (P1's exception, at the organization's level), indexed
-        so the sweeper counts it there."""
+    def _too_late_for_the_account(
+        self, request: Request, rid: str, incarnation: str, org: str | None, *, org_certain: bool
+    ) -> NoReturn:
+        """Past half the grace period since its pending item was put, before its account's
+        admission (C4): the sweeper may take the item as a dead create's once it is older than
+        the grace period (a retried PUT may adopt it), so an admission made now could count it a
+        second time. Undone as a create its account refused (a member's at its organization:
+        org_level.py), and answered 503 (review 46: the stalled admissions overcounted an item
+        adopted meanwhile, at both levels, for good)."""
         account_id, kind, units = request.account_id, request.kind, request.units
-        admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
-        tried = {seen.shard}
-        while admitted.outcome is AdmissionOutcome.NOT_APPLIED and admitted.throttled:
-            # a split counter's shard throttled: another shard, named on the item first
-            other = self._orgs.elsewhere(org, kind, tried, units, seen.epoch)
-            if other is None or not self._named(request, rid, incarnation, was=seen.shard, to=other.shard):
-                break
-            self._obs.count("OrgShardFallback")
-            seen = other
-            tried.add(seen.shard)
-            admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        if org is not None:
+            self._orgs.undo(
+                account_id, rid, incarnation, kind=kind, org=org, units=units, certain=org_certain
+            )
+        else:
+            self._roll_back(account_id, kind, rid, incarnation)
+        raise StoreUnavailable("the create took too long to be made; it was not done, retry the request")
+
+    def _admit_at_org(
+        self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen, *, created_at: float
+    ) -> bool:
+        """The organization's admission of the create; raises (after rolling the pending item
+        back) when it is refused or not applied, or cannot be made: a read before its write
+        failed, or the create is past half the grace period since its put (as before C4). False
+        when its outcome stayed unknown: the create goes on as if it applied (P1's exception, at
+        the organization's level), indexed so the sweeper counts it there."""
+        account_id, kind, units = request.account_id, request.kind, request.units
+        try:
+            admitted, seen = self._admitted_at_org(
+                request, rid, incarnation, org, seen, created_at=created_at
+            )
+        except DomainError:
+            # Nothing was admitted there (what raises comes before the admission's write): rolled
+            # back as any create not admitted, so a retried PUT never adopts it unadmitted
+            # (review 46: a throttled read here answered 429 and left the item, which a retry
+            # adopted past the organization's limit).
+            self._roll_back(account_id, kind, rid, incarnation)
+            raise
         if admitted.outcome is AdmissionOutcome.ADMITTED:
             return True
         if admitted.outcome is AdmissionOutcome.UNKNOWN:
@@ -294,6 +326,29 @@ class CreateFlow:
                 "too many requests for this organization; the create was not done, retry the request"
             )
         raise StoreUnavailable("the data store is unavailable; the create was not done, retry the request")
+
+    def _admitted_at_org(
+        self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen, *, created_at: float
+    ) -> tuple[Admission, OrgSeen]:
+        account_id, kind, units = request.account_id, request.kind, request.units
+        self._in_time_to_admit(created_at)
+        admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        tried = {seen.shard}
+        while admitted.outcome is AdmissionOutcome.NOT_APPLIED and admitted.throttled:
+            # a split counter's shard throttled: another shard, named on the item first
+            other = self._orgs.elsewhere(org, kind, tried, units, seen.epoch)
+            if other is None or not self._named(request, rid, incarnation, was=seen.shard, to=other.shard):
+                break
+            self._obs.count("OrgShardFallback")
+            seen = other
+            tried.add(seen.shard)
+            self._in_time_to_admit(created_at)
+            admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        return admitted, seen
+
+    def _in_time_to_admit(self, created_at: float) -> None:
+        if not items.in_time(created_at, self._fx.clock(), self._grace):
+            raise StoreUnavailable("the create took too long to be made; it was not done, retry the request")
 
     def _named(self, request: Request, rid: str, incarnation: str, *, was: int, to: int) -> bool:
         """The pending item names shard ``to`` instead of ``was`` (False: it could not be made to;
