@@ -13,6 +13,8 @@ answer, then O2's, arriving past the grace period."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from hybrid_counter.counting.sweeper import Sweeper
@@ -83,3 +85,39 @@ def test_a_create_stalled_past_the_grace_period_before_an_admission_makes_none_a
     org.drain()
     state = org.service.counters.read(first, kind=SEATS)
     assert (org.live_units(), (state.best_effort, state.eventual), _at_org(org)) == (1, (1, 1), (1, 1))
+
+
+def test_a_create_stalled_past_the_grace_period_after_its_put_never_admits_an_item_adopted_meanwhile(
+    settings, clients, stream
+) -> None:
+    # Given a member account of limit 2 in an organization of 2 seats, empty
+    org = Org(settings, clients, stream, limit=2)
+    first, _ = org.members
+    org.service.set_limit(first, 2, kind=SEATS)
+    adopted: list[bool] = []
+
+    def stalled_at_the_puts_answer(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        # When its PUT of x has put its pending item and stalls, as the put is answered, past
+        # the grace period, while the caller's retry adopts the item (C1a) and the sweeper counts
+        # it at both levels
+        if adopted or model.name != "PutItem":
+            return
+        adopted.append(True)
+        org.clock.now += org.settings.pending_grace_seconds + 1
+        org.service.create(first, "x", {}, "x", kind=SEATS)
+        _settled(org)
+
+    events = org.clients.dynamodb.meta.events
+    events.register("after-call.dynamodb.PutItem", stalled_at_the_puts_answer)
+    try:
+        # ... and then goes on
+        with pytest.raises(StoreUnavailable):
+            org.new_service().create(first, "x", {}, "x", kind=SEATS)
+    finally:
+        events.unregister("after-call.dynamodb.PutItem", stalled_at_the_puts_answer)
+    assert adopted
+    # Then it made neither admission: x is held once at each level, and one more create fits
+    _settled(org)
+    state = org.service.counters.read(first, kind=SEATS)
+    assert (org.live_units(), (state.best_effort, state.eventual), _at_org(org)) == (1, (1, 1), (1, 1))
+    org.service.create(first, "z", {}, "z", kind=SEATS)
