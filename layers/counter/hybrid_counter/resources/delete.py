@@ -117,7 +117,7 @@ class DeleteFlow:
         self.obs = obs
         self.resizes: ResizeSettler | None = None  # set by the service (resize.py)
         # The organizations' level (org_level.py): releases only, so no limit is judged here.
-        self.orgs = OrgLevel(table, counters, releases_only, effects, obs)
+        self.orgs = OrgLevel(table, counters, releases_only, effects, obs, grace_seconds=grace_seconds)
         censuses = CensusTaker(table.name, table.clients, grace_seconds=grace_seconds, clock=effects.clock)
         self.dead_claims = DeadClaims(table, counters, censuses, sleep=effects.waiter.sleep)
 
@@ -180,6 +180,16 @@ class DeleteFlow:
             claim = replace(claim, account_released=True)
             at_account = True
         if not at_account:
+            if self._too_slow(claim):
+                # D2 past half the grace period of its claim: a retried DELETE (or the sweeper) takes
+                # a claim older than the grace period over and leaves it to the census, which gives
+                # its units back; a release now could be a second (review 47: 3 live of 2).
+                # Nothing was released yet: the claim reverted, "not done".
+                self._revert(account_id, kind, rid, request_id, claim)
+                self.obs.count("DeleteTooSlow")
+                raise StoreUnavailable(
+                    "the delete took too long to be made; it was not done, retry the request"
+                )
             attempt = self.counters.release(
                 account_id, rid, release_token, claim.counted, kind=kind, units=claim.units
             )

@@ -68,7 +68,9 @@ class ResizeFlow:
         self._fx = effects
         self._obs = obs
         # The organizations' level: the API path's judges grows there; repairs only release.
-        self._orgs = orgs or OrgLevel(table, counters, releases_only, effects, obs)
+        self._orgs = orgs or OrgLevel(
+            table, counters, releases_only, effects, obs, grace_seconds=grace_seconds
+        )
         self.settlement = ResizeSettlement(table, counters, grace_seconds, effects, obs, orgs=self._orgs)
 
     def resize(

@@ -95,7 +95,9 @@ class ResourceService:
         )
         self._table = ResourceTable(settings.table_name, self._clients, self._fx)
         grace = settings.pending_grace_seconds
-        self.orgs = OrgLevel(self._table, self.counters, self.limits, self._fx, self._obs)
+        self.orgs = OrgLevel(
+            self._table, self.counters, self.limits, self._fx, self._obs, grace_seconds=grace
+        )
         self._create = CreateFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
         self._delete = DeleteFlow(self._table, self.counters, grace, self._fx, self._obs)
         self._resize = ResizeFlow(self._table, self.counters, grace, self._fx, self._obs, orgs=self.orgs)
