@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import uuid
+from typing import Any
 
 import pytest
 
 from hybrid_counter.errors import DomainError, InProgress, LimitExceeded, NotFound
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
+from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, resource_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_split_review import stop_before
@@ -96,6 +97,19 @@ def test_a_delete_stalled_past_the_grace_period_after_its_claim_releases_nothing
     admitted = _fill(org, account, 2)
     _drain(org, account)
     assert (admitted, _live_units(org, account)) == (1, 2), (state, admitted)
+    # And the sweeper, past the grace period, finishes what the takeover left (a member's x, at
+    # its organization): nothing of x is left (nor in the PendingIndex, which later tests sweep)
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    _sweeper(org).sweep()
+    _drain(org, account)
+    assert x_left(org, account) is None
+
+
+def x_left(org: Org, account: str) -> dict[str, Any] | None:
+    found = org.clients.dynamodb.get_item(
+        TableName=org.settings.table_name, Key=resource_key(account, "x", kind=SEATS), ConsistentRead=True
+    )
+    return found.get("Item")
 
 
 def _sweeper(org: Org):
