@@ -40,6 +40,8 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError, ProxyError
 
+from hybrid_counter.keys import RESOURCE_PREFIX
+
 _http = urllib3.PoolManager(maxsize=16)
 # Every fault that fired in this process, by (operation, kind): reported by the reliability runs.
 FIRED: Counter[tuple[str, str]] = Counter()
@@ -51,6 +53,16 @@ def target_of(request: Any) -> str:
     target = request.headers.get("X-Amz-Target", b"")
     target = target.decode() if isinstance(target, bytes) else str(target)
     return target.rpartition(".")[2]
+
+
+def at_an_organization(body: dict[str, Any]) -> bool:
+    """A request (its JSON body) on an item of an organization's partition: a ``where`` filter."""
+    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
+
+
+def on_a_resource(body: dict[str, Any]) -> bool:
+    """A request (its JSON body) on a resource's item: a ``where`` filter."""
+    return str(body.get("Key", {}).get("sk", {}).get("S", "")).startswith(RESOURCE_PREFIX)
 
 
 def forward(request: Any) -> int:

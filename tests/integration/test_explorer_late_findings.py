@@ -15,11 +15,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import DomainError, InProgress, LimitExceeded, StoreUnavailable
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
 from tests.explorer.scheduler import Call, Race
-from tests.faults import ProcessDied, injected
+from tests.faults import ProcessDied, at_an_organization, injected, on_a_resource
 from tests.integration.test_member_resizes import assert_exact, split_org, units_of
 from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_org_split import SplitOrg
@@ -27,14 +25,6 @@ from tests.integration.test_split_review import stop_before
 
 pytestmark = pytest.mark.integration
 __all__ = ["split_org"]
-
-
-def _at_org(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
-
-
-def _resource(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("sk", {}).get("S", "")).startswith(RESOURCE_PREFIX)
 
 
 def test_a_member_made_live_by_its_accounts_count_unsure_of_its_organization_is_counted_there(
@@ -50,24 +40,17 @@ def test_a_member_made_live_by_its_accounts_count_unsure_of_its_organization_is_
     # as it makes the item live
     single = org.clients.dynamodb_single_attempt
     with (
-        injected(single, "UpdateItem", when="before", lost="ssl", times=1, where=_at_org),
-        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=_resource),
+        injected(single, "UpdateItem", when="before", lost="ssl", times=1, where=at_an_organization),
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=on_a_resource),
         pytest.raises(ProcessDied),
     ):
         org.service.create(second, "y", {}, kind=SEATS)
     # ... its account's records counted (which makes it live), and the sweeper past the grace period
     org.drain()
     org.clock.now += org.settings.pending_grace_seconds + 1
-    Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    ).sweep()
+    org.sweeper().sweep()
     org.drain()
-    (y,) = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(second)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
+    (y,) = org.resources(second)
     assert y["state"]["S"] == "live"
     # Then y is counted at its organization (P1's exception there: held as if admitted), which
     # holds both seats; one more create is admitted of 3, not two

@@ -17,6 +17,7 @@ from hybrid_counter.counters.state import EVENTUAL
 from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.org_recount import OrgRecounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
+from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import DomainError, InProgress, LimitExceeded, NotFound
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_counter_key, org_pk, range_of
@@ -76,6 +77,20 @@ class Org:
             grace_seconds=grace, clock=self.clock, sleep=lambda _: None,
         )  # fmt: skip
 
+    def sweeper(self) -> Sweeper:
+        """The sweeper, on the organization's clock (as deployed: its grace period)."""
+        grace = self.settings.pending_grace_seconds
+        return Sweeper(self.settings.table_name, self.counter, grace, self.clients, clock=self.clock)
+
+    def resources(self, account: str) -> list[dict[str, Any]]:
+        """Every resource item of an account (consistent)."""
+        return self.clients.dynamodb.query(
+            TableName=self.settings.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
+            ConsistentRead=True,
+        )["Items"]
+
     def drain(self) -> None:
         for pk in (*map(account_pk, self.members), org_pk(self.org_id)):
             while records := self.stream.records_of(pk):
@@ -91,19 +106,12 @@ class Org:
         return state.best_effort, state.eventual
 
     def live_units(self) -> int:
-        total = 0
-        for account in self.members:
-            found = self.clients.dynamodb.query(
-                TableName=self.settings.table_name,
-                KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-                ExpressionAttributeValues={
-                    ":pk": {"S": account_pk(account)},
-                    ":prefix": {"S": RESOURCE_PREFIX},
-                },
-                ConsistentRead=True,
-            )["Items"]
-            total += sum(int(i["units"]["N"]) for i in found if i["state"]["S"] == "live")
-        return total
+        return sum(
+            int(i["units"]["N"])
+            for account in self.members
+            for i in self.resources(account)
+            if i["state"]["S"] == "live"
+        )
 
 
 def _overcounted(org: Org) -> str:

@@ -13,14 +13,10 @@ import pytest
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import DomainError
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
-from tests.faults import injected, target_of
+from tests.faults import at_an_organization, injected, target_of
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
-
-
-def _at_org(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
 
 
 def _claim(org: Org, account: str) -> dict[str, Any]:
@@ -49,7 +45,7 @@ def test_a_stalled_takeover_of_a_hand_off_and_a_census_release_once(settings, cl
             "UpdateItem",
             error="ThrottlingException",
             times=100,
-            where=_at_org,
+            where=at_an_organization,
         ),
         contextlib.suppress(DomainError),
     ):
@@ -72,7 +68,7 @@ def test_a_stalled_takeover_of_a_hand_off_and_a_census_release_once(settings, cl
     def before_org_release(request, **_):
         if target_of(request) not in ("GetItem", "Query") or fired["n"]:
             return
-        if not _at_org(json.loads(request.body or b"{}")):
+        if not at_an_organization(json.loads(request.body or b"{}")):
             return
         fired["n"] = 1
         org.clock.now += org.settings.pending_grace_seconds + 1

@@ -11,7 +11,7 @@ import pytest
 
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, range_of
-from tests.faults import ProcessDied, injected
+from tests.faults import ProcessDied, at_an_organization, injected
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
@@ -26,10 +26,6 @@ def _pending(org: Org, account: str) -> dict[str, Any]:
     )["Items"]
     [item] = [i for i in found if i["state"]["S"] == "pending"]
     return dict(item)
-
-
-def _at_org(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
 
 
 def _ghost_past_the_grace(org: Org) -> tuple[str, str, Any, str]:
@@ -57,7 +53,7 @@ def _marked_with_its_release_throttled(org: Org, first: str, ghost: str) -> bool
         "UpdateItem",
         error="ThrottlingException",
         times=100,
-        where=_at_org,
+        where=at_an_organization,
     ):
         return org.service.repairs.roll_back_stale_pending(first, ghost, _pending(org, first))
 
@@ -128,7 +124,6 @@ def test_a_stale_undo_whose_repairer_died_after_its_release_is_not_released_agai
 def test_a_stale_undo_nothing_can_confirm_is_settled_by_the_sweepers_census(
     settings, clients, stream
 ) -> None:
-    from hybrid_counter.counting.sweeper import Sweeper
 
     org = Org(settings, clients, stream, limit=3)
     # Given x held, and a create of the first member that died between the levels (admitted and
@@ -141,9 +136,7 @@ def test_a_stale_undo_nothing_can_confirm_is_settled_by_the_sweepers_census(
     assert org.org_counters() == (1, 1)  # the ghost's seat, still held there
     # When the sweeper runs once the mark is older than the grace period
     org.clock.now += org.settings.pending_grace_seconds + 1
-    outcome = Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    ).sweep()
+    outcome = org.sweeper().sweep()
     org.drain()
     # Then the census of its range settled it: the ghost's seat given back once, the item gone
     assert outcome.pending_rolled_back >= 1  # (with the account's census of the create's range, if asked)

@@ -12,32 +12,18 @@ from typing import Any
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk
-from tests.faults import ProcessDied, injected, target_of
+from hybrid_counter.keys import account_pk, org_pk
+from tests.faults import ProcessDied, at_an_organization, injected, on_a_resource, target_of
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
 
 
 def _item(org: Org, account: str) -> dict[str, Any]:
-    found = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
+    found = org.resources(account)
     [item] = found
     return dict(item)
-
-
-def _resource(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("sk", {}).get("S", "")).startswith(RESOURCE_PREFIX)
-
-
-def _at_org(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
 
 
 def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings, clients, stream) -> None:
@@ -48,7 +34,7 @@ def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings,
     assert org.org_counters() == (1, 1)
     # Given first's create of y admitted at both levels, its process dead before it made y live
     with (
-        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=_resource),
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=on_a_resource),
         pytest.raises(ProcessDied),
     ):
         org.service.create(first, "y", {}, kind=SEATS)
@@ -68,7 +54,7 @@ def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings,
     def before_org_release(request: Any, **_: Any) -> None:
         if target_of(request) != "UpdateItem" or fired["n"]:
             return
-        if not _at_org(json.loads(request.body or b"{}")):
+        if not at_an_organization(json.loads(request.body or b"{}")):
             return
         fired["n"] = 1
         assert process_stream_batch(late, org.counter).failed_sequence_numbers == []
@@ -84,23 +70,12 @@ def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings,
     # ... and the sweeper's runs since (nothing of y is left in its index)
     for _ in range(2):
         org.clock.now += org.settings.pending_grace_seconds + 1
-        Sweeper(
-            org.settings.table_name,
-            org.counter,
-            org.settings.pending_grace_seconds,
-            org.clients,
-            clock=org.clock,
-        ).sweep()
+        org.sweeper().sweep()
         org.drain()
     # Then y is not live: the late count at its account refused it (marked ``undoing``), the
     # repair released its seat at the organization and removed it, and the census its audit asks
     # for gives its account's unit back; of 3 seats (x live) two more creates are admitted
-    leftover = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(first)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
+    leftover = org.resources(first)
     assert leftover == []
     admitted = 0
     for n in range(3):

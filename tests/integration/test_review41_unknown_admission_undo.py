@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import DomainError, LimitExceeded
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk
-from tests.faults import injected
+from tests.faults import at_an_organization, injected
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
-
-
-def _at_org(body: dict) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
 
 
 def _account_counter(body: dict) -> bool:
@@ -40,7 +34,7 @@ def test_an_undo_of_an_unconfirmed_org_admission_releases_nothing_and_the_census
     # handshake failure: the client cannot tell), not confirmed; its account's admission throttled
     single = org.clients.dynamodb_single_attempt
     with (
-        injected(single, "UpdateItem", when="before", lost="ssl", times=1, where=_at_org),
+        injected(single, "UpdateItem", when="before", lost="ssl", times=1, where=at_an_organization),
         injected(single, "UpdateItem", error="ThrottlingException", times=100, where=_account_counter),
         pytest.raises(DomainError),
     ):
@@ -61,19 +55,8 @@ def test_an_undo_of_an_unconfirmed_org_admission_releases_nothing_and_the_census
     # nothing) and removes it: nothing of y is left, the organization's count exact
     for _ in range(2):
         org.clock.now += org.settings.pending_grace_seconds + 1
-        Sweeper(
-            org.settings.table_name,
-            org.counter,
-            org.settings.pending_grace_seconds,
-            org.clients,
-            clock=org.clock,
-        ).sweep()
+        org.sweeper().sweep()
         org.drain()
-    left = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(second)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
+    left = org.resources(second)
     assert sorted(str(i["state"]["S"]) for i in left) == ["live", "live"]
     assert org.org_counters() == (3, 3)

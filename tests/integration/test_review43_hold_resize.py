@@ -11,7 +11,7 @@ import pytest
 
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import resource_key
-from tests.faults import ProcessDied, injected
+from tests.faults import ProcessDied, at_an_organization, injected
 from tests.integration.test_member_resizes import grow_dies_between_the_levels, item, split_org
 from tests.integration.test_org_split import SEATS, SplitOrg
 
@@ -81,10 +81,6 @@ def test_a_members_grow_dead_between_the_levels_does_not_hold_the_organizations_
     assert (claimed, refused) == (False, None), (org.picture().used, sum(org.live().values()))
 
 
-def _at_org(body: dict) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
-
-
 def test_a_dead_resize_whose_first_settlement_fails_is_still_found_by_the_next_sweep(
     split_org: Callable[..., SplitOrg],
 ) -> None:
@@ -97,13 +93,19 @@ def test_a_dead_resize_whose_first_settlement_fails_is_still_found_by_the_next_s
     org.drain()
     # When the sweeper's first settlement of it cannot write at the organization (throttled)
     with (
-        injected(org.clients.dynamodb, "UpdateItem", error="ThrottlingException", times=1000, where=_at_org),
+        injected(
+            org.clients.dynamodb,
+            "UpdateItem",
+            error="ThrottlingException",
+            times=1000,
+            where=at_an_organization,
+        ),
         injected(
             org.clients.dynamodb_single_attempt,
             "UpdateItem",
             error="ThrottlingException",
             times=1000,
-            where=_at_org,
+            where=at_an_organization,
         ),
     ):
         org.sweep_after_the_grace_period()

@@ -16,45 +16,22 @@ from typing import Any
 import pytest
 
 from hybrid_counter.counting.stream_batch import process_stream_batch
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, org_pk
-from tests.faults import ProcessDied, injected
+from hybrid_counter.keys import account_pk, org_pk
+from tests.faults import ProcessDied, at_an_organization, injected, on_a_resource
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
 
 
 def _items(org: Org, account: str) -> list[dict[str, Any]]:
-    return [
-        dict(i)
-        for i in org.clients.dynamodb.query(
-            TableName=org.settings.table_name,
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
-            ConsistentRead=True,
-        )["Items"]
-    ]
-
-
-def _resource(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("sk", {}).get("S", "")).startswith(RESOURCE_PREFIX)
-
-
-def _at_org(body: dict[str, Any]) -> bool:
-    return str(body.get("Key", {}).get("pk", {}).get("S", "")).startswith("ORG#")
+    return [dict(i) for i in org.resources(account)]
 
 
 def _sweep(org: Org, times: int = 3) -> None:
     for _ in range(times):
         org.clock.now += org.settings.pending_grace_seconds + 1
-        Sweeper(
-            org.settings.table_name,
-            org.counter,
-            org.settings.pending_grace_seconds,
-            org.clients,
-            clock=org.clock,
-        ).sweep()
+        org.sweeper().sweep()
         org.drain()
 
 
@@ -68,7 +45,7 @@ def test_an_undone_create_admitted_at_its_account_gives_its_account_unit_back(
     org.drain()
     # Given first's create of y admitted at both levels, its process dead before it made y live
     with (
-        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=_resource),
+        injected(org.clients.dynamodb, "UpdateItem", when="crash", where=on_a_resource),
         pytest.raises(ProcessDied),
     ):
         org.service.create(first, "y", {}, kind=SEATS)
@@ -82,15 +59,15 @@ def test_an_undone_create_admitted_at_its_account_gives_its_account_unit_back(
     assert org.service.counters.read(first, kind=SEATS).best_effort == 1
     # When the sweeper, past the grace period, undoes y (marks, releases at the organization, removes)
     org.clock.now += org.settings.pending_grace_seconds + 1
-    sweeper = Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    )
+    sweeper = org.sweeper()
     if late_batch == "before_sweep_after_mark":
         # ... the sweeper's first run dying right after its mark (before its release there), the
         # account's late batch delivered then (its count refused: y is marked)
         with (
-            injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", where=_at_org),
-            injected(org.clients.dynamodb, "UpdateItem", when="crash", where=_at_org),
+            injected(
+                org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", where=at_an_organization
+            ),
+            injected(org.clients.dynamodb, "UpdateItem", when="crash", where=at_an_organization),
             pytest.raises(ProcessDied),
         ):
             sweeper.sweep()

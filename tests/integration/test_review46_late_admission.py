@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import StoreUnavailable
 from hybrid_counter.keys import RESOURCE_PREFIX
 from tests.explorer.scheduler import Call, Race
@@ -50,9 +49,7 @@ def _at_org(org: Org) -> tuple[int, int]:
 def _settled(org: Org) -> None:
     org.drain()
     org.clock.now += org.settings.pending_grace_seconds + 1
-    Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    ).sweep()
+    org.sweeper().sweep()
     org.drain()
 
 

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import LimitExceeded, Throttled
 from hybrid_counter.keys import RESOURCE_PREFIX
 from tests.explorer.scheduler import Call, Race
@@ -75,8 +74,6 @@ def test_a_create_answered_429_by_a_throttled_read_of_its_org_leaves_an_item_a_r
     org.clock.now += org.settings.pending_grace_seconds + 1
     with pytest.raises(LimitExceeded):
         creator.create(first, "x", {}, "x", kind=SEATS)
-    Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    ).sweep()
+    org.sweeper().sweep()
     org.drain()
     assert (org.live_units(), org.org_counters()) == (1, (1, 1))

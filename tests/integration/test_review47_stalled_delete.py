@@ -35,12 +35,7 @@ def _claims(call: Call) -> bool:
 
 
 def _live_units(org: Org, account: str) -> int:
-    found = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
+    found = org.resources(account)
     return sum(int(i["units"]["N"]) for i in found if i["state"]["S"] == "live")
 
 
@@ -100,7 +95,7 @@ def test_a_delete_stalled_past_the_grace_period_after_its_claim_releases_nothing
     # And the sweeper, past the grace period, finishes what the takeover left (a member's x, at
     # its organization): nothing of x is left (nor in the PendingIndex, which later tests sweep)
     org.clock.now += org.settings.pending_grace_seconds + 1
-    _sweeper(org).sweep()
+    org.sweeper().sweep()
     _drain(org, account)
     assert x_left(org, account) is None
 
@@ -110,14 +105,6 @@ def x_left(org: Org, account: str) -> dict[str, Any] | None:
         TableName=org.settings.table_name, Key=resource_key(account, "x", kind=SEATS), ConsistentRead=True
     )
     return found.get("Item")
-
-
-def _sweeper(org: Org):
-    from hybrid_counter.counting.sweeper import Sweeper
-
-    return Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    )
 
 
 def test_a_sweeper_stalled_past_the_grace_period_after_expiring_a_hold_releases_nothing_at_its_account(
@@ -134,12 +121,12 @@ def test_a_sweeper_stalled_past_the_grace_period_after_expiring_a_hold_releases_
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When a sweeper's run expires x (its claim) and its process stalls past the grace
         # period as the claim is answered ...
-        first = race.start("sweeper", lambda: _sweeper(org).sweep())
+        first = race.start("sweeper", lambda: org.sweeper().sweep())
         stop_before(race, first, _claims)
         org.clock.now += org.settings.pending_grace_seconds + 1
         race.step(first)
         # ... while the next run takes the stale claim over and the census of its range frees x
-        _sweeper(org).sweep()
+        org.sweeper().sweep()
         _drain(org, account)
         state = org.service.counters.read(account, kind=SEATS)
         assert (_live_units(org, account), state.best_effort) == (1, 1)

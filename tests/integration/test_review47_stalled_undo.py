@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 
-from hybrid_counter.counting.sweeper import Sweeper
 from hybrid_counter.errors import DomainError, LimitExceeded
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
@@ -35,9 +34,7 @@ def _admits_at_the_account(call: Call) -> bool:
 
 def _sweep(org: Org) -> None:
     org.drain()
-    Sweeper(
-        org.settings.table_name, org.counter, org.settings.pending_grace_seconds, org.clients, clock=org.clock
-    ).sweep()
+    org.sweeper().sweep()
     org.drain()
 
 

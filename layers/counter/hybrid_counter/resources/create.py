@@ -207,7 +207,7 @@ class CreateFlow:
                 )
             except OrgGone:
                 return None  # DELETE /orgs came since the membership was read: judge it all again
-        if not items.in_time(created_at, self._fx.clock(), self._grace):
+        if not self._in_time(created_at):
             self._too_late_for_the_account(request, rid, incarnation, org, org_certain=org_certain)
 
         admission_token = token(rid, incarnation)
@@ -242,7 +242,7 @@ class CreateFlow:
     ) -> None:
         """C5: pending -> live (``certain``: both admissions known to have applied, else also
         indexed); raises StoreUnavailable where nobody may be told it exists."""
-        if not items.in_time(created_at, self._fx.clock(), self._grace):
+        if not self._in_time(created_at):
             # Past half the grace period since its pending item was put: the sweeper may roll it
             # back (or undo it at its organization) once it is older than the grace period, so
             # making it live now could tell 201 of a create it removes. Left as it is: the
@@ -346,8 +346,14 @@ class CreateFlow:
             admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
         return admitted, seen
 
+    def _in_time(self, created_at: float) -> bool:
+        """A create's writes after its put (O2, C4, C5) are made only within half the grace
+        period of it, by this process's clock (items.in_time): the sweeper, and a retried PUT's
+        adoption, take a pending item older than the grace period as a dead create's."""
+        return items.in_time(created_at, self._fx.clock(), self._grace)
+
     def _in_time_to_admit(self, created_at: float) -> None:
-        if not items.in_time(created_at, self._fx.clock(), self._grace):
+        if not self._in_time(created_at):
             raise StoreUnavailable("the create took too long to be made; it was not done, retry the request")
 
     def _named(self, request: Request, rid: str, incarnation: str, *, was: int, to: int) -> bool:
