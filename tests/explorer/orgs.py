@@ -600,7 +600,7 @@ class OrgRun(Run):
     def _planned_fault(self, index: int) -> str | None:
         op = self.ops[index]
         call = op.pending
-        if call is None or call.operation == "wait":
+        if call is None or call.pseudo:
             return None
         site = site_of(call)
         for at, where, fault, times in self.scenario.faults:

@@ -97,7 +97,9 @@ from tests.explorer.spec import (
 
 START = 1_800_000_000.0
 ITEM_LIMIT = 1024  # bytes: one write unit per write
-BACKGROUNDS = ("stream", "sweep", "heal", "recount")  # and "late" (_stall_past_the_grace_period)
+# "late": every process stalls past the grace period there (_stall_past_the_grace_period)
+BACKGROUNDS = ("stream", "sweep", "heal", "recount", "late")
+STALLS = ("late", "sweep", "stream")  # a stall, the sweeper at what it left, the stream path
 SEATS = "seats"  # the second kind of the mixed-kind scenarios
 # Operations on one kind's resources or limit: they must write that kind's items only.
 KIND_OPS = frozenset({"post", "put", "delete", "patch", "limit", "unlimit", "confirm", "reclaim"})
@@ -427,10 +429,17 @@ class Run:
         serial = iter(range(1_000_000))
         ahead = LATE if late else 0
         return Effects(
-            clock=lambda: self.now + ahead,
+            clock=lambda: self.clock() + ahead,
             new_id=lambda: f"{label}{next(serial):031x}",
             waiter=Waiter(attempts=3, delay=0.0, sleep=lambda _: self.scheduler.sleep_point()),
         )
+
+    def clock(self) -> float:
+        """Every process's clock in the run: an operation's read of it is a scheduling point of
+        its own in a run that may stall (``late``), so the stall can come before the reading
+        that a check of the operation's claim's age makes, not only after it."""
+        self.scheduler.clock_point()
+        return self.now
 
     def service(self, label: str, late: bool = False) -> ResourceService:
         return ResourceService(self.world.settings, self.world.clients, effects=self.effects(label, late))
@@ -441,7 +450,7 @@ class Run:
             "batched",
             self.world.clients,
             sleep=lambda _: None,
-            clock=lambda: self.now,
+            clock=self.clock,
         )
 
     # ---- the run -----------------------------------------------------------------------------------
@@ -452,7 +461,11 @@ class Run:
             self.refresh()
             for index, spec in enumerate(self.scenario.ops):
                 self.ops.append(
-                    self.scheduler.spawn(f"{chr(65 + index)}:{spec}", self._operation(index, spec))
+                    self.scheduler.spawn(
+                        f"{chr(65 + index)}:{spec}",
+                        self._operation(index, spec),
+                        clock_points="late" in self.scenario.backgrounds,
+                    )
                 )
                 self._record_end(index)
             while True:
@@ -625,7 +638,7 @@ class Run:
                 self.counter(),
                 grace,
                 world.clients,
-                clock=lambda: self.now,
+                clock=self.clock,
                 recounter=recounter,
             )
 
@@ -637,7 +650,7 @@ class Run:
                     ConsistentRead=True,
                 )["Items"]
                 outcome = SweepOutcome()
-                sweeper._audit_page([dict(item) for item in page], iso_utc(self.now - grace), outcome)
+                sweeper._audit_page([dict(item) for item in page], iso_utc(self.clock() - grace), outcome)
                 return outcome
 
             return audit
@@ -680,7 +693,7 @@ class Run:
             world.clients,
             service=service,
             grace_seconds=world.settings.pending_grace_seconds,
-            clock=lambda: self.now,
+            clock=self.clock,
             sleep=lambda _: None,
             attempts=3,
         )
@@ -700,7 +713,14 @@ class Run:
             woken = waiting
         choices: list[Choice] = [("op", i, None) for i in sorted(running + woken)]
         if any(not op.done for op in self.ops):
-            choices += [("bg", name, None) for name in self.scenario.backgrounds if name not in self.used]
+            # A stall past the grace period comes between an operation's calls, before the
+            # reading of its clock that decides its next one, never between the two (Scheduler.clock_point).
+            stalls = not any(op.past_its_clock for op in self.ops)
+            choices += [
+                ("bg", name, None)
+                for name in self.scenario.backgrounds
+                if name not in self.used and (name != "late" or stalls)
+            ]
         return choices
 
     def apply(self, choice: Choice) -> None:
@@ -846,7 +866,7 @@ class Run:
                 self.counter(),
                 world.settings.pending_grace_seconds,
                 world.clients,
-                clock=lambda: self.now,
+                clock=self.clock,
                 changes=self.service("w").changes,  # completes limit changes left waiting
             )
             work = sweeper.sweep
@@ -860,9 +880,21 @@ class Run:
             work = self._repair(OpSpec("audit"), self.service("u"))
         elif name == "late":
             work = self._stall_past_the_grace_period
+        elif name == "expire":
+            work = self._expire_again
         else:
             raise ValueError(name)
         return work
+
+    def _expire_again(self) -> None:
+        """The sweeper's next run, past the holds' deadline: it expires the holds an expiry of
+        the run gave up (its claim reverted), as one more expiry the answers must explain (its
+        count is no caller's answer: a confirm may have been told HoldExpired by the claim it
+        reverted, which the model takes as the given-up expiry's, so this one may find nothing)."""
+        kinds = sorted({op.of for op in self.scenario.ops if op.kind == "expire"})
+        for kind in kinds:
+            self._expire_holds(self.service("n", late=True), kind)
+            self.dead.append(Done("expire", None, 503, started=self.step_no + 1, ended=NEVER_ENDED, of=kind))
 
     def _stall_past_the_grace_period(self) -> None:
         """``late``: every process stalls here until the grace period has passed; from then on
@@ -1116,6 +1148,17 @@ class Run:
         ):
             self.background("sweep")  # the PendingIndex holds something of this account
             self.background("stream")  # the sweep's own counter writes may ask for a heal
+        if any(_reverted_a_claim(call) for op in self.ops for call in op.calls) and any(
+            d.kind == "expire" for d in self.done.values()
+        ):
+            # A claim reverted (a release too late, throttled): the hold it claimed, past its
+            # deadline, is live again, and an expiry that met the claim passed over it, or gave
+            # it up. What the sweeper's runs count is no caller's answer: the next run expires it.
+            for index, done in list(self.done.items()):
+                if done.kind == "expire":
+                    self.done[index] = replace(done, answer=503)
+            self.background("expire")
+            self.background("stream")
         if any(self.snapshot.state(k).best_effort < self.snapshot.state(k).eventual for k in self.kinds):
             self.background("heal")
         for kind in self.kinds:
@@ -1264,9 +1307,21 @@ def _success(op: Operation, kind: str) -> int:
     if kind in ("post", "put", "reclaim"):
         return 201 if op.result[1] else 200
     if kind == "expire":
-        return int(op.result)  # how many holds it expired
+        return int(op.result)  # how many holds it expired (but see Run._finish)
     # LIMIT_SET: limits, plans, repairs
     return {"delete": 204, "patch": 200, "confirm": 200}.get(kind, LIMIT_SET)
+
+
+def _reverted_a_claim(call: Call) -> bool:
+    """A delete's claim reverted (table.py ``revert``): the resource live again."""
+    expression = str(call.body.get("UpdateExpression", ""))
+    return (
+        call.operation == "UpdateItem"
+        and call.key.startswith(RESOURCE_PREFIX)
+        and "#state = :live" in expression
+        and "delete_request" in expression
+        and call.applied is not False
+    )
 
 
 def _admits(call: Call) -> bool:

@@ -4,7 +4,9 @@ Each operation runs the real domain code in a thread of its own, on the real bot
 A botocore ``before-send`` hook on those clients stops the calling thread before its request
 leaves and waits until the scheduler lets that one call go (optionally with a fault), so the
 scheduler decides exactly which operation's next call lands next. The operation then runs on
-until its next call, or a wait (``Waiter.sleep``, also a scheduling point), or its end.
+until its next call, or a wait (``Waiter.sleep``, also a scheduling point), or its end. An
+operation spawned with ``clock_points`` also stops at its first read of its clock after each
+call (``clock_point``), so that a run can let time pass before that read (runs.py, "late").
 
 Calls from threads the scheduler does not own (the test's own checks) pass straight through.
 """
@@ -24,6 +26,8 @@ from tests.faults import fail, forward, target_of
 
 STEP_TIMEOUT = 60.0
 WRITES = frozenset({"PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems", "BatchWriteItem"})
+# Scheduling points that are not DynamoDB calls: a Waiter's sleep, a read of the clock.
+PSEUDO = frozenset({"wait", "clock"})
 
 
 class Crash(BaseException):
@@ -34,7 +38,7 @@ class Crash(BaseException):
 @dataclass
 class Call:
     op: str
-    operation: str  # "UpdateItem", or "wait" for a Waiter sleep
+    operation: str  # "UpdateItem", or "wait" for a Waiter sleep, "clock" for a clock read
     body: dict[str, Any] = field(default_factory=dict)
     outcome: str | None = None  # "ok", an error code, "fault:<kind>"
     applied: bool | None = None  # did it take effect (known to the scheduler even when the caller can't)
@@ -43,6 +47,11 @@ class Call:
     @property
     def writes(self) -> bool:
         return self.operation in WRITES
+
+    @property
+    def pseudo(self) -> bool:
+        """A scheduling point that sends nothing (no fault can be given to it)."""
+        return self.operation in PSEUDO
 
     @property
     def key(self) -> str:
@@ -65,7 +74,7 @@ class Call:
         return dict(self.body.get("ExpressionAttributeValues") or {})
 
     def describe(self) -> str:
-        what = self.operation if self.operation == "wait" else f"{self.operation} {self.key}"
+        what = self.operation if self.pseudo else f"{self.operation} {self.key}"
         expression = self.body.get("UpdateExpression") or self.body.get("ConditionExpression") or ""
         if expression:
             what += f" [{expression[:70]}]"
@@ -75,9 +84,13 @@ class Call:
 class Operation:
     """One concurrent operation: the callable, its thread, and where it stands."""
 
-    def __init__(self, name: str, fn: Callable[[], Any]) -> None:
+    def __init__(self, name: str, fn: Callable[[], Any], clock_points: bool = False) -> None:
         self.name = name
         self.fn = fn
+        self.clock_points = clock_points
+        # It read its clock since its last call: what it does until its next call follows from
+        # that reading (a check of its claim's age, a timestamp), as one step.
+        self.read_clock = False
         self.calls: list[Call] = []
         self.pending: Call | None = None
         self.done = False
@@ -95,6 +108,11 @@ class Operation:
     @property
     def waiting(self) -> bool:
         return self.blocked and self.pending is not None and self.pending.operation == "wait"
+
+    @property
+    def past_its_clock(self) -> bool:
+        """Stopped at a call it decided on by a reading of its clock (see ``clock_point``)."""
+        return self.blocked and self.read_clock and self.pending is not None and not self.pending.pseudo
 
     def _run(self) -> None:
         self._go.wait()  # until the scheduler has registered this thread
@@ -117,6 +135,7 @@ class Operation:
         self._go.clear()
         fault, self._fault = self._fault, None
         self.pending = None
+        self.read_clock = call.operation == "clock"
         self.calls.append(call)
         if fault == "crash":
             call.outcome = "fault:crash"
@@ -155,8 +174,8 @@ class Scheduler:
             client.meta.events.unregister("before-send.dynamodb.*", self._before_send)
             client.meta.events.unregister("after-call.dynamodb.*", self._after_call)
 
-    def spawn(self, name: str, fn: Callable[[], Any]) -> Operation:
-        op = Operation(name, fn)
+    def spawn(self, name: str, fn: Callable[[], Any], clock_points: bool = False) -> Operation:
+        op = Operation(name, fn, clock_points)
         op.thread.start()
         assert op.thread.ident is not None
         self._by_thread[op.thread.ident] = op
@@ -174,8 +193,8 @@ class Scheduler:
             raise RuntimeError(f"{op.name} is not waiting at a call")
         op.release(fault)
         op.settle()
-        if call.outcome is None and call.operation == "wait":
-            call.outcome = "slept"
+        if call.outcome is None and call.pseudo:
+            call.outcome = "slept" if call.operation == "wait" else "read"
         self.trace.append(call)
         if op.done:
             self._forget(op)
@@ -192,6 +211,16 @@ class Scheduler:
         op = self._by_thread.get(threading.get_ident())
         if op is not None:
             op.arrive(Call(op.name, "wait"))
+
+    def clock_point(self) -> None:
+        """An operation's first read of its clock since its last call, as a scheduling point
+        (for operations spawned with ``clock_points``): the run may let time pass before it. A
+        process that stalls after that read, before its call is sent, is outside what the
+        explorer places (design.md: the half-grace rule's residual window, a few seconds of one
+        attempt's send); a stall before it, or after the call, is not."""
+        op = self._by_thread.get(threading.get_ident())
+        if op is not None and op.clock_points and not op.read_clock:
+            op.arrive(Call(op.name, "clock"))
 
     # -- botocore hooks (in the operation's thread) ----------------------------------------------------
     def _before_send(self, request: Any, **_: Any) -> Any:

@@ -149,7 +149,7 @@ def random_run(
         if kind != "op":
             return choice
         call = run.ops[what].pending
-        if call is None or call.operation == "wait":
+        if call is None or call.pseudo:
             return choice
         where = (int(what), call.operation, call.key)
         if where in sticky:

@@ -28,7 +28,7 @@ from tests.explorer.catalogue import (
     selected,
 )
 from tests.explorer.pytest_glue import explorer_world, fail_with, retries_without_backoff, write_figures
-from tests.explorer.runs import BACKGROUNDS, Choice, OpSpec, Scenario
+from tests.explorer.runs import BACKGROUNDS, STALLS, Choice, OpSpec, Scenario
 from tests.explorer.search import Stats, explore, random_run, replay, report
 
 pytestmark = pytest.mark.integration
@@ -219,6 +219,10 @@ def test_holds_confirmed_expired_deleted_and_retried_in_every_order(world):
             cap = chosen.repair_schedules if len(scenario.ops) > 2 else 100_000
             explore(world, scenario, stats, max_schedules=cap, spread=spread)
             total.merge(stats)
+    # Every process stalled past the grace period at a random point, the sweeper at what it left
+    for scenario in selected(hold_scenarios(STALLS)):
+        for _ in range(chosen.hold_stall_samples):
+            total.add(random_run(world, scenario, spread, fault_rate=0.0))
     FIGURES["holds"] = {**total.to_json(), "seconds": round(time.monotonic() - started)}
     print(f"\nexplorer {chosen.name}, holds: {json.dumps(FIGURES['holds'])}")
     if total.violations:

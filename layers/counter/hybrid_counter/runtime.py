@@ -46,6 +46,7 @@ class Components:
             self.obs,
             requests=requests,
             clock=clock,
+            grace_seconds=self.settings.pending_grace_seconds,
         )
 
     @cached_property

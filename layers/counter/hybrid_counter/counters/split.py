@@ -451,6 +451,7 @@ class SplitCounter:
                 return
             numbers = sorted(set(range(shards)) | set(picture.shards))
             target = basis if strict is not None else self._target(picture, basis)
+            strict = None if strict is None else _not_older(picture, strict)
             floor = 0 if self._epoch_floor is None else self._epoch_floor(owner)
             epoch = max(picture.epoch, floor) + 1
             now = self._fx.clock()
@@ -496,11 +497,12 @@ class SplitCounter:
         return False
 
     def _target(self, picture: ShardSet, asked: Basis) -> Basis:
-        """An override on shard 0 wins (governance keeps it there); else what was asked."""
+        """An override on shard 0 wins (governance keeps it there); else what was asked, unless
+        it is a view of the plan older than the one laid out since the caller read."""
         override = picture.get(0).state.limit
         if override is not None:
             return Basis(override, OVERRIDE)
-        return asked
+        return _not_older(picture, asked)
 
     def finish(self, owner: str, kind: str, record: dict[str, Any], known: set[int] | None = None) -> None:
         """Complete a rebase from its record (steps 2 to 4; each step conditional and idempotent).
@@ -717,6 +719,23 @@ def _plan_of(record: dict[str, Any]) -> Plan | None:
     limit = record.get(PLAN_LIMIT, record[BASIS])
     source = record.get(PLAN_SOURCE, record[BASIS_SOURCE])
     return Plan(Basis(int(limit["N"]), str(source["S"])), {int(n): int(a["N"]) for n, a in plan.items()})
+
+
+def _not_older(picture: ShardSet, asked: Basis) -> Basis:
+    """``asked``, or the basis laid out if that is a later view of the plan: a caller's basis
+    comes from a picture read before ``rebase`` read this one, and another process with a
+    newer plan may have laid that out between the two. Laying the older view out over it let
+    every process still caching that view admit against the older limit (review 48: 10 live
+    of 6, by a reconcile and by a create laying out a new shard)."""
+    laid = picture.basis
+    if (
+        asked.plan_tag is not None
+        and laid is not None
+        and laid.plan_tag is not None
+        and laid.plan_tag > asked.plan_tag
+    ):
+        return laid
+    return asked
 
 
 def _busy() -> Exception:

@@ -157,8 +157,10 @@ class EventualCounter:
         *,
         requests: RecountRequests | None = None,
         clock: Callable[[], float] = time.time,
+        grace_seconds: float = 300,
     ) -> None:
         self._table = table_name
+        self._grace = grace_seconds  # (Settings.pending_grace_seconds: the sweeper's)
         self._mode = mode
         self._clients = clients or Clients()
         self._obs = obs or default_observability()
@@ -279,11 +281,17 @@ class EventualCounter:
             # create (a member's, marked ``undoing``: released at its organization, then removed;
             # made live here, it would be live with no seat there: review 41). Its account's unit
             # is then the census's, as for any create rolled back pending.
+            # A create still pending is made live here only within half the grace period of its
+            # put (items.in_time): past the grace period the census of its range counts it as
+            # holding nothing and gives its unit back, so a late record (a batch retried past it)
+            # would make live a create whose unit was freed for another (review 51: 3 live of 2).
             update = "SET counter_processed = :true, #state = :live REMOVE expires_at, pending_shard, pending_since"
             condition = (
-                "incarnation = :inc AND counter_processed = :false AND #state IN (:pending, :live) "
+                "incarnation = :inc AND counter_processed = :false "
+                "AND (#state = :live OR (#state = :pending AND created_at > :fresh)) "
                 "AND #units = :units AND attribute_not_exists(resize_request) AND attribute_not_exists(undoing)"
             )
+            values[":fresh"] = {"S": self._fresh_since()}
         else:
             # At its organization: never while its create is being undone there (org_level.py).
             # Counted live (the usual case: its create finished); one still pending goes into
@@ -359,6 +367,7 @@ class EventualCounter:
             or counted(item)
             or items.state_of(item) not in (items.PENDING, items.LIVE)
             or "undoing" in item
+            or (op.org is None and self._too_late_to_make_live(item))
         ):
             return None
         if items.resizing(item):
@@ -368,6 +377,16 @@ class EventualCounter:
             # counting/records.py; the sweeper's index would not, its account's count takes it out)
             return None
         return replace(op, units=items.units_of(item), pending=items.state_of(item) == items.PENDING)
+
+    def _fresh_since(self) -> str:
+        """Puts after this (ISO 8601) are within half the grace period, by this process's clock."""
+        return iso_utc(self._clock() - self._grace / 2)
+
+    def _too_late_to_make_live(self, item: dict[str, Any]) -> bool:
+        """Pending, put longer ago than half the grace period: the census's now (see _resource_action)."""
+        return (
+            items.state_of(item) == items.PENDING and items.since(item, "created_at") <= self._fresh_since()
+        )
 
     def _leave_to_sweeper(self, op: CountOp) -> None:
         try:

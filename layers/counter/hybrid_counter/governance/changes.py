@@ -5,14 +5,16 @@
   (LimitBelowUsage) unless forced, and the check is in the write's condition (``best_effort``
   and ``eventual`` at most the new limit), so no create can slip between the check and the
   change. Removing one is judged by the plan's limit as stored, read inside the check (not
-  through this process's cache, which may be behind another process's change of the plan).
+  through this process's cache, which may be behind another process's change of the plan), and
+  written only while the plan still has that limit (its version: review 49).
 - A plan's limits (``PUT /plans/{id}``): one conditional write of the plan item, whatever the
   number of accounts on it (no per-account check: the history records it, and threshold events
   tell whom it affects as their use next changes).
 - An account's plan (``PUT /accounts/{id}/plan``): refused if any kind the account uses would be
   under the new plan's limit (and has no override), unless forced; then one conditional write of
-  the account's plan item. The check reads the account's counters first (one Query), so a create
-  racing the move may still take a kind over: plan moves are operators' decisions, not admissions.
+  the account's plan item, while the new plan still has the limits it was judged by (review 49).
+  The check reads the account's counters first (one Query), so a create racing the move may
+  still take a kind over: plan moves are operators' decisions, not admissions.
 
 A request that changes nothing (the value is already the one asked for: a repeat, a removal of
 an override that is not there) writes, records and publishes nothing. A change keeps one change
@@ -155,18 +157,25 @@ class LimitChanges:
             owner_gone=lambda: self._org_gone(org_id),
         )
 
-    def _account_plan(self, account_id: str, kind: str) -> tuple[int, Check]:
-        """The account's plan's limit as stored, and the check that it is still its plan."""
-        plan_id, limit = self._limits.stored_plan(account_id, kind)
-        return limit, _holder_check(self._table, profile_key(account_id), plan_id, exists=False)
+    def _account_plan(self, account_id: str, kind: str) -> tuple[int, list[Check]]:
+        """The account's plan's limit as stored, and the checks that it is still its plan, with
+        the limits it was read with."""
+        stored = self._limits.stored_plan(account_id, kind)
+        return stored.limit, [
+            _holder_check(self._table, profile_key(account_id), stored.plan_id, exists=False),
+            _plan_check(self._table, stored.plan_id, stored.plan),
+        ]
 
-    def _org_plan(self, org_id: str, kind: str) -> tuple[int, Check]:
-        """The organization's plan's limit as stored, and the check that it is still its plan
-        (and that the organization is still there)."""
-        plan_id, limit = self._limits.stored_org_plan(org_id, kind)
-        if plan_id is None:
+    def _org_plan(self, org_id: str, kind: str) -> tuple[int, list[Check]]:
+        """The organization's plan's limit as stored, and the checks that it is still its plan,
+        with the limits it was read with (and that the organization is still there)."""
+        stored = self._limits.stored_org_plan(org_id, kind)
+        if stored is None:
             raise NotFound(f"organization {org_id} not found")
-        return limit, _holder_check(self._table, org_key(org_id), plan_id, exists=True)
+        return stored.limit, [
+            _holder_check(self._table, org_key(org_id), stored.plan_id, exists=True),
+            _plan_check(self._table, stored.plan_id, stored.plan),
+        ]
 
     def _org_gone(self, org_id: str) -> Exception | None:
         """Why an organization's change was refused, if it is no longer there to change."""
@@ -191,7 +200,7 @@ class LimitChanges:
         *,
         force: bool,
         by: str,
-        plan_of: Callable[[], tuple[int, Check]],
+        plan_of: Callable[[], tuple[int, list[Check]]],
         ids: dict[str, str],
         counter_index: str | None,
         used_of: Callable[[CounterState], int] | None = None,
@@ -205,14 +214,18 @@ class LimitChanges:
             state = CounterState.from_item(item)
             if state.limit == limit:
                 return  # nothing changes (a repeat, or no override to remove): nothing recorded
+            owned = [] if owner is None else [owner()]
             if limit is not None:
-                effective, check = limit, None if owner is None else owner()
+                effective, checks = limit, owned
             else:
                 # Judged by the plan as stored, and written only while it is still that plan: a
                 # plan move in between (itself judged on this override being there) refuses the
-                # write, and it is judged again (review of the organization's governance)
-                effective, plan_check = plan_of()
-                check = plan_check if not force else None if owner is None else owner()
+                # write, and it is judged again (review of the organization's governance); and
+                # only while the plan still has the limits it was judged by: a PUT /plans that
+                # lowered it in between went unseen, and the removal landed below use unforced
+                # (review 49). A forced removal may land below use: no fence on either.
+                effective, plan_checks = plan_of()
+                checks = plan_checks if not force else owned
             used = state.used if used_of is None else used_of(state)
             if not force and effective < used:
                 raise LimitBelowUsage([(kind, effective, used)])
@@ -232,7 +245,7 @@ class LimitChanges:
                 effective=effective,
                 force=force,
                 guard=guarded,
-                check=check,
+                checks=checks,
             )
             if self._made(key, record, write):
                 return
@@ -252,11 +265,11 @@ class LimitChanges:
         effective: int,
         force: bool,
         guard: Guard | None = None,
-        check: Check | None = None,
+        checks: list[Check],
         also: list[Check],
     ) -> bool:
         """The override's one write, in a transaction with ``also`` (its record item still
-        there) and ``check`` (another item's condition)."""
+        there) and ``checks`` (other items' conditions)."""
         values: dict[str, Any] = {":change": {"S": record.name}}
         names = {"#limit": LIMIT, "#change": LIMIT_CHANGE}
         sets = ["#change = :change"]
@@ -292,7 +305,7 @@ class LimitChanges:
             "ExpressionAttributeNames": names,
             "ExpressionAttributeValues": values,
         }
-        return self._written(write, [*also, *([] if check is None else [check])])
+        return self._written(write, [*also, *checks])
 
     # ---- plans --------------------------------------------------------------------------------------
     def put_plan(self, plan_id: str, limits: dict[str, int], *, by: str) -> Plan:
@@ -330,12 +343,10 @@ class LimitChanges:
 
     def assign_plan(self, account_id: str, plan_id: str, *, force: bool, by: str) -> None:
         """Move the account to another plan (refused below current use unless forced)."""
-        plan = self._plans.get(plan_id)
-        if plan is None:
-            raise ValidationError(f"plan {plan_id} does not exist")
         key = profile_key(account_id)
         change = self._new_change()
         for _ in range(ATTEMPTS):
+            plan = self._target_plan(plan_id)  # each attempt judges by the plan as it is now
             item, named = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else DEFAULT_PLAN
             if old == plan_id:
@@ -364,13 +375,15 @@ class LimitChanges:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
             condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
+            checks = [_override_check(self._table, counter_key(account_id, kind=kind)) for kind in relied]
+            checks += self._judged_by(plan_id, plan, judged=not force)
             write = partial(
                 self._update,
                 key,
                 f"SET plan_id = :new, updated_at = :at, {LIMIT_CHANGE} = :name",
                 condition,
                 values,
-                checks=[_override_check(self._table, counter_key(account_id, kind=kind)) for kind in relied],
+                checks=checks,
             )
             if self._made(key, record, write):
                 self._limits.forget(account_id=account_id)
@@ -381,17 +394,16 @@ class LimitChanges:
         """Create the organization on a plan, or move it to another (refused where a kind it
         uses, with no override of its own, would be over the new plan's limit, unless forced).
         True if it was created."""
-        plan = self._plans.get(plan_id)
-        if plan is None:
-            raise ValidationError(f"plan {plan_id} does not exist")
         key = org_key(org_id)
         change = self._new_change()
         for _ in range(ATTEMPTS):
+            plan = self._target_plan(plan_id)  # each attempt judges by the plan as it is now
             item, named = self._settled(key)
             old = str(item["plan_id"]["S"]) if item and "plan_id" in item else None
             if old == plan_id:
                 return False  # already on it: nothing recorded
-            relied = self._check_org_plan_fits(org_id, plan) if not force and item is not None else []
+            judged = not force and item is not None  # a creation has no use to judge
+            relied = self._check_org_plan_fits(org_id, plan) if judged else []
             record = self._record(
                 self._after(change, named),
                 "org_plan",
@@ -434,7 +446,7 @@ class LimitChanges:
                 f"{LIMIT_CHANGE} = :name{created} ADD plan_moves :one"
             )
             checks = [_override_check(self._table, org_counter_key(org_id, kind=kind)) for kind in relied]
-            checks += above
+            checks += above + self._judged_by(plan_id, plan, judged=judged)
             if self._made(key, record, partial(self._update, key, update, condition, values, checks=checks)):
                 self._limits.forget(org_id=org_id)
                 return old is None
@@ -443,6 +455,21 @@ class LimitChanges:
             if item is not None and isinstance(gone := self._org_gone(org_id), InProgress):
                 raise gone
         raise InProgress("the organization kept changing while its plan was being set; retry the request")
+
+    def _target_plan(self, plan_id: str) -> Plan:
+        """The plan an owner is moved to, as stored now (ValidationError: there is none)."""
+        plan = self._plans.get(plan_id)
+        if plan is None:
+            raise ValidationError(f"plan {plan_id} does not exist")
+        return plan
+
+    def _judged_by(self, plan_id: str, plan: Plan, *, judged: bool) -> list[Check]:
+        """The check a plan move adds when it was judged by the target plan's limits: written
+        only while the plan still has them. Read once before the retries and never fenced, a
+        PUT /plans lowering the plan between the judgement and the write went unseen and the
+        move landed below use unforced (review 49); refused, the move reads and judges again. A
+        forced move, or a creation, judged nothing by them: no check."""
+        return [_plan_check(self._table, plan_id, plan)] if judged else []
 
     def _creation_above(self, org_id: str, base: int) -> Check:
         """The transaction's write of the id's last creation number, refused unless ``base`` is
@@ -777,6 +804,22 @@ def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) ->
         same = "plan_id = :plan"
         conditions.append(f"(attribute_not_exists(plan_id) OR {same})" if plan_id == DEFAULT_PLAN else same)
     check["ConditionExpression"] = " AND ".join(conditions)
+    return {"ConditionCheck": check}
+
+
+def _plan_check(table: str, plan_id: str, plan: Plan | None) -> Check:
+    """The condition that a plan still has the limits a change was judged by (review 49): its
+    version as read (put_plan bumps it with every change of its limits, from 1); no item while
+    there was none (the built-in default, never written); no version while there was none (an
+    item written before versions, read as version 0)."""
+    check: dict[str, Any] = {"TableName": table, "Key": plan_key(plan_id)}
+    if plan is None or not plan.stored:
+        check["ConditionExpression"] = "attribute_not_exists(pk)"
+    elif plan.version == 0:
+        check["ConditionExpression"] = "attribute_not_exists(version)"
+    else:
+        check["ConditionExpression"] = "version = :v"
+        check["ExpressionAttributeValues"] = {":v": {"N": str(plan.version)}}
     return {"ConditionCheck": check}
 
 

@@ -373,10 +373,16 @@ class OrgStore:
         change it names first (its request may have died before it: the sweeper completes one
         only while an item names it)."""
         marked = self._mark_deleting(org_id)
+        # Every removal below is made only while the creation it marked is still there, marked:
+        # a deletion stalled past another's 204 and the id's creation again would otherwise
+        # remove the new creation's override, former members and rebase record (review 50).
+        fence = _still_marked(self._table, org_id, marked)
         pk = org_pk(org_id)
         records = self._items(pk, REBASE_PREFIX)
         items = self._items(pk, COUNTER_PREFIX) + records
         if any(_holds(item) for item in items):
+            if not self._still_the_one(org_id, marked):
+                raise NotFound(f"organization {org_id} not found")  # another deletion's 204
             # The mark stays: it may be another deletion's too, under way or half done (records
             # or counters removed), and removing it would let the organization live on without
             # them. Without members nothing needs it gone; the next DELETE finishes.
@@ -388,13 +394,10 @@ class OrgStore:
         # record no rebase creates a shard item (counters/split.py), so the shards read next
         # are all there will be, whatever a rebase under way (an operator's, dead or slow) does.
         for record in records:
-            retry_conflicts(
-                lambda r=record: self._clients.dynamodb.delete_item(  # type: ignore[misc]
-                    TableName=self._table, Key={"pk": r["pk"], "sk": r["sk"]}
-                ),
-                self._retry,
-            )
-        self._remove_counters(org_id)
+            removal = {"Delete": {"TableName": self._table, "Key": {"pk": record["pk"], "sk": record["sk"]}}}
+            if transact_conditionally(self._clients.dynamodb, [fence, removal], self._retry):
+                raise NotFound(f"organization {org_id} not found")
+        self._remove_counters(org_id, fence)
         self._remove_profile(org_id)
 
     def _mark_deleting(self, org_id: str) -> dict[str, Any]:
@@ -419,11 +422,17 @@ class OrgStore:
             raise _not_empty(org_id) from error
         return dict(marked.get("Attributes", {}))
 
-    def _remove_counters(self, org_id: str) -> None:
+    def _still_the_one(self, org_id: str, marked: dict[str, Any]) -> bool:
+        """Whether the creation this deletion marked is still there, marked (as its fence)."""
+        item = self._get(org_key(org_id))
+        return item is not None and "deleting" in item and item.get("epoch_base") == marked.get("epoch_base")
+
+    def _remove_counters(self, org_id: str, fence: dict[str, Any]) -> None:
         """Its counter items (each conditional on holding nothing) and its threshold state, in
-        transactions of at most 100 items (16 shards of many kinds are more than one holds). No
-        atomicity is needed between them: a batch refused by an admission in flight leaves the
-        mark, and the next DELETE removes what is left."""
+        transactions of at most 100 items (16 shards of many kinds are more than one holds), each
+        with ``fence``: the creation it marked still there (else 404: another deletion removed
+        it). No atomicity is needed between them: a batch refused by an admission in flight
+        leaves the mark, and the next DELETE removes what is left."""
         counted = (
             "(attribute_not_exists(best_effort) OR best_effort = :zero) "
             "AND (attribute_not_exists(eventual) OR eventual = :zero)"
@@ -440,13 +449,18 @@ class OrgStore:
             for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False), (FORMER_PREFIX, False))
             for item in self._items(org_pk(org_id), prefix)
         ]
-        for at in range(0, len(actions), TRANSACTION_ITEMS):
-            if transact_conditionally(
-                self._clients.dynamodb, actions[at : at + TRANSACTION_ITEMS], self._retry
-            ):
-                # raised since it was read: by an admission judged before its account left
-                # (org_level.py), undone once that account's admission is refused (mark kept)
-                raise _settling(org_id)
+        size = TRANSACTION_ITEMS - 1
+        for at in range(0, len(actions), size):
+            refused = transact_conditionally(
+                self._clients.dynamodb, [fence, *actions[at : at + size]], self._retry
+            )
+            if refused is None:
+                continue
+            if refused[0] is not None:
+                raise NotFound(f"organization {org_id} not found")
+            # raised since it was read: by an admission judged before its account left
+            # (org_level.py), undone once that account's admission is refused (mark kept)
+            raise _settling(org_id)
 
     def _remove_profile(self, org_id: str) -> None:
         """The item this deletion marked (an organization created again under the id since has
@@ -500,6 +514,25 @@ class OrgStore:
 
 def _holds(item: dict[str, Any]) -> bool:
     return bool(int(item.get("best_effort", {}).get("N", "0")) or int(item.get("eventual", {}).get("N", "0")))
+
+
+def _still_marked(table: str, org_id: str, marked: dict[str, Any]) -> dict[str, Any]:
+    """A transaction's check that the organization's item is the creation ``marked`` names
+    (its ``epoch_base``, drawn per creation), still marked ``deleting``."""
+    base = marked.get("epoch_base")
+    values: dict[str, Any] = {":yes": {"BOOL": True}}
+    if base is None:  # (an organization created before creations were numbered)
+        which = "attribute_not_exists(epoch_base)"
+    else:
+        which, values[":base"] = "epoch_base = :base", base
+    return {
+        "ConditionCheck": {
+            "TableName": table,
+            "Key": org_key(org_id),
+            "ConditionExpression": f"deleting = :yes AND {which}",
+            "ExpressionAttributeValues": values,
+        }
+    }
 
 
 def _settling(org_id: str) -> InProgress:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import TTLCache
@@ -29,6 +30,15 @@ from hybrid_counter.plans.store import AccountProfile, OrgProfile, Plan, PlanSto
 
 ACCOUNTS_CACHED = 10_000
 PLANS_CACHED = 1_000
+
+
+class StoredPlan(NamedTuple):
+    """An owner's plan as stored now: its id, its limit for the kind, and the plan as read (None:
+    no such plan; its version, or its absence from the table, fences a write judged by it)."""
+
+    plan_id: str
+    limit: int
+    plan: Plan | None
 
 
 class Limits:
@@ -84,7 +94,7 @@ class Limits:
         plan = self.plan(self.plan_id_of(account_id))
         return 0 if plan is None else plan.limit_for(kind)
 
-    def stored_plan(self, account_id: str, kind: str) -> tuple[str, int]:
+    def stored_plan(self, account_id: str, kind: str) -> StoredPlan:
         """The account's plan as stored now and its limit for the kind (consistent reads, no
         cache): what a check that guards a write judges by (a process's cache may be
         PlanCacheSeconds behind another's change). What it read replaces what was cached."""
@@ -94,7 +104,7 @@ class Limits:
         with self._lock:
             self._plan_of[account_id] = profile
             self._plan[plan_id] = plan
-        return plan_id, 0 if plan is None else plan.limit_for(kind)
+        return StoredPlan(plan_id, 0 if plan is None else plan.limit_for(kind), plan)
 
     def org_profile(self, org_id: str, creation: int | None = None) -> OrgProfile | None:
         """An organization's plan and shards, through the cache (None: it does not exist).
@@ -159,15 +169,17 @@ class Limits:
             return Basis.of_plan(0, 0 if profile is None else profile.plan_moves, 0)
         return Basis.of_plan(plan.limit_for(kind), profile.plan_moves, plan.version)
 
-    def stored_org_plan(self, org_id: str, kind: str) -> tuple[str | None, int]:
-        """The organization's plan as stored now (None: no such organization), and its limit."""
+    def stored_org_plan(self, org_id: str, kind: str) -> StoredPlan | None:
+        """The organization's plan as stored now, and its limit (None: no such organization)."""
         profile = self._plans.org_profile_of(org_id)
         plan = None if profile is None else self._plans.get(profile.plan_id)
         with self._lock:
             self._org_profile[org_id] = profile
             if profile is not None:
                 self._plan[profile.plan_id] = plan
-        return None if profile is None else profile.plan_id, 0 if plan is None else plan.limit_for(kind)
+        if profile is None:
+            return None
+        return StoredPlan(profile.plan_id, 0 if plan is None else plan.limit_for(kind), plan)
 
     def org_judge(self, org_id: str, kind: str) -> Judge:
         """How an admission on the organization's counter item is judged: its override there,

@@ -83,7 +83,12 @@ class HoldFlow:
             if state == items.DELETING:
                 if item.get("expired", {}).get("BOOL"):
                     raise HoldExpired(f"the hold on {rid} expired; its units are being released")
-                raise NotFound(f"resource {rid} is being deleted")
+                # A DELETE's claim: it may still be reverted (its release throttled, or too late),
+                # the hold then unconfirmed and live. Wait for it as a second DELETE does: gone,
+                # 404; live again, confirmed (before, review 51: 404 at once, for a hold whose
+                # DELETE then did nothing).
+                self._wait_for_the_delete(account_id, kind, rid, items.since(item, "delete_request"))
+                continue
             until = items.hold_until_of(item)
             if until is None:
                 return items.resource_from_item(item)  # confirmed already
@@ -100,6 +105,25 @@ class HoldFlow:
             # changed meanwhile (confirmed by a retry of this request, expired, deleted): again
         raise InProgress("the resource kept changing while it was being confirmed; retry the request")
 
+    def _still_claimed(self, account_id: str, kind: str, rid: str, request_id: str) -> bool:
+        """Its claim stands (for the takeover past the grace period), or it finished anyway."""
+        try:
+            item = self._table.get(account_id, rid, kind=kind)
+        except (ClientError, BotoCoreError):
+            return True  # as the caller cannot tell: counted as expired, as before
+        return items.state_of(item) != items.LIVE or items.since(item or {}, "delete_request") == request_id
+
+    def _wait_for_the_delete(self, account_id: str, kind: str, rid: str, owner: str) -> None:
+        def settled() -> bool | None:
+            item = self._table.get(account_id, rid, kind=kind)
+            ended = (
+                items.state_of(item) != items.DELETING or items.since(item or {}, "delete_request") != owner
+            )
+            return True if ended else None
+
+        if guarded(partial(self._fx.waiter.until, settled), "the confirm") is None:
+            raise InProgress(f"resource {rid} is being deleted; retry shortly")
+
     def _expired_here(self, account_id: str, kind: str, rid: str) -> bool:
         found = self._table.clients.dynamodb.get_item(
             TableName=self._table.name, Key=tombstone_key(account_id, kind, rid), ConsistentRead=True
@@ -110,8 +134,8 @@ class HoldFlow:
     def expire(self, account_id: str, rid: str, seen: Item) -> bool:
         """Release ``seen``'s hold if its deadline has passed (by this process's clock): its
         delete's claim conditional on that hold, then the delete finished as any. True if this
-        call claimed it; the claim of one that could not finish stays, for the takeover of dead
-        deletes after the grace period (delete.py)."""
+        call claimed it and its claim was not reverted; the claim of one that could not finish
+        stays, for the takeover of dead deletes after the grace period (delete.py)."""
         until = items.hold_until_of(seen)
         if until is None or until > self._fx.clock() or items.state_of(seen) != items.LIVE:
             return False
@@ -119,14 +143,20 @@ class HoldFlow:
         claimed = self._table.claim(
             account_id, rid, request_id, kind=kind, incarnation=items.incarnation_of(seen), expiring=until
         )
-        if not claimed.applied or claimed.item is None:
+        claim = claimed.item
+        if claim is None or (not claimed.applied and items.since(claim, "delete_request") != request_id):
             return False  # confirmed, deleted, resized or expired by another meanwhile
-        self._obs.count("HoldsExpired")
+        # (refused on our own claim: botocore's resend after a lost response; before, review 51:
+        # taken for another's, the claim was left to the takeover after the grace period, the
+        # hold's units held until then)
         self._leave_tombstone(account_id, kind, rid, items.incarnation_of(seen))
         try:
-            self._deletes.finish(account_id, rid, Claim.of(request_id, claimed.item))
+            self._deletes.finish(account_id, rid, Claim.of(request_id, claim))
         except DomainError as error:
+            if not self._still_claimed(account_id, kind, rid, request_id):
+                return False  # its claim reverted (delete.py: a throttled or a late release): live again
             self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
+        self._obs.count("HoldsExpired")
         return True
 
     def _leave_tombstone(self, account_id: str, kind: str, rid: str, incarnation: str) -> None:

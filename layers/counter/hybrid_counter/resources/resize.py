@@ -12,7 +12,8 @@
    LimitExceeded if there is no room: the claim is reverted, nothing changed), shrinking is
    released like a delete of ``-delta``; ``eventual`` moves too if the resource was counted.
    ``last_resize`` names the resize, so the stream path can finish it if this request cannot.
-4. Finish: the item takes ``resize_to`` as its units and drops the claim. 200.
+4. Finish: the item takes ``resize_to`` as its units and drops the claim. 200, or, refused by an
+   item not at the target (a settlement ended the claim meanwhile), 503.
 
 A resize whose request died (or could not revert its claim) leaves its claim; a PATCH or a DELETE
 of the resource, the sweeper, the audit or a recount that finds it older than the grace period
@@ -262,7 +263,11 @@ class ResizeFlow:
 
         def finished() -> bool | None:
             item = self._table.get(account_id, rid, kind=kind)
-            return None if item is not None and items.since(item, "resize_request") == request_id else True
+            if item is not None and items.since(item, "resize_request") == request_id:
+                return None
+            # Ended, but only at the target is it the stream path's finish: a settlement past the
+            # grace period may have reverted it (review 51: answered 200 at a size never taken).
+            return self._holds_target(item, request_id, claimed=claimed)
 
         member_shrink = items.org_of(claimed) is not None and int(claimed["resize_to"]["N"]) < int(
             claimed["resize_from"]["N"]
@@ -270,7 +275,7 @@ class ResizeFlow:
         try:
             if self._counters.read(account_id, kind=kind).last_resize == resize:
                 return True
-            return not member_shrink and self._fx.waiter.until(finished) is not None
+            return not member_shrink and self._fx.waiter.until(finished) is True
         except (ClientError, BotoCoreError):
             return False
 
@@ -278,15 +283,30 @@ class ResizeFlow:
         self, account_id: str, kind: str, rid: str, request_id: str, *, claimed: Item, target: int
     ) -> Resource:
         try:
-            self._table.finish_resize(account_id, rid, request_id, kind=kind)
+            written = self._table.finish_resize(account_id, rid, request_id, kind=kind)
         except (ClientError, BotoCoreError) as error:
             # The counters moved; the stream path finishes the item when it sees last_resize.
             raise StoreUnavailable(
                 "the data store is unavailable; the resize may not have finished, retry the request"
             ) from error
+        if not written.applied and not self._holds_target(written.item, request_id, claimed=claimed):
+            # Refused, and the item (as it refused, ALL_OLD) does not hold the target: a settlement
+            # past the grace period ended the claim at another size (review 51: answered 200).
+            # Refused but at the target: ours resent after a lost response, or the stream path's.
+            raise InProgress("the resize was ended at another size while it ran; retry the request")
         self._obs.count("ResourcesResized")
         resource = items.resource_from_item(claimed)
         return Resource(**{**resource.__dict__, "units": target})
+
+    @staticmethod
+    def _holds_target(item: Item | None, request_id: str, *, claimed: Item) -> bool:
+        """Whether the claimed incarnation, no longer claimed by this request, holds the target."""
+        return (
+            item is not None
+            and items.since(item, "incarnation") == items.incarnation_of(claimed)
+            and items.since(item, "resize_request") != request_id
+            and items.units_of(item) == int(claimed["resize_to"]["N"])
+        )
 
     def _revert(self, account_id: str, kind: str, rid: str, request_id: str) -> None:
         try:
