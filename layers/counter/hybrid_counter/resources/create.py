@@ -246,7 +246,8 @@ class CreateFlow:
             # Past half the grace period since its pending item was put: the sweeper may roll it
             # back (or undo it at its organization) once it is older than the grace period, so
             # making it live now could tell 201 of a create it removes. Left as it is: the
-            # stream path makes it live if its admission applied, the sweeper rolls it back if not.
+            # sweeper rolls it back (the stream path makes a pending item live only within half
+            # the grace period of its put too: counting/eventual.py).
             raise StoreUnavailable(
                 "the create took too long to finish; it may not have finished, retry the request"
             )
