@@ -2,7 +2,11 @@
 repair had marked ``undoing`` (its condition did not refuse ``undoing``, as make_live's does
 since review 35); the repair's release at the organization then applied and its removal was
 refused (no longer pending): a live resource its organization no longer held, and two more
-creates admitted past the organization's 3 seats. The count now refuses a marked item."""
+creates admitted past the organization's 3 seats. The count now refuses a marked item.
+
+Since review 51 the count also refuses an item put longer ago than half the grace period, by
+the stream process's clock, which alone refuses this sequence's late count; a stream process
+whose clock is behind the repair's by the grace period ("behind") reaches the ``undoing`` guard."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import account_pk, org_pk
@@ -26,8 +31,15 @@ def _item(org: Org, account: str) -> dict[str, Any]:
     return dict(item)
 
 
-def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings, clients, stream) -> None:
+@pytest.mark.parametrize("stream_clock", ["same", "behind"])
+def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(
+    settings, clients, stream, stream_clock
+) -> None:
     org = Org(settings, clients, stream, limit=3)
+    lag = settings.pending_grace_seconds if stream_clock == "behind" else 0
+    late_counter = EventualCounter(
+        settings.table_name, "batched", org.clients, sleep=lambda _: None, clock=lambda: org.clock() - lag
+    )
     first, second = org.members
     org.service.create(second, "x", {}, kind=SEATS)
     org.drain()
@@ -57,7 +69,7 @@ def test_a_late_count_never_makes_live_a_create_the_sweeper_is_undoing(settings,
         if not at_an_organization(json.loads(request.body or b"{}")):
             return
         fired["n"] = 1
-        assert process_stream_batch(late, org.counter).failed_sequence_numbers == []
+        assert process_stream_batch(late, late_counter).failed_sequence_numbers == []
 
     single = org.clients.dynamodb_single_attempt
     single.meta.events.register_first("before-send.*.*", before_org_release)

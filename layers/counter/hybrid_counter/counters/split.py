@@ -450,8 +450,12 @@ class SplitCounter:
             if needed is not None and not needed(picture):
                 return
             numbers = sorted(set(range(shards)) | set(picture.shards))
+            if strict is not None and picture.basis != strict:
+                # Laid out otherwise since the caller read the basis it would keep (another
+                # lowering, a later view of the plan): keeping the caller's could lay out an older
+                # plan over a newer one, or undo a lowering (review 53: 10 live of 7). It reads again.
+                return
             target = basis if strict is not None else self._target(picture, basis)
-            strict = None if strict is None else _not_older(picture, strict)
             floor = 0 if self._epoch_floor is None else self._epoch_floor(owner)
             epoch = max(picture.epoch, floor) + 1
             now = self._fx.clock()
@@ -497,10 +501,16 @@ class SplitCounter:
         return False
 
     def _target(self, picture: ShardSet, asked: Basis) -> Basis:
-        """An override on shard 0 wins (governance keeps it there); else what was asked, unless
-        it is a view of the plan older than the one laid out since the caller read."""
+        """An override on shard 0 wins (governance keeps it there), but not over a lower limit a
+        lowering laid out first, within its window (lower_first: a reconcile then is laid out
+        for the lowering; review 53: the standing override laid out again in the window, the
+        lowering refused by admissions made in it); else what was asked, unless it is a view of
+        the plan older than the one laid out since the caller read."""
         override = picture.get(0).state.limit
         if override is not None:
+            until = asked.lowering_until
+            if until is not None and until > self._fx.clock() and asked.limit < override:
+                return asked
             return Basis(override, OVERRIDE)
         return _not_older(picture, asked)
 

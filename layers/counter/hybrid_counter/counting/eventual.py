@@ -40,7 +40,7 @@ from hybrid_counter.counting.ops import (
     OrgReleasedOp,
     OrgResizedOp,
 )
-from hybrid_counter.keys import iso_utc, member_token, org_counter_key, pending_shard, resource_key
+from hybrid_counter.keys import iso_utc, member_token, org_counter_key, pending_shard, range_of, resource_key
 from hybrid_counter.observability import Observability, default_observability
 from hybrid_counter.recount_requests import RecountRequests
 from hybrid_counter.resources import items
@@ -367,8 +367,16 @@ class EventualCounter:
             or counted(item)
             or items.state_of(item) not in (items.PENDING, items.LIVE)
             or "undoing" in item
-            or (op.org is None and self._too_late_to_make_live(item))
         ):
+            return None
+        if op.org is None and self._too_late_to_make_live(item):
+            # The census's (see _resource_action), asked for here: its request is in the
+            # PendingIndex, so the sweeper takes it past the grace period, rolls the create back
+            # and gives its unit back (review 52: a create dead before C5, its record late, was
+            # left pending in no index, its unit held until TTL's 15 days)
+            self._requests.put(
+                op.account_id, range_of(op.resource_id), "a create too old to be made live", kind=op.kind
+            )
             return None
         if items.resizing(item):
             if op.org is None:

@@ -398,7 +398,7 @@ class OrgStore:
             if transact_conditionally(self._clients.dynamodb, [fence, removal], self._retry):
                 raise NotFound(f"organization {org_id} not found")
         self._remove_counters(org_id, fence)
-        self._remove_profile(org_id)
+        self._remove_profile(org_id, fence)
 
     def _mark_deleting(self, org_id: str) -> dict[str, Any]:
         """The organization's item, marked ``deleting`` (NotFound; or 409 with members)."""
@@ -462,11 +462,15 @@ class OrgStore:
             # (org_level.py), undone once that account's admission is refused (mark kept)
             raise _settling(org_id)
 
-    def _remove_profile(self, org_id: str) -> None:
-        """The item this deletion marked (an organization created again under the id since has
-        no mark): refused once another deletion removed it, which is that deletion's 204, and
-        this one's 404. A transaction, so that botocore's resend after a lost response (the same
-        client token) is answered as the delete that applied, not refused as a second one."""
+    def _remove_profile(self, org_id: str, fence: dict[str, Any]) -> None:
+        """The item this deletion marked, the creation ``fence`` names (one created again under
+        the id since is another, even once its own deletion has marked it: review 52, a stalled
+        deletion removed such a one's item and left its counters, override included, to the next
+        creation: 6 seats of 3): refused once another deletion removed it, which is that
+        deletion's 204, and this one's 404. A transaction, so that botocore's resend after a lost
+        response (the same client token) is answered as the delete that applied, not refused as
+        a second one."""
+        check = fence["ConditionCheck"]
         refused = transact_conditionally(
             self._clients.dynamodb,
             [
@@ -475,9 +479,9 @@ class OrgStore:
                         "TableName": self._table,
                         "Key": org_key(org_id),
                         "ConditionExpression": (
-                            "deleting = :yes AND (attribute_not_exists(members) OR members = :zero)"
+                            f"{check['ConditionExpression']} AND (attribute_not_exists(members) OR members = :zero)"
                         ),
-                        "ExpressionAttributeValues": {**ZERO, ":yes": {"BOOL": True}},
+                        "ExpressionAttributeValues": {**ZERO, **check["ExpressionAttributeValues"]},
                     }
                 }
             ],
