@@ -455,6 +455,11 @@ class SplitCounter:
                 # lowering, a later view of the plan): keeping the caller's could lay out an older
                 # plan over a newer one, or undo a lowering (review 53: 10 live of 7). It reads again.
                 return
+            if strict is None and basis.lowering_until is not None and picture.basis != basis:
+                # A lowering is laid out again (a reconcile, a shard not laid out yet) only while
+                # it is what is laid out: one read before a plan or an override was laid out over
+                # it would undo them (review 55: 6 live of a plan's 5; 409s under a raise to 12).
+                return
             target = basis if strict is not None else self._target(picture, basis)
             floor = 0 if self._epoch_floor is None else self._epoch_floor(owner)
             epoch = max(picture.epoch, floor) + 1
