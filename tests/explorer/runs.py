@@ -891,7 +891,7 @@ class Run:
         the run gave up (its claim reverted), as one more expiry the answers must explain (its
         count is no caller's answer: a confirm may have been told HoldExpired by the claim it
         reverted, which the model takes as the given-up expiry's, so this one may find nothing)."""
-        kinds = sorted({op.of for op in self.scenario.ops if op.kind == "expire"})
+        kinds = sorted({op.of for op in self.scenario.ops if op.kind in ("expire", "reclaim")})
         for kind in kinds:
             self._expire_holds(self.service("n", late=True), kind)
             self.dead.append(Done("expire", None, 503, started=self.step_no + 1, ended=NEVER_ENDED, of=kind))
@@ -1149,7 +1149,7 @@ class Run:
             self.background("sweep")  # the PendingIndex holds something of this account
             self.background("stream")  # the sweep's own counter writes may ask for a heal
         if any(_reverted_a_claim(call) for op in self.ops for call in op.calls) and any(
-            d.kind == "expire" for d in self.done.values()
+            d.kind in ("expire", "reclaim") for d in self.done.values()
         ):
             # A claim reverted (a release too late, throttled): the hold it claimed, past its
             # deadline, is live again, and an expiry that met the claim passed over it, or gave

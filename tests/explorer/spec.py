@@ -351,7 +351,10 @@ def _fits(
     op, rest = order[0], order[1:]
     if op.answer in MAYBE:
         if op.kind in ("post", "reclaim") and op.created_id is None:
-            return _fits(model, rest, final_live, final_held)
+            # (no id of its own answered: nothing it created can be live; a reclaim may still
+            # have expired the holds, before it gave up)
+            expiring = (model.expiring(op.of),) if op.kind == "reclaim" else ()
+            return any(_fits(candidate, rest, final_live, final_held) for candidate in (model, *expiring))
         _, after = model.apply(op)
         # a reclaim may also have expired the holds and not been admitted
         expired = (model.expiring(op.of),) if op.kind == "reclaim" else ()

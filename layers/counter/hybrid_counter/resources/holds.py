@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.errors import DomainError, HoldExpired, InProgress, NotFound
+from hybrid_counter.errors import DomainError, HoldExpired, InProgress, NotFound, StoreUnavailable
 from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
@@ -92,6 +92,10 @@ class HoldFlow:
             until = items.hold_until_of(item)
             if until is None:
                 return items.resource_from_item(item)  # confirmed already
+            if item.get("expired", {}).get("BOOL"):
+                # an expiry claimed it and its release was reverted (too late, throttled): a
+                # confirm may have been told HoldExpired by that claim; the next sweep expires it
+                raise HoldExpired(f"the hold on {rid} expired; its units are being released")
             if until <= self._fx.clock():
                 raise HoldExpired(f"the hold on {rid} expired at {iso_utc(until)}")
             incarnation = items.incarnation_of(item)
@@ -132,10 +136,14 @@ class HoldFlow:
 
     # ---- expiry -------------------------------------------------------------------------------------
     def expire(self, account_id: str, rid: str, seen: Item) -> bool:
+        return self._expire(account_id, rid, seen) is True
+
+    def _expire(self, account_id: str, rid: str, seen: Item) -> bool | None:
         """Release ``seen``'s hold if its deadline has passed (by this process's clock): its
         delete's claim conditional on that hold, then the delete finished as any. True if this
-        call claimed it and its claim was not reverted; the claim of one that could not finish
-        stays, for the takeover of dead deletes after the grace period (delete.py)."""
+        call claimed it and its claim was not reverted (None: reverted, the hold live again past
+        its deadline, for the next sweep); the claim of one that could not finish stays, for the
+        takeover of dead deletes after the grace period (delete.py)."""
         until = items.hold_until_of(seen)
         if until is None or until > self._fx.clock() or items.state_of(seen) != items.LIVE:
             return False
@@ -154,7 +162,7 @@ class HoldFlow:
             self._deletes.finish(account_id, rid, Claim.of(request_id, claim))
         except DomainError as error:
             if not self._still_claimed(account_id, kind, rid, request_id):
-                return False  # its claim reverted (delete.py: a throttled or a late release): live again
+                return None  # its claim reverted (delete.py: a throttled or a late release): live again
             self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
         self._obs.count("HoldsExpired")
         return True
@@ -180,11 +188,16 @@ class HoldFlow:
         """Expire this account's expired holds of ``kind`` (an admission refused for room, before
         it is judged again): up to RECLAIM_PAGE of them, one Query of the HoldIndex (more only
         past other kinds' expired holds, ``expired``)."""
-        expired = sum(
-            self.expire(account_id, str(i["resource_id"]["S"]), i) for i in self.expired(account_id, kind)
-        )
+        outcomes = [
+            self._expire(account_id, str(i["resource_id"]["S"]), i) for i in self.expired(account_id, kind)
+        ]
+        expired = outcomes.count(True)
         if expired:
             self._obs.count("HoldsReclaimed", expired)
+        if None in outcomes:
+            # An expired hold this request claimed and could not release: judged again without
+            # it, the create would be refused for room an expired hold holds (review 57: 409)
+            raise StoreUnavailable("an expired hold could not be released in time; retry the request")
         return expired
 
     def expired_units(self, account_id: str, kind: str) -> int:

@@ -310,14 +310,16 @@ class ResourceTable:
         self, account_id: str, resource_id: str, *, kind: str, incarnation: str, until: float
     ) -> Written:
         """A hold made permanent: out of the HoldIndex, only if this incarnation is still live and
-        still the hold that expires at ``until``, and that is still ahead by this process's clock."""
+        still the hold that expires at ``until``, and that is still ahead by this process's clock,
+        and no expiry has claimed it (``expired``, kept when that claim is reverted: a confirm may
+        have been told HoldExpired by it; review 57)."""
         return self._update(
             account_id,
             resource_id,
             kind,
             UpdateExpression="REMOVE hold_until, hold_account",
             ConditionExpression="#state = :live AND incarnation = :inc AND hold_until = :until "
-            "AND hold_until > :clock",
+            "AND hold_until > :clock AND attribute_not_exists(expired)",
             ExpressionAttributeNames={"#state": "state"},
             ExpressionAttributeValues={
                 ":live": {"S": LIVE},
