@@ -550,7 +550,9 @@ class Sweeper:
 def _finished(item: dict[str, Any]) -> bool:
     """A resource's index entry has nothing left to do: counted at every level, or gone (and no
     member's create left pending at its organization, no delete claimed)."""
-    if items.state_of(item) == items.PENDING and ("undoing" in item or items.org_counted(item)):
+    if items.state_of(item) == items.PENDING:
+        # a member's create left pending, or one whose count came too late (counting/eventual.py:
+        # its C5 may still make it live, to be counted here; else its census removes it)
         return False
     if items.state_of(item) == items.DELETING:
         return False  # a delete still to finish (or still running): the next sweep looks again

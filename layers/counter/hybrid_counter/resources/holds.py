@@ -30,12 +30,20 @@ is gone still answers HoldExpired rather than 404.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybrid_counter.errors import DomainError, HoldExpired, InProgress, NotFound, StoreUnavailable
+from hybrid_counter.errors import (
+    DomainError,
+    HoldExpired,
+    InProgress,
+    LimitExceeded,
+    NotFound,
+    StoreUnavailable,
+)
 from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
@@ -53,6 +61,25 @@ RECLAIM_PAGE = 100  # expired holds one refused admission releases at most befor
 # Pages of RECLAIM_PAGE of the account's expired holds (every kind: the index is by account) one
 # refusal reads at most to find those of its kind: the sweeper expires the rest within its run
 RECLAIM_PAGES = 10
+
+
+@dataclass(frozen=True)
+class Reclaimed:
+    """What a refused admission's reclaim did: holds expired, and whether it gave one up (its
+    claim reverted, or unknown: that hold may still hold the room)."""
+
+    expired: int
+    gave_up: bool
+
+    def worth_judging_again(self) -> bool:
+        return self.expired > 0 or self.gave_up
+
+    def refused_again(self, refused: LimitExceeded) -> Exception:
+        """The answer to the admission refused again: 503 if an expired hold it gave up may be
+        what holds the room (review 57: 409), else the refusal."""
+        if self.gave_up:
+            return StoreUnavailable("an expired hold could not be released in time; retry the request")
+        return refused
 
 
 def tombstone_key(account_id: str, kind: str, resource_id: str) -> dict[str, dict[str, str]]:
@@ -109,12 +136,13 @@ class HoldFlow:
             # changed meanwhile (confirmed by a retry of this request, expired, deleted): again
         raise InProgress("the resource kept changing while it was being confirmed; retry the request")
 
-    def _still_claimed(self, account_id: str, kind: str, rid: str, request_id: str) -> bool:
-        """Its claim stands (for the takeover past the grace period), or it finished anyway."""
+    def _still_claimed(self, account_id: str, kind: str, rid: str, request_id: str) -> bool | None:
+        """Its claim stands (for the takeover past the grace period), or it finished anyway;
+        None if that cannot be read (a reclaim then takes it as given up: review 57)."""
         try:
             item = self._table.get(account_id, rid, kind=kind)
         except (ClientError, BotoCoreError):
-            return True  # as the caller cannot tell: counted as expired, as before
+            return None
         return items.state_of(item) != items.LIVE or items.since(item or {}, "delete_request") == request_id
 
     def _wait_for_the_delete(self, account_id: str, kind: str, rid: str, owner: str) -> None:
@@ -162,7 +190,7 @@ class HoldFlow:
             self._deletes.finish(account_id, rid, Claim.of(request_id, claim))
         except DomainError as error:
             if not self._still_claimed(account_id, kind, rid, request_id):
-                return None  # its claim reverted (delete.py: a throttled or a late release): live again
+                return None  # its claim reverted (delete.py: a throttled or a late release), or unknown
             self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
         self._obs.count("HoldsExpired")
         return True
@@ -184,7 +212,7 @@ class HoldFlow:
                 "could not leave an expired hold's tombstone", extra={"error": repr(error)}
             )
 
-    def reclaim(self, account_id: str, kind: str) -> int:
+    def reclaim(self, account_id: str, kind: str) -> Reclaimed:
         """Expire this account's expired holds of ``kind`` (an admission refused for room, before
         it is judged again): up to RECLAIM_PAGE of them, one Query of the HoldIndex (more only
         past other kinds' expired holds, ``expired``)."""
@@ -194,11 +222,7 @@ class HoldFlow:
         expired = outcomes.count(True)
         if expired:
             self._obs.count("HoldsReclaimed", expired)
-        if None in outcomes:
-            # An expired hold this request claimed and could not release: judged again without
-            # it, the create would be refused for room an expired hold holds (review 57: 409)
-            raise StoreUnavailable("an expired hold could not be released in time; retry the request")
-        return expired
+        return Reclaimed(expired, gave_up=None in outcomes)
 
     def expired_units(self, account_id: str, kind: str) -> int:
         """Units a reclaim would release now (a dry run refused for room judges without them)."""

@@ -83,8 +83,10 @@ class ResizeFlow:
             if items.units_of(item) == target and not items.resizing(item):
                 return items.resource_from_item(item)  # already that size: nothing to do
             until, now = items.hold_until_of(item), self._fx.clock()
-            if until is not None and until <= now and target > items.units_of(item):
+            if until is not None and (until <= now or "expired" in item) and target > items.units_of(item):
                 # A hold past its deadline is being released (holds.py): it holds nothing more.
+                # Marked ``expired``: an expiry claimed it (its claim reverted since), whatever
+                # this clock says (review 57: grown, 200, after a confirm was told HoldExpired).
                 # Its claim's condition says the same, on the other side of H2's (review 45: a
                 # grow of an expired hold was made, and answered 200, until the sweeper's run).
                 raise HoldExpired(f"the hold on {rid} expired at {iso_utc(until)}")

@@ -447,11 +447,15 @@ class ResourceService:
         try:
             return create()
         except LimitExceeded as refused:
-            if refused.holds is False or not guarded(
-                lambda: self.holds.reclaim(account_id, kind), "the create"
-            ):
+            if refused.holds is False:
                 raise
-        return create()
+            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), "the create")
+            if not reclaimed.worth_judging_again():
+                raise
+        try:
+            return create()
+        except LimitExceeded as refused:
+            raise reclaimed.refused_again(refused) from refused
 
     def _check_hold(self, hold_seconds: float | None) -> None:
         if hold_seconds is None:
@@ -497,11 +501,15 @@ class ResourceService:
         try:
             return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
         except LimitExceeded as refused:
-            if refused.holds is False or not guarded(
-                lambda: self.holds.reclaim(account_id, kind), "the resize"
-            ):
+            if refused.holds is False:
                 raise
-        return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
+            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), "the resize")
+            if not reclaimed.worth_judging_again():
+                raise
+        try:
+            return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
+        except LimitExceeded as refused:
+            raise reclaimed.refused_again(refused) from refused
 
     def would_resize(
         self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
@@ -512,7 +520,11 @@ class ResourceService:
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         until = items.hold_until_of(item)
-        if until is not None and until <= self._fx.clock() and units > items.units_of(item):
+        if (
+            until is not None
+            and (until <= self._fx.clock() or "expired" in item)
+            and units > items.units_of(item)
+        ):
             raise HoldExpired(f"the hold on {resource_id} expired at {iso_utc(until)}")  # as the PATCH would
         return self._would_admit(account_id, kind, units - items.units_of(item))
 

@@ -508,7 +508,10 @@ class ResourceTable:
         as claimed (ALL_NEW)."""
         deadline, deadline_values = "", {}
         if not_expired_at is not None:
-            deadline = " AND (attribute_not_exists(hold_until) OR hold_until > :not_expired_at)"
+            deadline = (
+                " AND (attribute_not_exists(hold_until) OR hold_until > :not_expired_at)"
+                " AND attribute_not_exists(expired)"
+            )
             deadline_values = {":not_expired_at": epoch_number(not_expired_at)}
         return self._update(
             account_id,
