@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -444,16 +445,22 @@ class ResourceService:
                 hold_seconds=hold_seconds,
             )
 
+        return self._reclaiming(account_id, kind, create, "the create")
+
+    def _reclaiming[T](self, account_id: str, kind: str, admit: Callable[[], T], what: str) -> T:
+        """``admit`` (a create, a grow); refused for room, the account's expired holds of the kind
+        are expired (holds.py) and it is judged once more: refused again, 503 if an expiry was
+        given up (that hold may be what holds the room), else the refusal."""
         try:
-            return create()
+            return admit()
         except LimitExceeded as refused:
             if refused.holds is False:
                 raise
-            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), "the create")
+            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), what)
             if not reclaimed.worth_judging_again():
                 raise
         try:
-            return create()
+            return admit()
         except LimitExceeded as refused:
             raise reclaimed.refused_again(refused) from refused
 
@@ -498,18 +505,12 @@ class ResourceService:
         judged again, as a create is."""
         kind = self.kind(kind)
         judge = self.limits.judge(account_id, kind)
-        try:
-            return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
-        except LimitExceeded as refused:
-            if refused.holds is False:
-                raise
-            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), "the resize")
-            if not reclaimed.worth_judging_again():
-                raise
-        try:
-            return self._resize.resize(account_id, kind, resource_id, units, judge=judge)
-        except LimitExceeded as refused:
-            raise reclaimed.refused_again(refused) from refused
+        return self._reclaiming(
+            account_id,
+            kind,
+            lambda: self._resize.resize(account_id, kind, resource_id, units, judge=judge),
+            "the resize",
+        )
 
     def would_resize(
         self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
