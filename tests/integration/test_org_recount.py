@@ -91,8 +91,14 @@ class Org:
             ConsistentRead=True,
         )["Items"]
 
-    def drain(self) -> None:
-        for pk in (*map(account_pk, self.members), org_pk(self.org_id)):
+    def drain(self, *accounts: str) -> None:
+        """Every stream record of the members, of the organization and of ``accounts`` (accounts
+        of no organization, which some tests use beside it) delivered."""
+        self.deliver(*map(account_pk, (*self.members, *accounts)), org_pk(self.org_id))
+
+    def deliver(self, *pks: str) -> None:
+        """The stream records of these partitions only, in this order (the others' held back)."""
+        for pk in pks:
             while records := self.stream.records_of(pk):
                 assert process_stream_batch(records, self.counter).failed_sequence_numbers == []
 

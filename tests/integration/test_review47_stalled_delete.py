@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hybrid_counter.errors import DomainError, InProgress, LimitExceeded, NotFound
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, resource_key
+from hybrid_counter.keys import RESOURCE_PREFIX, resource_key
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_split_review import stop_before
@@ -37,14 +37,6 @@ def _claims(call: Call) -> bool:
 def _live_units(org: Org, account: str) -> int:
     found = org.resources(account)
     return sum(int(i["units"]["N"]) for i in found if i["state"]["S"] == "live")
-
-
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
 
 
 def _fill(org: Org, account: str, n: int) -> int:
@@ -68,7 +60,7 @@ def test_a_delete_stalled_past_the_grace_period_after_its_claim_releases_nothing
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS)
     org.service.create(account, "y", {}, "y", kind=SEATS)
-    _drain(org, account)
+    org.drain(account)
     deleter = org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When x's DELETE makes its claim and its answer arrives past the grace period ...
@@ -80,23 +72,23 @@ def test_a_delete_stalled_past_the_grace_period_after_its_claim_releases_nothing
         # (a member's: at its account; the sweeper then finishes it at its organization)
         with contextlib.suppress(InProgress, NotFound):
             org.service.delete(account, "x", kind=SEATS)
-        _drain(org, account)
+        org.drain(account)
         state = org.service.counters.read(account, kind=SEATS)
         assert (_live_units(org, account), state.best_effort) == (1, 1)
         # ... and then goes on
         race.finish(delete)
-    _drain(org, account)
+    org.drain(account)
     # Then x's units were freed once at its account: one more create fits of 2, not two
     assert delete.error is None or isinstance(delete.error, DomainError), delete.error
     state = org.service.counters.read(account, kind=SEATS)
     admitted = _fill(org, account, 2)
-    _drain(org, account)
+    org.drain(account)
     assert (admitted, _live_units(org, account)) == (1, 2), (state, admitted)
     # And the sweeper, past the grace period, finishes what the takeover left (a member's x, at
     # its organization): nothing of x is left (nor in the PendingIndex, which later tests sweep)
     org.clock.now += org.settings.pending_grace_seconds + 1
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     assert x_left(org, account) is None
 
 
@@ -116,7 +108,7 @@ def test_a_sweeper_stalled_past_the_grace_period_after_expiring_a_hold_releases_
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "y", {}, "y", kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When a sweeper's run expires x (its claim) and its process stalls past the grace
@@ -127,13 +119,13 @@ def test_a_sweeper_stalled_past_the_grace_period_after_expiring_a_hold_releases_
         race.step(first)
         # ... while the next run takes the stale claim over and the census of its range frees x
         org.sweeper().sweep()
-        _drain(org, account)
+        org.drain(account)
         state = org.service.counters.read(account, kind=SEATS)
         assert (_live_units(org, account), state.best_effort) == (1, 1)
         # ... and then the stalled run goes on
         race.finish(first)
-    _drain(org, account)
+    org.drain(account)
     # Then x's units were freed once: one more create fits of 2, not two
     admitted = _fill(org, account, 2)
-    _drain(org, account)
+    org.drain(account)
     assert (admitted, _live_units(org, account)) == (1, 2), admitted

@@ -18,20 +18,11 @@ import uuid
 import pytest
 
 from hybrid_counter.errors import DomainError, Throttled
-from hybrid_counter.keys import account_pk
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_split_review import stop_before
 
 pytestmark = pytest.mark.integration
-
-
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
 
 
 def _releases(call: Call) -> bool:
@@ -49,7 +40,7 @@ def test_a_confirm_never_answers_404_for_a_hold_whose_delete_did_nothing(setting
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "h", {}, "h", kind=SEATS, hold_seconds=3600)
-    _drain(org, account)
+    org.drain(account)
     deleter = org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When a DELETE of h has claimed it (D1) ...

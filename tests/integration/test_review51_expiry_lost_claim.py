@@ -19,19 +19,10 @@ from typing import Any
 import pytest
 
 from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import account_pk
 from tests.faults import injected, on_a_resource
 from tests.integration.test_org_recount import SEATS, Org
 
 pytestmark = pytest.mark.integration
-
-
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
 
 
 def _expiry_claim(body: dict[str, Any]) -> bool:
@@ -47,7 +38,7 @@ def test_an_expiry_whose_claim_response_is_lost_still_releases_the_hold(
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "h", {}, "h", kind=SEATS, units=2, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
     # When its expiry's claim (H2) applies and its response is lost (botocore resends it) ...
     with injected(org.clients.dynamodb, "UpdateItem", when="after", where=_expiry_claim) as lost:
@@ -64,11 +55,11 @@ def test_an_expiry_whose_claim_response_is_lost_still_releases_the_hold(
             org.sweeper().sweep()
             outcome = "swept"
     assert lost.fired == 1
-    _drain(org, account)
+    org.drain(account)
     # ... and the account's next creates come within the grace period (the sweeper runs too)
     org.clock.now += org.settings.pending_grace_seconds / 2
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     later: list[str] = []
     for n in range(2):
         try:

@@ -7,20 +7,11 @@ import uuid
 import pytest
 
 from hybrid_counter.errors import HoldExpired
-from hybrid_counter.keys import account_pk
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_split_review import stop_before
 
 pytestmark = pytest.mark.integration
-
-
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
 
 
 def _releases(call: Call) -> bool:
@@ -53,7 +44,7 @@ def test_an_expiry_stalled_after_its_claim_and_a_confirm_between_never_both_take
     org = Org(settings, clients, stream, limit=10)
     account = _solo(org, 2)
     org.service.create(account, "h", {}, "h", kind=SEATS, units=2, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
     expirer = org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
@@ -69,7 +60,7 @@ def test_an_expiry_stalled_after_its_claim_and_a_confirm_between_never_both_take
     for _ in range(2):
         org.clock.now += org.settings.pending_grace_seconds + 1
         org.sweeper().sweep()
-        _drain(org, account)
+        org.drain(account)
     state = org.service.counters.read(account, kind=SEATS)
     assert (state.best_effort, state.eventual, org.resources(account)) == (0, 0, [])
 
@@ -85,13 +76,13 @@ def test_a_hold_created_stalled_past_its_deadline_is_expired_once_and_releases_e
             "create", lambda: creator.create(account, "h", {}, "h", kind=SEATS, units=2, hold_seconds=5)
         )
         stop_before(race, create, _makes_live)
-        _drain(org, account)  # the stream path makes it live
+        org.drain(account)  # the stream path makes it live
         org.clock.now += 10
         org.sweeper().sweep()  # expires it (past its deadline)
-        _drain(org, account)
+        org.drain(account)
         race.finish(create)
-    _drain(org, account)
+    org.drain(account)
     org.service.create(account, "y", {}, "y", kind=SEATS, units=2)
-    _drain(org, account)
+    org.drain(account)
     state = org.service.counters.read(account, kind=SEATS)
     assert (state.best_effort, state.eventual) == (2, 2)

@@ -21,7 +21,7 @@ import uuid
 import pytest
 
 from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import RESOURCE_PREFIX, account_pk, range_of
+from hybrid_counter.keys import RESOURCE_PREFIX, range_of
 from hybrid_counter.recount_requests import RecountRequests
 from tests.explorer.scheduler import Call, Race
 from tests.faults import ProcessDied, injected, on_a_resource
@@ -29,14 +29,6 @@ from tests.integration.test_org_recount import SEATS, Org
 from tests.integration.test_split_review import stop_before
 
 pytestmark = pytest.mark.integration
-
-
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
 
 
 def _rolls_back(call: Call) -> bool:
@@ -57,7 +49,7 @@ def test_a_census_releasing_a_create_left_pending_never_lets_its_late_count_pass
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS)
-    _drain(org, account)
+    org.drain(account)
     # ... and c's create, admitted at the account (2 of 2), whose process dies as it makes c live;
     # the stream path is late with c's admission record (its batch in the retry queue)
     with (
@@ -89,13 +81,13 @@ def test_a_census_releasing_a_create_left_pending_never_lets_its_late_count_pass
         except LimitExceeded:
             outcomes.append("409")
         # ... and the stream path's late batch arrives (c's admission record: counted, made live)
-        _drain(org, account)
+        org.drain(account)
         # ... then the sweeper goes on (its removal of c, conditional on pending, is refused)
         race.finish(run)
     assert run.error is None, run.error
-    _drain(org, account)
+    org.drain(account)
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     state = org.service.counters.read(account, kind=SEATS)
     live = sorted(i["resource_id"]["S"] for i in org.resources(account) if i["state"]["S"] == "live")
     # Then the units live never exceed the limit of 2

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hybrid_counter.errors import DomainError
-from hybrid_counter.keys import account_pk, range_of
+from hybrid_counter.keys import range_of
 from hybrid_counter.recount_requests import RecountRequests
 from tests.explorer.scheduler import Call, Race
 from tests.integration.test_org_recount import SEATS, Org
@@ -36,14 +36,6 @@ def _moves_the_counters(call: Call) -> bool:
     )
 
 
-def _drain(org: Org, account: str) -> None:
-    from hybrid_counter.counting.stream_batch import process_stream_batch
-
-    org.drain()
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
-
-
 def _item(org: Org, account: str, rid: str) -> dict[str, Any]:
     (found,) = [i for i in org.resources(account) if i["resource_id"]["S"] == rid]
     return found
@@ -58,7 +50,7 @@ def test_a_resize_whose_unknown_counter_write_stalls_past_its_settlement_never_a
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 10, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS, units=3)
-    _drain(org, account)
+    org.drain(account)
     resizer = org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         # When x's PATCH claims it and its counter write (Z3) fails with a 500 (outcome unknown;
@@ -75,7 +67,7 @@ def test_a_resize_whose_unknown_counter_write_stalls_past_its_settlement_never_a
         assert int(x["units"]["N"]) == 3
         # ... then goes on
         race.finish(patch)
-    _drain(org, account)
+    org.drain(account)
     x = _item(org, account, "x")
     state = org.service.counters.read(account, kind=SEATS)
     # The resource and the counters: still 3 (nothing moved)
@@ -110,7 +102,7 @@ def test_a_grow_whose_counter_write_applied_stalled_before_finishing_never_answe
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 10, kind=SEATS)
     org.service.create(account, "v", {}, "v", kind=SEATS, units=1)
-    _drain(org, account)
+    org.drain(account)
     # Given x of 3 units, admitted, not yet counted (the stream path behind)
     org.service.create(account, "x", {}, "x", kind=SEATS, units=3)
     resizer = org.new_service()
@@ -127,9 +119,9 @@ def test_a_grow_whose_counter_write_applied_stalled_before_finishing_never_answe
         org.clock.now += org.settings.pending_grace_seconds + 1
         org.sweeper().sweep()
         race.finish(patch)
-    _drain(org, account)
+    org.drain(account)
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     x = _item(org, account, "x")
     state = org.service.counters.read(account, kind=SEATS)
     answered = None if patch.error is not None else patch.result.units
@@ -150,7 +142,7 @@ def test_a_finish_refused_because_the_resize_already_took_its_size_still_answers
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 10, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS, units=3)
-    _drain(org, account)
+    org.drain(account)
     resizer = org.new_service()
     with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
         patch = race.start("patch", lambda: resizer.resize(account, "x", 5, kind=SEATS))
@@ -158,10 +150,10 @@ def test_a_finish_refused_because_the_resize_already_took_its_size_still_answers
         if ended_by == "lost":
             race.step(patch, fault="lost")  # applied; botocore resends it, refused
         else:
-            _drain(org, account)  # the stream path finishes x at 5 first
+            org.drain(account)  # the stream path finishes x at 5 first
             assert int(_item(org, account, "x")["units"]["N"]) == 5
         race.finish(patch)
-    _drain(org, account)
+    org.drain(account)
     assert patch.error is None
     assert patch.result.units == 5
     assert int(_item(org, account, "x")["units"]["N"]) == 5

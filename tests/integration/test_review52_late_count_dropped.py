@@ -16,7 +16,7 @@ import pytest
 from hybrid_counter.errors import LimitExceeded
 from tests.faults import ProcessDied, injected, on_a_resource
 from tests.integration.test_org_recount import SEATS, Org
-from tests.integration.test_review51_recount_late_count import _drain, _live_units
+from tests.integration.test_review51_recount_late_count import _live_units
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def test_a_late_count_dropped_as_the_censuss_leaves_its_unit_held_with_no_census
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS)
-    _drain(org, account)
+    org.drain(account)
     # ... and c's create, admitted at the account (2 of 2), whose process dies as it makes c live
     with (
         injected(org.clients.dynamodb, "UpdateItem", when="crash", where=on_a_resource),
@@ -41,15 +41,15 @@ def test_a_late_count_dropped_as_the_censuss_leaves_its_unit_held_with_no_census
     # When the stream path's batch with c's admission record is late past half the grace period
     # (its batch retried from the retry queue: visibility timeout 360 s) and is applied then ...
     org.clock.now += org.settings.pending_grace_seconds / 2 + 1
-    _drain(org, account)
+    org.drain(account)
     # ... and the sweeper runs, every 5 minutes, for a day
     for _ in range(3):
         org.clock.now += org.settings.pending_grace_seconds + 1
         org.sweeper().sweep()
-        _drain(org, account)
+        org.drain(account)
     org.clock.now += 24 * 3600
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     # Then c's unit is given back (c was never made live: nobody was told it exists), and a
     # create of y fits under the limit of 2 beside x
     items = {i["resource_id"]["S"]: i["state"]["S"] for i in org.resources(account)}

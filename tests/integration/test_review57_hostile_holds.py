@@ -17,7 +17,6 @@ from tests.integration.test_review57_reverted_expiry import (
     LEFT,
     THROTTLED,
     _a_release,
-    _drain,
     expire_what_is_left,
 )
 
@@ -42,7 +41,7 @@ def test_a_reclaim_that_freed_room_answers_the_create_not_503(settings, clients,
     org.service.create(account, "ha", {}, "ha", kind=SEATS, units=1, hold_seconds=60)
     org.clock.now += 1
     org.service.create(account, "hb", {}, "hb", kind=SEATS, units=1, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 62
     with injected(
         org.clients.dynamodb_single_attempt, "UpdateItem", error=THROTTLED, times=10, where=_release_of("hb")
@@ -65,7 +64,7 @@ def test_a_grow_of_a_hold_whose_expiry_was_reverted_is_refused(settings, clients
     LEFT.append((org, account))
     org.service.set_limit(account, 3, kind=SEATS)
     org.service.create(account, "h", {}, "h", kind=SEATS, units=1, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
     item = next(i for i in org.resources(account) if i["resource_id"]["S"] == "h")
     with injected(
@@ -97,7 +96,7 @@ def test_a_reclaim_whose_reverted_expiry_it_cannot_read_back_answers_503_not_409
     LEFT.append((org, account))
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "held-x", {}, "held-x", kind=SEATS, units=2, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
 
     def the_holds_read(body: dict) -> bool:

@@ -14,10 +14,9 @@ import uuid
 
 import pytest
 
-from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import HoldExpired, LimitExceeded, StoreUnavailable
-from hybrid_counter.keys import COUNTER_PREFIX, account_pk
+from hybrid_counter.keys import COUNTER_PREFIX
 from hybrid_counter.resources import ResourceService
 from tests.explorer.scheduler import Race
 from tests.faults import injected
@@ -35,11 +34,6 @@ def _a_release(body: dict) -> bool:
     return on_the_counter and "last_release" in str(body.get("ExpressionAttributeNames", {}))
 
 
-def _drain(org: Org, account: str) -> None:
-    while records := org.stream.records_of(account_pk(account)):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
-
-
 LEFT: list[tuple[Org, str]] = []
 
 
@@ -52,7 +46,7 @@ def expire_what_is_left():
         org, account = LEFT.pop()
         for item in org.service.holds.expired(account, SEATS):
             org.service.holds.expire(account, str(item["resource_id"]["S"]), item)
-        _drain(org, account)
+        org.drain(account)
 
 
 def _holding(settings, clients, stream) -> tuple[Org, str]:
@@ -61,7 +55,7 @@ def _holding(settings, clients, stream) -> tuple[Org, str]:
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "h", {}, "h", kind=SEATS, units=2, hold_seconds=60)
-    _drain(org, account)
+    org.drain(account)
     org.clock.now += 61
     LEFT.append((org, account))
     return org, account
@@ -86,7 +80,7 @@ def test_a_hold_whose_expiry_was_reverted_is_never_confirmed(settings, clients, 
         confirmer.confirm(account, "h", kind=SEATS)
     # ... and the next sweep expires it: its units back
     org.sweeper().sweep()
-    _drain(org, account)
+    org.drain(account)
     assert org.resources(account) == []
     assert org.service.counters.read(account, kind=SEATS).best_effort == 0
 

@@ -19,11 +19,9 @@ from typing import Any
 
 import pytest
 
-from hybrid_counter.counting.stream_batch import process_stream_batch
 from hybrid_counter.keys import account_pk
 from tests.faults import target_of
 from tests.integration.test_org_recount import SEATS, Org
-from tests.integration.test_review51_recount_late_count import _drain
 
 pytestmark = pytest.mark.integration
 
@@ -54,9 +52,9 @@ def _c5_lands_after_the_stream_path(org: Org, account: str, *, member: bool | st
         fired.append("c5")
         org.clock.now += org.settings.pending_grace_seconds / 2 + 1
         if member == "account_only":
-            _drain_pk(org, account_pk(account))  # its organization's batch still in the retry queue
+            org.deliver(account_pk(account))  # its organization's batch still in the retry queue
         else:
-            _drain(org, account)
+            org.drain(account)
         return
 
     events = org.clients.dynamodb.meta.events
@@ -71,11 +69,6 @@ def _c5_lands_after_the_stream_path(org: Org, account: str, *, member: bool | st
     return "201"
 
 
-def _drain_pk(org: Org, pk: str) -> None:
-    while records := org.stream.records_of(pk):
-        assert process_stream_batch(records, org.counter).failed_sequence_numbers == []
-
-
 def _item(org: Org, account: str, rid: str) -> dict[str, Any] | None:
     return next((i for i in org.resources(account) if i["resource_id"]["S"] == rid), None)
 
@@ -86,7 +79,7 @@ def _settle(org: Org, account: str, *, member: bool) -> None:
         org.sweeper().sweep()
         if member:
             org.drain()
-        _drain(org, account)
+        org.drain(account)
 
 
 def test_a_create_told_201_whose_c5_lands_after_a_late_count_was_dropped_is_counted_in_the_end(
@@ -97,7 +90,7 @@ def test_a_create_told_201_whose_c5_lands_after_a_late_count_was_dropped_is_coun
     account = f"solo-{uuid.uuid4().hex[:8]}"
     org.service.set_limit(account, 2, kind=SEATS)
     org.service.create(account, "x", {}, "x", kind=SEATS)
-    _drain(org, account)
+    org.drain(account)
     # When c's create is admitted and its C5 (checked in time) lands only after the stream path,
     # past half the grace period, dropped c's count as the census's
     assert _c5_lands_after_the_stream_path(org, account, member=False) == "201"
