@@ -207,7 +207,7 @@ def test_holds_confirmed_expired_deleted_and_retried_in_every_order(world):
     """Holds (design.md §12): a confirm racing the expiry (the sweeper's, or a create refused for
     room that reclaims), a retried confirm, the caller's DELETE and a retried PUT of the hold racing
     the expiry. The expiring processes' clock is past the hold's deadline, the others' is not.
-    Every order of their calls (the pairs uncapped; three operations capped per scenario in ci):
+    Every order of their calls (capped per scenario in ci):
     a confirm answers 200 and the resource ends permanent and counted, or answers HoldExpired and
     its units are released, never both, never neither."""
     chosen = profile()
@@ -216,7 +216,7 @@ def test_holds_confirmed_expired_deleted_and_retried_in_every_order(world):
     for backgrounds in chosen.background_sets:
         for scenario in selected(hold_scenarios(backgrounds)):
             stats = Stats()
-            cap = chosen.repair_schedules if len(scenario.ops) > 2 else 100_000
+            cap = chosen.repair_schedules if len(scenario.ops) > 2 else chosen.hold_pair_schedules
             explore(world, scenario, stats, max_schedules=cap, spread=spread)
             total.merge(stats)
     # Every process stalled past the grace period at a random point, the sweeper at what it left

@@ -10,6 +10,11 @@ apply":
 - a dead shrink whose O5 applied is released at the organization a second time: the
   organization undercounts, and admits past its limit;
 - a dead grow whose O5 applied is not undone there: the organization holds the units for good.
+
+Fixed (2026-11-27, twelfth session): where nothing confirms O5 (``holds_target`` None), the
+settlement ends the claim at its account's size, moves nothing at the organization, and asks for
+the census of the organization's range first (a durable request, ``ORG#<id>``/``REPAIR#...``),
+which the sweeper takes at its next run (resize_settlement.py ``_org_moves``; mutation 194).
 """
 
 from __future__ import annotations
@@ -47,14 +52,6 @@ def used_at_org(org: SplitOrg) -> tuple[int, int]:
     return picture.best_effort, picture.eventual
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (review 54): the settlement of a dead member resize takes an organization's move that "
-        "nothing confirms (its record late past the grace period, the shard's last_resize overwritten) "
-        "as not made; the fix (leave that level to a durable census of the organization's range) is not built"
-    ),
-)
 @pytest.mark.parametrize("shards", [1, 4])
 def test_a_dead_members_shrink_whose_org_record_is_late_is_released_there_once(
     split_org: Callable[..., SplitOrg], shards: int
@@ -104,14 +101,6 @@ def test_a_dead_members_shrink_whose_org_record_is_late_is_released_there_once(
     assert (live, held, total) == (3, (3, 3), 6), f"live {live} held {held}; after creates: {total} of 6"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (review 54): the settlement of a dead member resize takes an organization's move that "
-        "nothing confirms (its record late past the grace period, the shard's last_resize overwritten) "
-        "as not made; the fix (leave that level to a durable census of the organization's range) is not built"
-    ),
-)
 @pytest.mark.parametrize("shards", [1, 4])
 def test_a_dead_members_grow_whose_org_record_is_late_is_undone_there(
     split_org: Callable[..., SplitOrg], shards: int
@@ -149,13 +138,6 @@ def test_a_dead_members_grow_whose_org_record_is_late_is_undone_there(
     assert (live, held, refused) == (4, (4, 4), None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (review 54): a refusal at the organization reclaims only its own account's expired holds "
-        "(the HoldIndex is by account); another member's expired hold blocks it until the sweeper's run"
-    ),
-)
 @pytest.mark.parametrize("shards", [1, 4])
 def test_another_members_expired_hold_blocks_a_create_at_the_organization_only_until_that_request(
     split_org: Callable[..., SplitOrg], shards: int

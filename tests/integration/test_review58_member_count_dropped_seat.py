@@ -13,7 +13,11 @@ names the other member's create, so ``_admitted_at_org`` says False: the item is
 plain roll back, with no mark and no census of its organization's range (the path that the
 sweeper's ``_finish_undo`` takes for marked items). Its organization's late O2 record then finds
 no item: its count is dropped. The organization's best_effort keeps the seat of a create nobody
-holds, for good (nothing is indexed; only an operator's ``org-recount`` finds it)."""
+holds, for good (nothing is indexed; only an operator's ``org-recount`` finds it).
+
+Fixed (2026-11-27, twelfth session): a member's pending item rolled back without a confirmed
+admission at its organization first asks for the census of its organization's range (a durable
+request the sweeper takes at its next run: repairs.py ``roll_back_stale_pending``; mutation 195)."""
 
 from __future__ import annotations
 
@@ -27,14 +31,6 @@ from tests.integration.test_org_recount import SEATS, Org
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "open (review 58): a member's create whose account count is dropped as too late, and whose "
-        "organization's admission nothing can confirm, is rolled back without a census of its "
-        "organization's range: a seat held there until an operator's org-recount (D3's residue)"
-    ),
-)
 def test_a_members_create_whose_account_count_is_dropped_leaves_no_seat_held_at_its_organization(
     settings, clients, stream
 ) -> None:

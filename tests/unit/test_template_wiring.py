@@ -66,6 +66,7 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
         "CounterIndex",
         "OrgUsageIndex",
         "HoldIndex",
+        "OrgHoldIndex",
         "OverKindIndex",
         "OverIndex",
         "EventsIndex",
@@ -76,6 +77,7 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
         "CounterIndex": ["counter_shard", "pk"],
         "OrgUsageIndex": ["org_kind", "eventual"],
         "HoldIndex": ["hold_account", "hold_until"],
+        "OrgHoldIndex": ["hold_org", "hold_until"],
         "OverKindIndex": ["over_kind", "over_since"],
         "OverIndex": ["over_all", "over_since"],
         "EventsIndex": ["events_day", "events_at"],
@@ -100,6 +102,8 @@ def test_sparse_indexes_for_the_sweeper_the_healer_and_org_usage(template):
         "ProjectionType": "INCLUDE",
         "NonKeyAttributes": ["resource_id", "kind", "units", "state", "incarnation"],
     }
+    # (a refusal at an organization: its members' holds, the same, the account read from the pk)
+    assert indexes["OrgHoldIndex"]["Projection"] == indexes["HoldIndex"]["Projection"]
     # An organization's top accounts are read from the keys alone (the account is the table's pk).
     assert indexes["OrgUsageIndex"]["Projection"]["ProjectionType"] == "KEYS_ONLY"
     # The sweeper reads what it acts on from the projection, not one GetItem per entry.

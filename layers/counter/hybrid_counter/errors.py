@@ -31,6 +31,7 @@ class LimitExceeded(DomainError):
         *,
         scope: str = "account",
         holds: bool | None = None,
+        org: str | None = None,
     ) -> None:
         what = f"{kind} units" if kind else "resources"
         asked = f"; {units} more asked for" if units != 1 else ""
@@ -44,6 +45,9 @@ class LimitExceeded(DomainError):
         # Whether the refusing counter item ever admitted a hold (None: not known, say at the
         # organization): False spares a refusal the search for expired holds (holds.py).
         self.holds = holds
+        # (scope "organization") the organization that refused: a refusal there first expires
+        # its members' expired holds of the kind (holds.py, OrgHoldIndex)
+        self.org = org
 
 
 class IdempotencyConflict(DomainError):

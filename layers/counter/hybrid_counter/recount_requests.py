@@ -11,6 +11,14 @@ account's own partition (no shared hot key however many accounts need one):
 PendingIndex keys, so the sweeper's ordinary pass over that sparse index finds it; the census
 that settles the range removes it, conditional on ``n`` being the count it saw, so a request
 that arrived during the census is never lost.
+
+An organization's range has the same kind of request, in its own partition: ``ORG#<id>`` /
+``REPAIR#<kind>#<range>``, with ``accounts`` naming the members whose items led to it (taken in
+the census even if they have left since). A repair asks for one where a member's resource may or
+may not hold units at its organization and nothing can tell (a create dead between the levels,
+a resize's move there unconfirmed, its records late past the grace period): the organization's
+census (``counting/org_recount.py``) lowers each shard's share to what its members' resources
+hold there. It costs a Query per member, on failure paths only.
 """
 
 from __future__ import annotations
@@ -23,9 +31,11 @@ from botocore.exceptions import ClientError
 from hybrid_counter.aws import CONDITION_FAILED, Clients, RetryPolicy, error_code, retry_conflicts
 from hybrid_counter.keys import (
     DEFAULT_KIND,
+    ORG_PREFIX,
     REPAIR_PREFIX,
     account_pk,
     iso_utc,
+    org_pk,
     parse_repair_sk,
     pending_shard,
     repair_sk,
@@ -34,6 +44,15 @@ from hybrid_counter.keys import (
 
 def request_key(account_id: str, range_id: str, kind: str) -> dict[str, dict[str, str]]:
     return {"pk": {"S": account_pk(account_id)}, "sk": {"S": repair_sk(range_id, kind=kind)}}
+
+
+def org_request_key(org_id: str, range_id: str, kind: str) -> dict[str, dict[str, str]]:
+    return {"pk": {"S": org_pk(org_id)}, "sk": {"S": repair_sk(range_id, kind=kind)}}
+
+
+def is_org_request(item: dict[str, Any]) -> bool:
+    """A request for an organization's range (else, if ``is_request``, an account's)."""
+    return is_request(item) and str(item["pk"]["S"]).startswith(ORG_PREFIX)
 
 
 def is_request(item: dict[str, Any]) -> bool:
@@ -54,39 +73,69 @@ class RecountRequests:
 
     def put(self, account_id: str, range_id: str, reason: str, *, kind: str = DEFAULT_KIND) -> None:
         """Ask for a census of the range (idempotent in effect: requests of one range coalesce)."""
+        shard = pending_shard(account_id, repair_sk(range_id, kind=kind), kind=kind)
+        self._put(request_key(account_id, range_id, kind), shard, reason)
+
+    def put_org(self, org_id: str, range_id: str, reason: str, *, kind: str, account_id: str) -> None:
+        """Ask for a census of an organization's range, naming the member that asks."""
+        shard = pending_shard(org_pk(org_id), repair_sk(range_id, kind=kind), kind=kind)
+        self._put(org_request_key(org_id, range_id, kind), shard, reason, account_id=account_id)
+
+    def _put(self, key: dict[str, Any], shard: str, reason: str, *, account_id: str | None = None) -> None:
+        values: dict[str, Any] = {
+            ":shard": {"S": shard},
+            ":now": {"S": iso_utc(self._clock())},
+            ":reason": {"S": reason[:200]},
+            ":one": {"N": "1"},
+        }
+        added = "n :one"
+        if account_id is not None:
+            values[":account"] = {"SS": [account_id]}
+            added += ", accounts :account"
         retry_conflicts(
             lambda: self._clients.dynamodb.update_item(
                 TableName=self._table,
-                Key=request_key(account_id, range_id, kind),
+                Key=key,
                 UpdateExpression=(
                     "SET pending_shard = if_not_exists(pending_shard, :shard), "
-                    "pending_since = if_not_exists(pending_since, :now), reason = :reason ADD n :one"
+                    f"pending_since = if_not_exists(pending_since, :now), reason = :reason ADD {added}"
                 ),
-                ExpressionAttributeValues={
-                    ":shard": {"S": pending_shard(account_id, repair_sk(range_id, kind=kind), kind=kind)},
-                    ":now": {"S": iso_utc(self._clock())},
-                    ":reason": {"S": reason[:200]},
-                    ":one": {"N": "1"},
-                },
+                ExpressionAttributeValues=values,
             ),
             self._retry,
         )
 
     def count(self, account_id: str, range_id: str, *, kind: str = DEFAULT_KIND) -> int:
         """How many requests the range has had (0: none outstanding)."""
-        item = self._clients.dynamodb.get_item(
-            TableName=self._table, Key=request_key(account_id, range_id, kind), ConsistentRead=True
-        ).get("Item")
-        return int(item["n"]["N"]) if item and "n" in item else 0
+        return self._read(request_key(account_id, range_id, kind))[0]
+
+    def of_org(self, org_id: str, range_id: str, *, kind: str) -> tuple[int, tuple[str, ...]]:
+        """How many requests the organization's range has had (0: none outstanding), and the
+        members they name."""
+        return self._read(org_request_key(org_id, range_id, kind))
+
+    def _read(self, key: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+        item = self._clients.dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
+            "Item"
+        )
+        if not item or "n" not in item:
+            return 0, ()
+        return int(item["n"]["N"]), tuple(sorted(item.get("accounts", {}).get("SS", [])))
 
     def settle(self, account_id: str, range_id: str, seen: int, *, kind: str = DEFAULT_KIND) -> bool:
         """Remove the request once a census after it settled the range; False if another
         request came in meanwhile (it stays for the next pass)."""
+        return self._settle(request_key(account_id, range_id, kind), seen)
+
+    def settle_org(self, org_id: str, range_id: str, seen: int, *, kind: str) -> bool:
+        return self._settle(org_request_key(org_id, range_id, kind), seen)
+
+    def _settle(self, key: dict[str, Any], seen: int) -> bool:
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.delete_item(
                     TableName=self._table,
-                    Key=request_key(account_id, range_id, kind),
+                    Key=key,
                     ConditionExpression="n = :seen",
                     ExpressionAttributeValues={":seen": {"N": str(seen)}},
                 ),

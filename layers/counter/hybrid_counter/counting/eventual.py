@@ -553,7 +553,7 @@ class EventualCounter:
                 key,
                 "account_released",
                 "#state = :deleting AND account_first = :true",
-                also=" REMOVE hold_account",
+                also=" REMOVE hold_account, hold_org",
             )
         ):
             return ApplyReport()

@@ -65,7 +65,7 @@ from hybrid_counter.keys import (
 from hybrid_counter.observability import default_observability
 from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.orgs.store import OrgStore
-from hybrid_counter.recount_requests import RecountRequests, is_request, requested_range
+from hybrid_counter.recount_requests import RecountRequests, is_org_request, is_request, requested_range
 from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
 
@@ -247,7 +247,10 @@ class Sweeper:
             if _finished(item):
                 outcome.cleared += self._clear_index(item)
         for entry in page:
-            if is_request(entry):
+            if is_org_request(entry):
+                kind, range_id = requested_range(entry)
+                self._take_org_census(parse_org_pk(entry["pk"]["S"]), kind, range_id, outcome)
+            elif is_request(entry):
                 kind, range_id = requested_range(entry)
                 self._take_census(parse_account_pk(entry["pk"]["S"]), kind, range_id, outcome)
         self._finish_governance(page, outcome)
@@ -404,6 +407,25 @@ class Sweeper:
         result, actions = self._recounter.recount_range(account_id, range_id, fix=True, kind=kind)
         outcome.pending_rolled_back += sum(1 for action in actions if action.startswith("rolled back"))
         if result.settled and self._requests.settle(account_id, range_id, seen, kind=kind):
+            outcome.ranges_recounted += 1
+        else:
+            outcome.ranges_unsettled += 1
+
+    def _take_org_census(self, org_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
+        """The census of an organization's range a repair asked for (recount_requests.py), the
+        request dropped once it settled (else it stays for the next run)."""
+        seen, accounts = self._requests.of_org(org_id, range_id, kind=kind)
+        if not seen:
+            return
+        try:
+            result = self._org_recounter.settle_range(org_id, kind, range_id, accounts=accounts)
+        except (DomainError, ClientError, BotoCoreError) as error:
+            self._obs.logger.warning(
+                "an organization's census left to the next sweep", extra={"error": repr(error)}
+            )
+            outcome.ranges_unsettled += 1
+            return
+        if result.settled and self._requests.settle_org(org_id, range_id, seen, kind=kind):
             outcome.ranges_recounted += 1
         else:
             outcome.ranges_unsettled += 1

@@ -44,6 +44,7 @@ from hybrid_counter.keys import (
     FORMER_SECONDS,
     MEMBER_PREFIX,
     REBASE_PREFIX,
+    REPAIR_PREFIX,
     RESOURCE_PREFIX,
     account_pk,
     counter_key,
@@ -428,9 +429,9 @@ class OrgStore:
         return item is not None and "deleting" in item and item.get("epoch_base") == marked.get("epoch_base")
 
     def _remove_counters(self, org_id: str, fence: dict[str, Any]) -> None:
-        """Its counter items (each conditional on holding nothing) and its threshold state, in
-        transactions of at most 100 items (16 shards of many kinds are more than one holds), each
-        with ``fence``: the creation it marked still there (else 404: another deletion removed
+        """Its counter items (each conditional on holding nothing), its threshold state, its former
+        members and its census requests, in transactions of at most 100 items (16 shards of many
+        kinds are more than one holds), each with ``fence``: the creation it marked still there (else 404: another deletion removed
         it). No atomicity is needed between them: a batch refused by an admission in flight
         leaves the mark, and the next DELETE removes what is left."""
         counted = (
@@ -446,7 +447,14 @@ class OrgStore:
                     **(only_if_empty if counter else {}),
                 }
             }
-            for prefix, counter in ((COUNTER_PREFIX, True), (ALERT_PREFIX, False), (FORMER_PREFIX, False))
+            for prefix, counter in (
+                (COUNTER_PREFIX, True),
+                (ALERT_PREFIX, False),
+                (FORMER_PREFIX, False),
+                # census requests of its ranges (recount_requests.py): once its counters are gone
+                # (only while they hold nothing, in the batches before) there is nothing to correct
+                (REPAIR_PREFIX, False),
+            )
             for item in self._items(org_pk(org_id), prefix)
         ]
         size = TRANSACTION_ITEMS - 1

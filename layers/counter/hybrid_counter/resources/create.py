@@ -320,7 +320,7 @@ class CreateFlow:
             raise OrgGone(org)
         if admitted.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
-            raise self._orgs.refused(admitted, kind, units)
+            raise self._orgs.refused(org, admitted, kind, units)
         if admitted.throttled:
             self._obs.count("CreateThrottled")
             raise Throttled(

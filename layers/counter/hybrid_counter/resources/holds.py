@@ -22,8 +22,13 @@ within a few days" and would release nothing).
 
 Who expires: the sweeper, each run (a Scan of the sparse HoldIndex, filtered to past deadlines:
 it reads the holds, not the table), and an admission refused for room, which first expires that
-account's expired holds of the kind (one Query of the index) and is judged again, so an expired
-hold blocks a create for no longer than that request. An expiry leaves a small tombstone
+account's expired holds of the kind (one Query of the index) and, refused at its organization,
+that organization's members' (one Query of the sparse ``OrgHoldIndex``, by ``hold_org``, which a
+member's hold carries beside ``hold_account`` and loses with it), and is judged again, so an
+expired hold blocks a create for no longer than that request. Each expiry is the same
+conditional claim of that member's item, so whoever expires a hold (its account's request,
+another member's, the sweeper) decides nothing new: of it and a confirm, a DELETE, a resize or
+another expiry, the one item's conditions let exactly one apply. An expiry leaves a small tombstone
 (``EXPIRED#<kind>#<id>``, removed by TTL after a week), so a confirm that comes after the item
 is gone still answers HoldExpired rather than 404.
 """
@@ -44,7 +49,7 @@ from hybrid_counter.errors import (
     NotFound,
     StoreUnavailable,
 )
-from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc
+from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc, parse_account_pk
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
 from hybrid_counter.resources.items import Resource
@@ -56,10 +61,12 @@ if TYPE_CHECKING:
     from hybrid_counter.resources.delete import DeleteFlow
 
 HOLD_INDEX = "HoldIndex"
+ORG_HOLD_INDEX = "OrgHoldIndex"  # members' holds by organization (hold_org), by deadline
 TOMBSTONE_SECONDS = 7 * 24 * 3600
 RECLAIM_PAGE = 100  # expired holds one refused admission releases at most before judging again
-# Pages of RECLAIM_PAGE of the account's expired holds (every kind: the index is by account) one
-# refusal reads at most to find those of its kind: the sweeper expires the rest within its run
+# Pages of RECLAIM_PAGE of the account's (or the organization's) expired holds (every kind: the
+# indexes are by account, by organization) one refusal reads at most, in each index it reads, to
+# find those of its kind: the sweeper expires the rest within its run
 RECLAIM_PAGES = 10
 
 
@@ -80,6 +87,15 @@ class Reclaimed:
         if self.gave_up:
             return StoreUnavailable("an expired hold could not be released in time; retry the request")
         return refused
+
+
+def holder_of(entry: Item) -> str:
+    """The account whose hold an index entry (HoldIndex's or OrgHoldIndex's) is: its table key."""
+    return parse_account_pk(str(entry["pk"]["S"]))
+
+
+def _hold_key(entry: Item) -> tuple[str, str, str]:
+    return holder_of(entry), items.kind_of(entry), str(entry["resource_id"]["S"])
 
 
 def tombstone_key(account_id: str, kind: str, resource_id: str) -> dict[str, dict[str, str]]:
@@ -212,23 +228,41 @@ class HoldFlow:
                 "could not leave an expired hold's tombstone", extra={"error": repr(error)}
             )
 
-    def reclaim(self, account_id: str, kind: str) -> Reclaimed:
-        """Expire this account's expired holds of ``kind`` (an admission refused for room, before
-        it is judged again): up to RECLAIM_PAGE of them, one Query of the HoldIndex (more only
-        past other kinds' expired holds, ``expired``)."""
+    def reclaim(self, account_id: str, kind: str, *, org: str | None = None, own: bool = True) -> Reclaimed:
+        """Expire the expired holds of ``kind`` that may block an admission refused for room,
+        before it is judged again (``reclaimable``): each through ``_expire``, the conditional
+        claim of that hold's own item, whichever member's it is."""
         outcomes = [
-            self._expire(account_id, str(i["resource_id"]["S"]), i) for i in self.expired(account_id, kind)
+            self._expire(holder_of(i), str(i["resource_id"]["S"]), i)
+            for i in self.reclaimable(account_id, kind, org=org, own=own)
         ]
         expired = outcomes.count(True)
         if expired:
             self._obs.count("HoldsReclaimed", expired)
         return Reclaimed(expired, gave_up=None in outcomes)
 
-    def expired_units(self, account_id: str, kind: str) -> int:
-        """Units a reclaim would release now (a dry run refused for room judges without them)."""
-        return sum(
-            items.units_of(i) for i in self.expired(account_id, kind) if items.state_of(i) == items.LIVE
-        )
+    def reclaimable(
+        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
+    ) -> list[Item]:
+        """Expired holds of ``kind`` (index entries), each once, up to RECLAIM_PAGE: ``own``, the
+        account's (one Query of the HoldIndex); ``org`` (a refusal at that organization), its
+        members' too, the account's among them (one Query of the OrgHoldIndex)."""
+        found = self.expired(account_id, kind) if own else []
+        if org is not None:
+            seen = {_hold_key(i) for i in found}
+            found += [i for i in self.expired_in_org(org, kind) if _hold_key(i) not in seen]
+        return found[:RECLAIM_PAGE]
+
+    def expired_units(
+        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
+    ) -> tuple[int, int]:
+        """Units a reclaim would release now (a dry run refused for room judges without them):
+        the account's, and (``org``) its organization's, the account's among them."""
+        live = [
+            i for i in self.reclaimable(account_id, kind, org=org, own=own) if items.state_of(i) == items.LIVE
+        ]
+        mine = sum(items.units_of(i) for i in live if holder_of(i) == account_id)
+        return mine, sum(items.units_of(i) for i in live)
 
     def expired(self, account_id: str, kind: str) -> list[Item]:
         """The account's holds of ``kind`` past their deadline (HoldIndex entries), up to
@@ -236,13 +270,21 @@ class HoldFlow:
         before its filter, so a page can be all other kinds' expired holds: it pages on, up to
         RECLAIM_PAGES (before, 100 expired holds of another kind hid this kind's from every
         refusal until the sweeper's run: hostile pass of review 35)."""
+        return self._expired_in(HOLD_INDEX, "hold_account", account_id, kind)
+
+    def expired_in_org(self, org: str, kind: str) -> list[Item]:
+        """The organization's members' holds of ``kind`` past their deadline (OrgHoldIndex
+        entries), up to RECLAIM_PAGE, paged as ``expired``."""
+        return self._expired_in(ORG_HOLD_INDEX, "hold_org", org, kind)
+
+    def _expired_in(self, index: str, key: str, owner: str, kind: str) -> list[Item]:
         query: dict[str, Any] = {
             "TableName": self._table.name,
-            "IndexName": HOLD_INDEX,
-            "KeyConditionExpression": "hold_account = :account AND hold_until <= :now",
+            "IndexName": index,
+            "KeyConditionExpression": f"{key} = :owner AND hold_until <= :now",
             "FilterExpression": "kind = :kind",
             "ExpressionAttributeValues": {
-                ":account": {"S": account_id},
+                ":owner": {"S": owner},
                 ":now": items.epoch_number(self._fx.clock()),
                 ":kind": {"S": kind},
             },

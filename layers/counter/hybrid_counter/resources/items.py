@@ -27,7 +27,8 @@ contributes its ``units`` there. While a resize is in flight, ``resize_request``
 ``resize_from``, ``resize_to``, ``resizing_since``) names the one request that may move its
 counters (resize.py). ``pending_shard``/``pending_since`` are set only on failure paths (the
 sparse PendingIndex the sweeper reads). A hold (holds.py) has ``hold_until`` (epoch seconds) and
-``hold_account`` (the sparse HoldIndex's keys) until it is confirmed.
+``hold_account`` (the sparse HoldIndex's keys) until it is confirmed, and a member's hold
+``hold_org`` (with ``hold_until``, the sparse OrgHoldIndex's keys), removed with ``hold_account``.
 """
 
 from __future__ import annotations
@@ -235,6 +236,8 @@ def pending_item(
     if hold_until is not None:  # a hold: in the sparse HoldIndex (its account, its deadline)
         item["hold_until"] = epoch_number(hold_until)
         item["hold_account"] = {"S": account_id}
+        if org is not None:  # a member's: in the sparse OrgHoldIndex too (its organization)
+            item["hold_org"] = {"S": org}
     return item
 
 

@@ -222,7 +222,7 @@ class OrgLevel:
             judged = self._view.org_judge(org, kind)(state)
             if not state.admits(judged.limit, units):
                 self._obs.count("LimitExceeded")
-                raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization")
+                raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization", org=org)
             return OrgSeen(0, picture, epoch)
         seen = OrgSeen(shard_of_resource(resource_id, self._view.org_shards(org)), picture, epoch)
         basis = picture.basis
@@ -230,7 +230,7 @@ class OrgLevel:
             room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
             if room < units:
                 self._obs.count("LimitExceeded")
-                raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization")
+                raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization", org=org)
         return seen
 
     def elsewhere(
@@ -638,9 +638,9 @@ class OrgLevel:
         nothing once another admission came since)."""
         return self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation)
 
-    def refused(self, admission: Admission, kind: str, units: int) -> LimitExceeded:
+    def refused(self, org: str, admission: Admission, kind: str, units: int) -> LimitExceeded:
         limit = admission.judged.limit if admission.judged else 0
-        return LimitExceeded(limit, admission.state.used, kind, units, scope="organization")
+        return LimitExceeded(limit, admission.state.used, kind, units, scope="organization", org=org)
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------
     def undo(
@@ -849,17 +849,21 @@ class OrgLevel:
         org, move = _org_move(account_id, rid, claimed, undo=undo)
         return self.read(org, kind, move.shard).last_resize == move.token
 
-    def holds_target(self, account_id: str, kind: str, rid: str, seen: Item) -> bool:
-        """Whether the organization holds the target size of ``seen``'s dead resize: its move
-        there applied and was not undone, as the shard's ``last_resize`` or the stream path's
-        marks on the item say (a repair trusts the marks once the request is older than the
-        grace period, as the takeover of a dead delete does: design.md §10)."""
+    def holds_target(self, account_id: str, kind: str, rid: str, seen: Item) -> bool | None:
+        """Whether the organization holds the target size of ``seen``'s dead resize, as far as
+        the shard's ``last_resize`` or the stream path's marks on the item can tell: True, its
+        move there applied (and was not undone); False, its undoing applied; None, nothing says
+        (the move was never made, or its records are late past the grace period while another
+        resize on the shard overwrote ``last_resize``: review 54, where taking it as not made
+        released a shrink there twice). Only the census of the range can tell then."""
         request = items.since(seen, "resize_request")
         if items.since(seen, "org_unresized") == request or self.moved_last(
             account_id, kind, rid, seen, undo=True
         ):
             return False
-        return items.since(seen, "org_resized") == request or self.moved_last(account_id, kind, rid, seen)
+        if items.since(seen, "org_resized") == request or self.moved_last(account_id, kind, rid, seen):
+            return True
+        return None
 
 
 @dataclass(frozen=True)

@@ -121,15 +121,32 @@ class Repairs:
             return marked.item is not None and self.finish_stale_undo(
                 account_id, rid, marked.item, marked_at=marked_at
             )
+        if (org := items.org_of(seen)) is not None:
+            # Whether its admission there applied nothing can tell (another admission since, its
+            # records late or lost): the census of its organization's range decides, asked for
+            # before the item goes so a crash between loses nothing (review 58: before, a seat
+            # held there until an operator's org-recount).
+            self.ask_census_of_its_org(org, account_id, rid, kind=items.kind_of(seen))
         return self._table.roll_back(
             account_id, rid, items.incarnation_of(seen), kind=items.kind_of(seen)
         ).applied
 
+    def ask_census_of_its_org(self, org: str, account_id: str, rid: str, *, kind: str) -> None:
+        """A durable request for the census of the resource's range at its organization (the
+        sweeper's, at its next run: recount_requests.py)."""
+        self._requests.put_org(
+            org,
+            range_of(rid),
+            "a member's resource its organization may hold",
+            kind=kind,
+            account_id=account_id,
+        )
+
     def _admitted_at_org(self, account_id: str, rid: str, seen: Item) -> bool:
         """Whether the organization's admission of a create nobody counted there applied, as far
         as its counter item can still tell (its stream records lost). Where another admission
-        came since, it cannot tell, and the slot stays held (an overcount, never an overshoot)
-        until an organization's recount (not built)."""
+        came since, it cannot tell: the census of its organization's range decides (asked for by
+        the roll back)."""
         org = items.org_of(seen)
         assert org is not None
         return self._deletes.orgs.last_admitted(

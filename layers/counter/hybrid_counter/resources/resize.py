@@ -217,7 +217,7 @@ class ResizeFlow:
         self._revert(account_id, kind, rid, request_id)
         if moved.outcome is AdmissionOutcome.REJECTED:
             self._obs.count("LimitExceeded")
-            raise self._orgs.refused(moved, kind, target - units)
+            raise self._orgs.refused(str(items.org_of(claimed)), moved, kind, target - units)
         if moved.throttled:
             self._obs.count("ResizeThrottled")
             raise Throttled(

@@ -150,8 +150,12 @@ class ResizeSettlement:
         admitted there; a shrink that its account made is released there if it was not. One
         settler at a time (a lease on the claim, taken over only once older than the grace period,
         by when the stream path has marked what the last one's write did): that write is not
-        idempotent, so two settlers must not both make it. False if the lease or that write could
-        not be had or confirmed (the claim stays for the next settlement)."""
+        idempotent, so two settlers must not both make it. Where nothing tells whether the
+        organization's move applied (``holds_target`` None), no write is made there: the census
+        of the range at the organization, asked for first, brings it to what the members hold
+        (review 54); until then it holds the larger size, refusing creates it has room for, never
+        admitting past its limit. False if the lease or that write could not be had or confirmed
+        (the claim stays for the next settlement)."""
         if items.org_of(seen) is None:
             return True
         request = items.since(seen, "resize_request")
@@ -166,11 +170,7 @@ class ResizeSettlement:
         )
         if leased is None:
             return False
-        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
-        target_at_org = self._orgs.holds_target(account_id, kind, rid, leased)
-        # a grow held at both levels (the organization moves first), a shrink released at both
-        # (the account moves first), or either at neither: nothing to move
-        if (grown or not target_at_org) if grow else (target_at_org or not grown):
+        if not self._org_moves(account_id, kind, rid, leased, grown=grown):
             return True
         if not items.in_time(leased_at, self._fx.clock(), self._grace):
             # Too slow to be sure it is still the one settler: another takes the lease over once
@@ -178,14 +178,40 @@ class ResizeSettlement:
             # a sweeper's run as long as the grace period). Its one write (a single attempt, a
             # few seconds at most) is left to the next settlement (review 35)
             return False
+        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
         moved = self._orgs.resize(account_id, kind, rid, leased, undo=grow)
-        if moved.outcome is AdmissionOutcome.ADMITTED or (
+        settled = moved.outcome is AdmissionOutcome.ADMITTED or (
             moved.outcome is AdmissionOutcome.UNKNOWN
             and self._orgs.resized_after_all(account_id, kind, rid, leased, undo=grow)
-        ):
+        )
+        if settled:
             self._obs.count("OrgResizeSettled")
-            return True
-        return False
+        return settled
+
+    def _org_moves(self, account_id: str, kind: str, rid: str, leased: Item, *, grown: bool) -> bool:
+        """Whether the organization must move for the resize to end at its account's size: a
+        grow its account does not hold, confirmed admitted there (undone there); a shrink its
+        account made, confirmed not yet released there (released there). A grow its account holds
+        is held there too (the organization moves first), a shrink its account did not make was
+        not made there (the account moves first). Where nothing can confirm the move there, its
+        census is asked for, and nothing moves."""
+        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
+        if grown if grow else not grown:
+            return False
+        target_at_org = self._orgs.holds_target(account_id, kind, rid, leased)
+        if target_at_org is None:
+            org = items.org_of(leased)
+            assert org is not None
+            self._requests.put_org(
+                org,
+                range_of(rid),
+                "a member's resize whose move there nothing confirms",
+                kind=kind,
+                account_id=account_id,
+            )
+            self._obs.count("OrgResizeLeftToCensus")
+            return False
+        return target_at_org is grow
 
     def held(self, account_id: str, kind: str, rid: str, seen: Item) -> Held | None:
         """What the counters hold for ``seen``'s resize (module docstring), or None while its range

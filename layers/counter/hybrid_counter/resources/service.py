@@ -427,8 +427,9 @@ class ResourceService:
         hold_seconds: float | None = None,
     ) -> tuple[Resource, bool]:
         """A create (``hold_seconds``: a hold, released unless confirmed by then, holds.py). One
-        refused for room first expires the account's expired holds of the kind, then is judged
-        again (an expired hold never blocks a create longer than one request)."""
+        refused for room first expires the account's expired holds of the kind (refused at its
+        organization, the organization's members'), then is judged again (an expired hold never
+        blocks a create longer than one request)."""
         kind = self.kind(kind)
         self._check_hold(hold_seconds)
         judge = self.limits.judge(account_id, kind)
@@ -449,14 +450,18 @@ class ResourceService:
 
     def _reclaiming[T](self, account_id: str, kind: str, admit: Callable[[], T], what: str) -> T:
         """``admit`` (a create, a grow); refused for room, the account's expired holds of the kind
-        are expired (holds.py) and it is judged once more: refused again, 503 if an expiry was
-        given up (that hold may be what holds the room), else the refusal."""
+        are expired (holds.py), and refused at its organization that organization's members'
+        too (another member's expired hold holds its room as much), and it is judged once more:
+        refused again, 503 if an expiry was given up (that hold may be what holds the room),
+        else the refusal."""
         try:
             return admit()
         except LimitExceeded as refused:
-            if refused.holds is False:
+            org = refused.org if refused.scope == "organization" else None
+            if refused.holds is False and org is None:
                 raise
-            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind), what)
+            own = refused.holds is not False  # (an account that never held has none of its own)
+            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind, org=org, own=own), what)
             if not reclaimed.worth_judging_again():
                 raise
         try:
@@ -501,8 +506,8 @@ class ResourceService:
         return self._would_admit(account_id, kind, units)
 
     def resize(self, account_id: str, resource_id: str, units: int, *, kind: str | None = None) -> Resource:
-        """A grow refused for room first expires the account's expired holds of the kind, then is
-        judged again, as a create is."""
+        """A grow refused for room first expires the account's expired holds of the kind (at its
+        organization, the organization's members'), then is judged again, as a create is."""
         kind = self.kind(kind)
         judge = self.limits.judge(account_id, kind)
         return self._reclaiming(
@@ -531,8 +536,9 @@ class ResourceService:
 
     def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:
         """Judged as the request would be: by its account, and a member's by its organization
-        too; one refused for room without the account's expired holds of the kind (the request
-        would release them first and be judged again)."""
+        too; one refused for room without the account's expired holds of the kind, and one
+        refused at its organization without its members' too (the request would release them
+        first and be judged again)."""
         state = guarded(lambda: self.counters.read(account_id, kind=kind), "the read")
         judged = self.limits.judge(account_id, kind)(state)
         admits = units <= 0 or state.admits(judged.limit, units)
@@ -543,13 +549,19 @@ class ResourceService:
             if org_id is None
             else guarded(lambda: self.orgs.would_admit(org_id, kind, units, membership.epoch), "the read")
         )
-        # (an account that never held: nothing to release, and no Query to find that out)
-        if state.holds_used and (not admits or (at_org is not None and not at_org.would_admit)):
-            freed = guarded(lambda: self.holds.expired_units(account_id, kind), "the read")
-            if freed:
-                admits = admits or state.used - freed + units <= judged.limit
-                if at_org is not None and not at_org.would_admit:
-                    at_org = replace(at_org, would_admit=at_org.used - freed + units <= at_org.limit)
+        # (an account that never held: nothing of its own to release, and no Query to find that
+        # out; refused at its organization, its members' expired holds are looked for)
+        org_refuses = at_org is not None and not at_org.would_admit
+        if org_refuses or (state.holds_used and not admits):
+            reclaiming = org_id if org_refuses else None
+            mine, everyone = guarded(
+                lambda: self.holds.expired_units(account_id, kind, org=reclaiming, own=state.holds_used),
+                "the read",
+            )
+            if mine:
+                admits = admits or state.used - mine + units <= judged.limit
+            if everyone and at_org is not None and not at_org.would_admit:
+                at_org = replace(at_org, would_admit=at_org.used - everyone + units <= at_org.limit)
         if at_org is None:
             return WouldAdmit(kind, units, judged.limit, state.used, admits)
         return WouldAdmit(

@@ -317,7 +317,7 @@ class ResourceTable:
             account_id,
             resource_id,
             kind,
-            UpdateExpression="REMOVE hold_until, hold_account",
+            UpdateExpression="REMOVE hold_until, hold_account, hold_org",
             ConditionExpression="#state = :live AND incarnation = :inc AND hold_until = :until "
             "AND hold_until > :clock AND attribute_not_exists(expired)",
             ExpressionAttributeNames={"#state": "state"},
@@ -389,7 +389,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update=f"SET account_released = :true, {INDEXED} REMOVE hold_account",
+            update=f"SET account_released = :true, {INDEXED} REMOVE hold_account, hold_org",
             values={
                 ":true": {"BOOL": True},
                 **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
@@ -418,7 +418,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update=f"SET left_to_census = :req, {INDEXED} REMOVE hold_account",
+            update=f"SET left_to_census = :req, {INDEXED} REMOVE hold_account, hold_org",
             values=pending_index(account_id, resource_id, sweep_from, kind=kind),
         )
 

@@ -1,0 +1,133 @@
+"""Census requests of an organization's ranges (recount_requests.py, design.md §10.5): what a
+repair asks for where a member's resource may or may not hold units at its organization and
+nothing can tell, and what the sweeper does with it; against DynamoDB Local, one clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from hybrid_counter.errors import LimitExceeded
+from hybrid_counter.keys import REPAIR_PREFIX, RESOURCE_PREFIX, account_pk, org_pk, range_of
+from hybrid_counter.recount_requests import RecountRequests
+from tests.faults import ProcessDied, injected
+from tests.integration.test_org_recount import SEATS, Org, _overcounted
+
+pytestmark = pytest.mark.integration
+
+
+def requests_of(org: Org) -> list[dict[str, Any]]:
+    return org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": {"S": org_pk(org.org_id)}, ":prefix": {"S": REPAIR_PREFIX}},
+        ConsistentRead=True,
+    )["Items"]
+
+
+def pending_of(org: Org, account: str) -> list[dict[str, Any]]:
+    found = org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+        ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
+        ConsistentRead=True,
+    )["Items"]
+    return [i for i in found if i["state"]["S"] == "pending"]
+
+
+@pytest.fixture
+def org(settings, clients, stream) -> Org:
+    return Org(settings, clients, stream, limit=3)
+
+
+def test_a_seat_a_dead_create_left_at_its_organization_is_given_back_by_the_next_sweep(org: Org) -> None:
+    # Given an organization of 3 seats holding x and y, and a create of the first member that
+    # died between the levels, its organization's records lost and another admission there since,
+    # rolled back past the grace period: nothing can tell whether its seat is held there
+    org.service.create(org.members[0], "x", {}, kind=SEATS)
+    org.drain()
+    ghost = _overcounted(org)
+    assert (org.org_counters(), org.live_units()) == ((3, 2), 2)
+    # Then the roll back asked for the census of the dead create's range at the organization,
+    # naming its account
+    [request] = requests_of(org)
+    assert request["sk"]["S"].endswith(f"#{range_of(ghost)}")
+    assert request["accounts"]["SS"] == [org.members[0]]
+    # When the sweeper runs next (the request is due at once)
+    outcome = org.sweeper().sweep()
+    # Then the seat is given back, once, the request is gone, and a third seat can be had
+    assert outcome.ranges_recounted == 1
+    assert org.org_counters() == (2, 2)
+    assert requests_of(org) == []
+    org.service.create(org.members[1], "z", {}, kind=SEATS)
+    org.drain()
+    assert org.org_counters() == (3, 3) == (org.live_units(), org.live_units())
+    with pytest.raises(LimitExceeded):
+        org.service.create(org.members[1], "w", {}, kind=SEATS)
+
+
+def test_a_request_whose_range_is_busy_stays_until_a_census_settles_it(org: Org) -> None:
+    # Given the seat of a dead create left at the organization, asked for, and another member's
+    # create in the same range that died between the levels just now (in flight, as far as
+    # anyone can tell: the census cannot judge that range)
+    ghost = _overcounted(org)
+    busy = next(f"b{n}" for n in range(1000) if range_of(f"b{n}") == range_of(ghost))
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.create(org.members[1], busy, {}, busy, kind=SEATS)
+    org.drain()
+    assert org.org_counters() == (3, 2)
+    # When the sweeper runs within the grace period of that create
+    outcome = org.sweeper().sweep()
+    # Then the range is left unsettled and the request stays, nothing corrected
+    assert outcome.ranges_unsettled == 1
+    assert len(requests_of(org)) == 1
+    assert org.org_counters() == (3, 2)
+    # When the sweeper runs past it (the dead create rolled back first)
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    for _ in range(2):
+        org.sweeper().sweep()
+        org.drain()
+    # Then both seats are given back, and no request is left
+    assert pending_of(org, org.members[1]) == []
+    assert requests_of(org) == []
+    assert org.org_counters() == (1, 1) == (org.live_units(), org.live_units())
+
+
+def test_deleting_an_organization_removes_its_census_requests(org: Org) -> None:
+    # Given an organization without members or units, with a census request of one of its
+    # ranges (a repair's, its census not taken yet)
+    for account in org.members:
+        org.service.remove_member(org.org_id, account)
+    RecountRequests(org.settings.table_name, org.clients, org.clock).put_org(
+        org.org_id, range_of("x"), "a test", kind=SEATS, account_id=org.members[0]
+    )
+    assert len(requests_of(org)) == 1
+    # When it is deleted
+    org.service.delete_org(org.org_id)
+    # Then nothing is left in its partition (its counters held nothing: nothing to correct)
+    left = org.clients.dynamodb.query(
+        TableName=org.settings.table_name,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": org_pk(org.org_id)}},
+        ConsistentRead=True,
+    )["Items"]
+    assert [i["sk"]["S"] for i in left] == []
+
+
+def test_a_request_left_by_a_deleted_organization_is_taken_and_dropped(org: Org) -> None:
+    # Given a census request put after its organization's deletion (a repair that was slow)
+    for account in org.members:
+        org.service.remove_member(org.org_id, account)
+    org.service.delete_org(org.org_id)
+    RecountRequests(org.settings.table_name, org.clients, org.clock).put_org(
+        org.org_id, range_of("x"), "a slow repair", kind=SEATS, account_id=org.members[0]
+    )
+    # When the sweeper runs
+    outcome = org.sweeper().sweep()
+    # Then the census finds nothing to correct and the request is dropped
+    assert (outcome.ranges_recounted, outcome.ranges_unsettled) == (1, 0)
+    assert requests_of(org) == []
