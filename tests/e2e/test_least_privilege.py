@@ -20,7 +20,7 @@ import pytest
 
 from hybrid_counter.effects import Effects
 from hybrid_counter.keys import org_rebase_key, range_of
-from hybrid_counter.recount_requests import RecountRequests
+from hybrid_counter.recount_requests import RecountRequests, org_request_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.functions.call_recorder import least_privilege_report
@@ -46,7 +46,7 @@ def test_every_recorded_aws_call_is_allowed_by_the_functions_policy(target: Targ
         {"source": "aws.events", "detail-type": "Scheduled Event"}
     )
     target.settle()
-    assert rebase() is None  # the sweeper did that work: it finished the dead rebase
+    assert rebase() is None  # the sweeper did that work: it finished the dead rebase, took the census
 
     # When the recorded calls are checked against the template's policies
     report = least_privilege_report(local_runtime, target.calls_recorded_to)
@@ -65,10 +65,10 @@ def leave_work_for_the_sweeper(
     target: Target, local_runtime: LocalRuntime, account: str
 ) -> Callable[[], dict[str, Any] | None]:
     """What the sweeper's scheduled run finds on AWS, left an hour ago, so that its calls are
-    checked too (its run on an idle table makes few): a census the account asked for, and a
-    split organization's rebase to more shards whose process died once its record was put (the
-    sweeper finishes it: reads the shards, creates the new ones). Returns a read of that rebase's
-    record."""
+    checked too (its run on an idle table makes few): a census the account asked for, one of an
+    organization's range a repair asked for, and a split organization's rebase to more shards whose process died once its record was put (the
+    sweeper finishes it: reads the shards, creates the new ones). Returns a read of what is left
+    of that work: the rebase's record or the census request, None once both are done."""
     clients = domain_clients(local_runtime.dynamodb_url)
     table, an_hour_ago = local_runtime.table_name, lambda: time.time() - 3600
     RecountRequests(table, clients, an_hour_ago).put(account, range_of("x"), "least privilege")
@@ -80,6 +80,11 @@ def leave_work_for_the_sweeper(
         )
     )
     ok(create(target, member, "a seat"), 201)
+    # ... and a census of one of the organization's ranges a repair asked for (its census, across
+    # the members, is the sweeper's)
+    RecountRequests(table, clients, an_hour_ago).put_org(
+        org, range_of("a seat"), "least privilege", kind=SEATS, account_id=member
+    )
 
     def dies_after_its_record(http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if http_response.status_code == 200:
@@ -92,7 +97,16 @@ def leave_work_for_the_sweeper(
     clients.dynamodb.meta.events.unregister("after-call.dynamodb.TransactWriteItems", dies_after_its_record)
     key = org_rebase_key(org, SEATS)
     assert clients.dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
-    return lambda: clients.dynamodb.get_item(TableName=table, Key=key, ConsistentRead=True).get("Item")
+    request = org_request_key(org, range_of("a seat"), SEATS)
+
+    def left() -> dict[str, Any] | None:
+        found = [
+            clients.dynamodb.get_item(TableName=table, Key=k, ConsistentRead=True).get("Item")
+            for k in (key, request)
+        ]
+        return next((item for item in found if item), None)
+
+    return left
 
 
 def test_no_role_grants_beyond_the_resources_it_names(local_runtime) -> None:
