@@ -9,8 +9,11 @@ can fail to settle under traffic, so the need for it is written down first, as a
 account's own partition (no shared hot key however many accounts need one):
 ``ACCOUNT#<id>`` / ``REPAIR#<kind>#<range>``, with ``n`` counting the requests. It carries the
 PendingIndex keys, so the sweeper's ordinary pass over that sparse index finds it; the census
-that settles the range removes it, conditional on ``n`` being the count it saw, so a request
-that arrived during the census is never lost.
+that settles the range removes it, conditional on ``n`` being the count it saw and on its
+``token`` (drawn when the item is first written), so a request that arrived during the census is
+never lost: not even one that came after another census removed the item, wrote it anew, and
+counted ``n`` up to the same number (review 59: a stalled sweeper's settle removed such a one,
+whose census was never taken).
 
 An organization's range has the same kind of request, in its own partition: ``ORG#<id>`` /
 ``REPAIR#<kind>#<range>``, with ``accounts`` naming the members whose items led to it (taken in
@@ -23,7 +26,9 @@ hold there. It costs a Query per member, on failure paths only.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -64,11 +69,28 @@ def requested_range(item: dict[str, Any]) -> tuple[str, str]:
     return parse_repair_sk(str(item["sk"]["S"]))
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A request as a census read it: how many asked, the item's token, the members named."""
+
+    n: int = 0
+    token: str | None = None  # (None: written before tokens, 2026-11-27)
+    accounts: tuple[str, ...] = ()
+
+
 class RecountRequests:
-    def __init__(self, table_name: str, clients: Clients, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        clients: Clients,
+        clock: Callable[[], float],
+        *,
+        new_token: Callable[[], str] = lambda: uuid.uuid4().hex,
+    ) -> None:
         self._table = table_name
         self._clients = clients
         self._clock = clock
+        self._new_token = new_token
         self._retry = RetryPolicy()
 
     def put(self, account_id: str, range_id: str, reason: str, *, kind: str = DEFAULT_KIND) -> None:
@@ -86,6 +108,7 @@ class RecountRequests:
             ":shard": {"S": shard},
             ":now": {"S": iso_utc(self._clock())},
             ":reason": {"S": reason[:200]},
+            ":token": {"S": self._new_token()},
             ":one": {"N": "1"},
         }
         added = "n :one"
@@ -98,8 +121,10 @@ class RecountRequests:
                 Key=key,
                 UpdateExpression=(
                     "SET pending_shard = if_not_exists(pending_shard, :shard), "
-                    f"pending_since = if_not_exists(pending_since, :now), reason = :reason ADD {added}"
+                    "pending_since = if_not_exists(pending_since, :now), "
+                    f"#token = if_not_exists(#token, :token), reason = :reason ADD {added}"
                 ),
+                ExpressionAttributeNames={"#token": "token"},
                 ExpressionAttributeValues=values,
             ),
             self._retry,
@@ -107,37 +132,50 @@ class RecountRequests:
 
     def count(self, account_id: str, range_id: str, *, kind: str = DEFAULT_KIND) -> int:
         """How many requests the range has had (0: none outstanding)."""
-        return self._read(request_key(account_id, range_id, kind))[0]
+        return self.of(account_id, range_id, kind=kind).n
 
-    def of_org(self, org_id: str, range_id: str, *, kind: str) -> tuple[int, tuple[str, ...]]:
-        """How many requests the organization's range has had (0: none outstanding), and the
-        members they name."""
+    def of(self, account_id: str, range_id: str, *, kind: str = DEFAULT_KIND) -> Seen:
+        """The range's request as it stands (n 0: none outstanding)."""
+        return self._read(request_key(account_id, range_id, kind))
+
+    def of_org(self, org_id: str, range_id: str, *, kind: str) -> Seen:
+        """The organization's range's request as it stands (n 0: none), the members it names."""
         return self._read(org_request_key(org_id, range_id, kind))
 
-    def _read(self, key: dict[str, Any]) -> tuple[int, tuple[str, ...]]:
+    def _read(self, key: dict[str, Any]) -> Seen:
         item = self._clients.dynamodb.get_item(TableName=self._table, Key=key, ConsistentRead=True).get(
             "Item"
         )
         if not item or "n" not in item:
-            return 0, ()
-        return int(item["n"]["N"]), tuple(sorted(item.get("accounts", {}).get("SS", [])))
+            return Seen()
+        return Seen(
+            int(item["n"]["N"]),
+            item["token"]["S"] if "token" in item else None,
+            tuple(sorted(item.get("accounts", {}).get("SS", []))),
+        )
 
-    def settle(self, account_id: str, range_id: str, seen: int, *, kind: str = DEFAULT_KIND) -> bool:
+    def settle(self, account_id: str, range_id: str, seen: Seen, *, kind: str = DEFAULT_KIND) -> bool:
         """Remove the request once a census after it settled the range; False if another
         request came in meanwhile (it stays for the next pass)."""
         return self._settle(request_key(account_id, range_id, kind), seen)
 
-    def settle_org(self, org_id: str, range_id: str, seen: int, *, kind: str) -> bool:
+    def settle_org(self, org_id: str, range_id: str, seen: Seen, *, kind: str) -> bool:
         return self._settle(org_request_key(org_id, range_id, kind), seen)
 
-    def _settle(self, key: dict[str, Any], seen: int) -> bool:
+    def _settle(self, key: dict[str, Any], seen: Seen) -> bool:
+        values: dict[str, Any] = {":seen": {"N": str(seen.n)}}
+        if seen.token is None:
+            same = "attribute_not_exists(#token)"
+        else:
+            same, values[":token"] = "#token = :token", {"S": seen.token}
         try:
             retry_conflicts(
                 lambda: self._clients.dynamodb.delete_item(
                     TableName=self._table,
                     Key=key,
-                    ConditionExpression="n = :seen",
-                    ExpressionAttributeValues={":seen": {"N": str(seen)}},
+                    ConditionExpression=f"n = :seen AND {same}",
+                    ExpressionAttributeNames={"#token": "token"},
+                    ExpressionAttributeValues=values,
                 ),
                 self._retry,
             )

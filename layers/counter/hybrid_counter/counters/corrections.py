@@ -27,11 +27,23 @@ def _applied(clients: Clients, args: dict[str, Any]) -> bool:
 
 
 def correct_range(
-    clients: Clients, table: str, key: dict[str, Any], range_id: str, deltas: tuple[int, int], *, version: int
+    clients: Clients,
+    table: str,
+    key: dict[str, Any],
+    range_id: str,
+    deltas: tuple[int, int],
+    *,
+    version: int,
+    of_creation: bool = False,
+    creation: int | None = None,
 ) -> bool:
     """The range's shares moved by (best_effort, eventual) deltas, with the totals, if its version
-    is still ``version``; False if a write of the range came since."""
-    return _applied(clients, expressions.correction(range_id, *deltas, version).update_key(table, key))
+    is still ``version`` (and, ``of_creation``, an organization's item still of its creation
+    ``creation``); False if a write of the range came since."""
+    correction = expressions.correction(
+        range_id, *deltas, version, of_creation=of_creation, creation=creation
+    )
+    return _applied(clients, correction.update_key(table, key))
 
 
 def fix_totals(

@@ -301,14 +301,31 @@ def heal() -> UpdateExpr:
     return expr.when(f"{be} < {ev} OR (attribute_not_exists({be}) AND {ev} > {zero})")
 
 
-def correction(range_id: str, best_effort: int, eventual: int, version_seen: int) -> UpdateExpr:
-    """A recount's fix of one range, applied only if nothing changed the range since its census."""
+def correction(
+    range_id: str,
+    best_effort: int,
+    eventual: int,
+    version_seen: int,
+    *,
+    of_creation: bool = False,
+    creation: int | None = None,
+) -> UpdateExpr:
+    """A recount's fix of one range, applied only if nothing changed the range since its census.
+    ``of_creation`` (an organization's shard item): only on the creation its census read
+    (``creation``, its ``org_epoch``; None: the item had none), since one created again under the
+    id starts its range versions anew (review 59: a stalled census's fix landed on the new one's,
+    2 seats live of 1)."""
     expr = UpdateExpr().add(BEST_EFFORT, best_effort).add(EVENTUAL, eventual)
     version = expr.name(range_version(range_id))
     if version_seen:
         expr.when(f"{version} = {expr.number(version_seen)}")
     else:
         expr.when(f"attribute_not_exists({version})")
+    if of_creation:
+        epoch = expr.name(ORG_EPOCH)
+        expr.when(
+            f"attribute_not_exists({epoch})" if creation is None else f"{epoch} = {expr.number(creation)}"
+        )
     return _range_delta(expr, range_id, best_effort, eventual)
 
 

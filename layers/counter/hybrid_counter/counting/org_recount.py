@@ -184,7 +184,7 @@ class OrgRecounter:
             if fix and (self._finish(in_flight, report.actions) or self._count(uncounted, report.actions)):
                 continue  # a repair changed the range: take its census again
             after = self._shards(scope.org_id, scope.kind)
-            if in_flight or {n: s.state.share(range_id).version for n, s in after.shards.items()} != before:
+            if in_flight or _fences(after, range_id) != before:
                 self._sleep(min(0.02 * attempt, 0.2))
                 continue
             result.settled = True
@@ -201,7 +201,9 @@ class OrgRecounter:
                     report.actions.append(
                         f"range {range_id}, shard {number}: best_effort {-excess:+d}, eventual {-drift:+d} (dry run)"
                     )
-                elif self._correct(scope.key(number), range_id, (-excess, -drift), share.version):
+                elif self._correct(
+                    scope.key(number), range_id, (-excess, -drift), share.version, shard.state.org_epoch
+                ):
                     report.actions.append(
                         f"range {range_id}, shard {number}: best_effort {-excess:+d}, eventual {-drift:+d}"
                     )
@@ -295,9 +297,8 @@ class OrgRecounter:
     def _shards(self, org_id: str, kind: str) -> ShardSet:
         return org_counters(self._clients, self._table, org_id).get(kind) or ShardSet({})
 
-    def _versions(self, scope: Scope, range_id: str) -> dict[int, int]:
-        shards = self._shards(scope.org_id, scope.kind).shards
-        return {n: s.state.share(range_id).version for n, s in shards.items()}
+    def _versions(self, scope: Scope, range_id: str) -> dict[int, tuple[int, int | None]]:
+        return _fences(self._shards(scope.org_id, scope.kind), range_id)
 
     def _members(self, org_id: str) -> list[str]:
         """Its members, and the accounts that left it within a day: a create of one judged a
@@ -366,9 +367,21 @@ class OrgRecounter:
                 changed = True
         return changed
 
-    def _correct(self, key: dict[str, Any], range_id: str, deltas: tuple[int, int], version: int) -> bool:
-        """One shard's range corrected by (best_effort, eventual), if its version is still the one seen."""
-        return correct_range(self._clients, self._table, key, range_id, deltas, version=version)
+    def _correct(
+        self, key: dict[str, Any], range_id: str, deltas: tuple[int, int], version: int, creation: int | None
+    ) -> bool:
+        """One shard's range corrected by (best_effort, eventual), if its version is still the one
+        seen, on the creation of the organization the census read (review 59)."""
+        return correct_range(
+            self._clients,
+            self._table,
+            key,
+            range_id,
+            deltas,
+            version=version,
+            of_creation=True,
+            creation=creation,
+        )
 
     def _heal(self, org_id: str, kind: str, actions: list[str]) -> None:
         """best_effort raised to eventual on a shard left below it (healing.py: always safe)."""
@@ -402,6 +415,12 @@ class OrgRecounter:
                     f"shard {number}: totals back to the sums of their shares: "
                     f"best_effort {fixed[0]:+d}, eventual {fixed[1]:+d}"
                 )
+
+
+def _fences(shards: ShardSet, range_id: str) -> dict[int, tuple[int, int | None]]:
+    """Each shard's range version, with the creation of the organization its item is of (a
+    creation again under the id starts its versions anew: review 59)."""
+    return {n: (s.state.share(range_id).version, s.state.org_epoch) for n, s in shards.shards.items()}
 
 
 def _by_shard(

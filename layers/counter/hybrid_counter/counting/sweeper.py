@@ -401,8 +401,8 @@ class Sweeper:
     def _take_census(self, account_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """Recount a requested range and drop the request once settled (else it stays for the
         next run: the range was busy, or a delete in it is still running)."""
-        seen = self._requests.count(account_id, range_id, kind=kind)
-        if not seen:
+        seen = self._requests.of(account_id, range_id, kind=kind)
+        if not seen.n:
             return
         result, actions = self._recounter.recount_range(account_id, range_id, fix=True, kind=kind)
         outcome.pending_rolled_back += sum(1 for action in actions if action.startswith("rolled back"))
@@ -414,11 +414,11 @@ class Sweeper:
     def _take_org_census(self, org_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """The census of an organization's range a repair asked for (recount_requests.py), the
         request dropped once it settled (else it stays for the next run)."""
-        seen, accounts = self._requests.of_org(org_id, range_id, kind=kind)
-        if not seen:
+        seen = self._requests.of_org(org_id, range_id, kind=kind)
+        if not seen.n:
             return
         try:
-            result = self._org_recounter.settle_range(org_id, kind, range_id, accounts=accounts)
+            result = self._org_recounter.settle_range(org_id, kind, range_id, accounts=seen.accounts)
         except (DomainError, ClientError, BotoCoreError) as error:
             self._obs.logger.warning(
                 "an organization's census left to the next sweep", extra={"error": repr(error)}
