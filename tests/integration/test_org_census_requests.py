@@ -67,6 +67,32 @@ def test_a_seat_a_dead_create_left_at_its_organization_is_given_back_by_the_next
         org.service.create(org.members[1], "w", {}, kind=SEATS)
 
 
+def test_a_dead_create_whose_admission_there_is_confirmed_is_released_at_once_without_a_census(
+    org: Org,
+) -> None:
+    # Given a create of the first member that died between the levels (admitted by the
+    # organization, pending), its organization's records lost, and no admission there since: the
+    # shard's last_admission still names it
+    first = org.members[0]
+    with (
+        injected(org.clients.dynamodb_single_attempt, "UpdateItem", when="crash", skip=1),
+        pytest.raises(ProcessDied),
+    ):
+        org.service.create(first, "ghost", {}, kind=SEATS)
+    org.lose_records()
+    org.drain()
+    assert org.org_counters() == (1, 0)
+    # When a repair rolls it back past the grace period
+    org.clock.now += org.settings.pending_grace_seconds + 1
+    [item] = pending_of(org, first)
+    assert org.service.repairs.roll_back_stale_pending(first, item["resource_id"]["S"], item)
+    org.drain()
+    # Then its seat is released there at once, exactly, with no census of the range asked for
+    # (one Query per member, on the sweeper's next run, only where nothing can tell)
+    assert org.org_counters() == (0, 0)
+    assert requests_of(org) == []
+
+
 def test_a_request_whose_range_is_busy_stays_until_a_census_settles_it(org: Org) -> None:
     # Given the seat of a dead create left at the organization, asked for, and another member's
     # create in the same range that died between the levels just now (in flight, as far as
