@@ -81,6 +81,9 @@ class Reclaimed:
     def worth_judging_again(self) -> bool:
         return self.expired > 0 or self.gave_up
 
+    def and_then(self, more: Reclaimed) -> Reclaimed:
+        return Reclaimed(self.expired + more.expired, self.gave_up or more.gave_up)
+
     def refused_again(self, refused: LimitExceeded) -> Exception:
         """The answer to the admission refused again: 503 if an expired hold it gave up may be
         what holds the room (review 57: 409), else the refusal."""
@@ -232,14 +235,25 @@ class HoldFlow:
         """Expire the expired holds of ``kind`` that may block an admission refused for room,
         before it is judged again (``reclaimable``): each through ``_expire``, the conditional
         claim of that hold's own item, whichever member's it is."""
-        outcomes = [
-            self._expire(holder_of(i), str(i["resource_id"]["S"]), i)
-            for i in self.reclaimable(account_id, kind, org=org, own=own)
-        ]
+        try:
+            found = self.reclaimable(account_id, kind, org=org, own=own)
+        except (ClientError, BotoCoreError):  # (throttled, say) nothing released: judged again
+            return Reclaimed(0, gave_up=True)
+        outcomes = [self._try_to_expire(holder_of(i), str(i["resource_id"]["S"]), i) for i in found]
         expired = outcomes.count(True)
         if expired:
             self._obs.count("HoldsReclaimed", expired)
         return Reclaimed(expired, gave_up=None in outcomes)
+
+    def _try_to_expire(self, account_id: str, rid: str, seen: Item) -> bool | None:
+        """``_expire`` for a reclaim: a store error on one hold (its claim throttled, say: nothing
+        applied, or a resend botocore makes and ``_expire`` recognises) gives that hold up, and the
+        admission is judged again with what the others released (review 60: before, the error
+        ended the request as 429 though the holds released before it made room)."""
+        try:
+            return self._expire(account_id, rid, seen)
+        except (ClientError, BotoCoreError, DomainError):
+            return None
 
     def reclaimable(
         self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
@@ -257,12 +271,28 @@ class HoldFlow:
         self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
     ) -> tuple[int, int]:
         """Units a reclaim would release now (a dry run refused for room judges without them):
-        the account's, and (``org``) its organization's, the account's among them."""
+        the account's, and (``org``) its organization's, the account's among them. Each entry is
+        read back (a GetItem per expired hold, on a dry run refused for room only): the index
+        does not show a resize in flight, which the expiry's claim (H2) passes over (review 60:
+        counted, the dry run answered would_admit where the request was refused)."""
         live = [
-            i for i in self.reclaimable(account_id, kind, org=org, own=own) if items.state_of(i) == items.LIVE
+            i
+            for i in self.reclaimable(account_id, kind, org=org, own=own)
+            if items.state_of(i) == items.LIVE and self._expirable(i)
         ]
         mine = sum(items.units_of(i) for i in live if holder_of(i) == account_id)
         return mine, sum(items.units_of(i) for i in live)
+
+    def _expirable(self, entry: Item) -> bool:
+        """What H2 would claim: the entry's incarnation, live, its deadline, no resize in flight."""
+        item = self._table.get(holder_of(entry), str(entry["resource_id"]["S"]), kind=items.kind_of(entry))
+        return (
+            item is not None
+            and items.incarnation_of(item) == items.incarnation_of(entry)
+            and items.state_of(item) == items.LIVE
+            and items.hold_until_of(item) == items.hold_until_of(entry)
+            and not items.resizing(item)
+        )
 
     def expired(self, account_id: str, kind: str) -> list[Item]:
         """The account's holds of ``kind`` past their deadline (HoldIndex entries), up to
