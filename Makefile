@@ -123,13 +123,16 @@ sam-build: $(TOOLS)/.installed
 # (`sam build`), runs test_localrun_built.py (the one test file that reads the build's output),
 # then the checks (lint, types, docs, template, scan). The explorer's and the third process's
 # output follow the rest's; any of the three failing fails the run. The explorer's
-# organizations (test_org_interleavings.py) and the OpenAPI fuzzing (about 2 minutes, with a
-# local runtime of its own) ride with the explorer, and the state machine
-# (test_stateful_counters.py, about half a minute) with the rest, so the two processes end about
-# together.
+# organizations (test_org_interleavings.py) and the OpenAPI fuzzing (about a minute, with a
+# local runtime of its own) ride with the explorer, and so do five slow integration files (the
+# state machine, the split organization's concurrency, resizes across reshards, the events
+# tail's long polls, the organizations' throttling bench: about 100 s in all), so the two
+# processes end about together (2026-11-27: the rest 954 s, the explorer 756 s without them).
 # Each prints its slowest tests (--durations), where the minutes to cut are.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
-	tests/e2e/test_fuzz_openapi.py
+	tests/e2e/test_fuzz_openapi.py tests/integration/test_stateful_counters.py \
+	tests/integration/test_org_split.py tests/integration/test_review43_resize_reshard.py \
+	tests/integration/test_ops_events_follow.py tests/integration/test_bench_orgs.py
 AFTER_BUILD := tests/integration/test_localrun_built.py
 
 integration-built: deps sam-build
