@@ -158,3 +158,54 @@ def _dead_between_levels(org: Org, account: str, rid: str) -> str:
     assert org.service.repairs.roll_back_stale_pending(account, rid, item)
     org.drain()
     return rid
+
+
+def test_a_census_read_across_the_organizations_creation_again_corrects_nothing(org: Org) -> None:
+    """(Twelfth session, after review 59.) A census whose member reads saw the deleted creation's
+    items, and whose second read of the versions saw the organization created again under its id
+    at the same range version, must not correct the new creation's counter by what it read of
+    the old one: the census's fences compare creations as well as versions."""
+    # Given the ghost's range settled by the sweeper's census (its version now counts the
+    # ghost's admission and that correction: 2), no live resource left in it
+    ghost = _overcounted(org)
+    org.sweeper().sweep()
+    first, second = org.members
+    [y] = [i["resource_id"]["S"] for i in org.resources(second) if i["state"]["S"] == "live"]
+    recounter: Any = org.recounter()
+    real_census = recounter._census
+    state: dict[str, Any] = {}
+
+    def census_across_a_creation(scope: Any, range_id: str) -> list[dict[str, Any]]:
+        found = real_census(scope, range_id)
+        if not state:
+            state["found"] = found
+            # ... while its member reads run, the organization is emptied, deleted and created
+            # again under its id on a plan of 1 seat, and the first member's create in the
+            # ghost's range is admitted and counted there (the range's version: 2 again)
+            org.service.delete(second, y, kind=SEATS)
+            org.drain()
+            for account in org.members:
+                org.service.remove_member(org.org_id, account)
+            org.service.delete_org(org.org_id)
+            plan = f"one-{uuid.uuid4().hex[:8]}"
+            org.service.put_plan(plan, {SEATS: 1})
+            org.service.put_org(org.org_id, plan)
+            org.service.add_member(org.org_id, first)
+            new = same_range(ghost, "new")
+            org.service.create(first, new, {}, new, kind=SEATS)
+            org.drain()
+            assert org.org_counters() == (1, 1)
+        return found
+
+    recounter._census = census_across_a_creation
+    # When an operator's census of that range (org-recount, one range) runs
+    result = recounter.settle_range(org.org_id, SEATS, range_of(ghost))
+    # Then what it read of the old creation (nothing live there) corrected nothing of the new
+    # one, whose seat stays held: a second seat is refused
+    assert state["found"] == []
+    assert result.settled
+    assert org.org_counters() == (1, 1)
+    with contextlib.suppress(LimitExceeded):
+        org.service.create(first, "second-seat", {}, "second-seat", kind=SEATS)
+    org.drain()
+    assert live_of(org, [first]) == 1
