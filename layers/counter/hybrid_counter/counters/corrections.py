@@ -34,15 +34,12 @@ def correct_range(
     deltas: tuple[int, int],
     *,
     version: int,
-    of_creation: bool = False,
-    creation: int | None = None,
+    creation: tuple[str, int | None] | None = None,
 ) -> bool:
     """The range's shares moved by (best_effort, eventual) deltas, with the totals, if its version
-    is still ``version`` (and, ``of_creation``, an organization's item still of its creation
-    ``creation``); False if a write of the range came since."""
-    correction = expressions.correction(
-        range_id, *deltas, version, of_creation=of_creation, creation=creation
-    )
+    is still ``version`` (and an organization's item still of the creation ``creation`` names:
+    expressions.correction); False if a write of the range came since."""
+    correction = expressions.correction(range_id, *deltas, version, creation=creation)
     return _applied(clients, correction.update_key(table, key))
 
 

@@ -307,25 +307,24 @@ def correction(
     eventual: int,
     version_seen: int,
     *,
-    of_creation: bool = False,
-    creation: int | None = None,
+    creation: tuple[str, int | None] | None = None,
 ) -> UpdateExpr:
     """A recount's fix of one range, applied only if nothing changed the range since its census.
-    ``of_creation`` (an organization's shard item): only on the creation its census read
-    (``creation``, its ``org_epoch``; None: the item had none), since one created again under the
-    id starts its range versions anew (review 59: a stalled census's fix landed on the new one's,
-    2 seats live of 1)."""
+    ``creation`` (an organization's shard item: orgs/counters.py ``creation_fence``, the
+    attribute that says which creation of the organization it is of, and its value as the
+    census read it; None: absent): only on that creation's item, since one created again under
+    the id starts its range versions anew (review 59: a stalled census's fix landed on the new
+    one's, 2 seats live of 1; review 62: on a split one's, whose shards carry no ``org_epoch``)."""
     expr = UpdateExpr().add(BEST_EFFORT, best_effort).add(EVENTUAL, eventual)
     version = expr.name(range_version(range_id))
     if version_seen:
         expr.when(f"{version} = {expr.number(version_seen)}")
     else:
         expr.when(f"attribute_not_exists({version})")
-    if of_creation:
-        epoch = expr.name(ORG_EPOCH)
-        expr.when(
-            f"attribute_not_exists({epoch})" if creation is None else f"{epoch} = {expr.number(creation)}"
-        )
+    if creation is not None:
+        attribute, value = creation
+        mark = expr.name(attribute)
+        expr.when(f"attribute_not_exists({mark})" if value is None else f"{mark} = {expr.number(value)}")
     return _range_delta(expr, range_id, best_effort, eventual)
 
 

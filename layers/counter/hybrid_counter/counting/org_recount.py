@@ -46,7 +46,7 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.ops import CountOp, ops_for_item
 from hybrid_counter.errors import DomainError
 from hybrid_counter.keys import all_ranges, org_counter_key
-from hybrid_counter.orgs.counters import org_counters
+from hybrid_counter.orgs.counters import creation_fence, creation_of, org_counters
 from hybrid_counter.resources import items
 from hybrid_counter.resources.census import CensusTaker
 
@@ -202,7 +202,7 @@ class OrgRecounter:
                         f"range {range_id}, shard {number}: best_effort {-excess:+d}, eventual {-drift:+d} (dry run)"
                     )
                 elif self._correct(
-                    scope.key(number), range_id, (-excess, -drift), share.version, shard.state.org_epoch
+                    scope.key(number), range_id, (-excess, -drift), share.version, creation_fence(shard.state)
                 ):
                     report.actions.append(
                         f"range {range_id}, shard {number}: best_effort {-excess:+d}, eventual {-drift:+d}"
@@ -368,19 +368,17 @@ class OrgRecounter:
         return changed
 
     def _correct(
-        self, key: dict[str, Any], range_id: str, deltas: tuple[int, int], version: int, creation: int | None
+        self,
+        key: dict[str, Any],
+        range_id: str,
+        deltas: tuple[int, int],
+        version: int,
+        creation: tuple[str, int | None],
     ) -> bool:
         """One shard's range corrected by (best_effort, eventual), if its version is still the one
-        seen, on the creation of the organization the census read (review 59)."""
+        seen, on the creation of the organization the census read (reviews 59, 62)."""
         return correct_range(
-            self._clients,
-            self._table,
-            key,
-            range_id,
-            deltas,
-            version=version,
-            of_creation=True,
-            creation=creation,
+            self._clients, self._table, key, range_id, deltas, version=version, creation=creation
         )
 
     def _heal(self, org_id: str, kind: str, actions: list[str]) -> None:
@@ -420,7 +418,7 @@ class OrgRecounter:
 def _fences(shards: ShardSet, range_id: str) -> dict[int, tuple[int, int | None]]:
     """Each shard's range version, with the creation of the organization its item is of (a
     creation again under the id starts its versions anew: review 59)."""
-    return {n: (s.state.share(range_id).version, s.state.org_epoch) for n, s in shards.shards.items()}
+    return {n: (s.state.share(range_id).version, creation_of(s.state)) for n, s in shards.shards.items()}
 
 
 def _by_shard(

@@ -7,7 +7,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from hybrid_counter.counters.split import Shard, ShardSet, SplitCounter
-from hybrid_counter.counters.state import ORG_EPOCH, CounterState
+from hybrid_counter.counters.state import EPOCH, ORG_EPOCH, CounterState
 from hybrid_counter.keys import (
     COUNTER_PREFIX,
     EPOCHS_PER_INCARNATION,
@@ -74,13 +74,28 @@ def creation_in(picture: ShardSet) -> int | None:
     """The creation of the organization that wrote the picture (as of_creation reads it: a split
     shard's epoch, an opened item's mark), or None if nothing in it says."""
     for shard in picture.shards.values():
-        state = shard.state
-        if state.allowance is not None or state.rebasing is not None:
-            epoch = max(state.epoch, state.rebasing or 0)
-            return epoch - epoch % EPOCHS_PER_INCARNATION
-        if state.org_epoch is not None:
-            return state.org_epoch
+        if (creation := creation_of(shard.state)) is not None:
+            return creation
     return None
+
+
+def creation_of(state: CounterState) -> int | None:
+    """The creation of the organization one shard item is of: a split shard's by its epoch (a
+    split shard carries no ``org_epoch``), an opened single item's by its mark; None: it says
+    nothing."""
+    if state.allowance is not None or state.rebasing is not None:
+        epoch = max(state.epoch, state.rebasing or 0)
+        return epoch - epoch % EPOCHS_PER_INCARNATION
+    return state.org_epoch
+
+
+def creation_fence(state: CounterState) -> tuple[str, int | None]:
+    """What a write fenced by the creation ``state`` was read of checks on its item: a split
+    shard's exact ``epoch`` (each creation's epochs are its own range, and a rebase that moves it
+    moves no share: a refused write is one more attempt), else ``org_epoch`` (None: absent)."""
+    if state.allowance is not None or state.rebasing is not None:
+        return EPOCH, state.epoch or None  # (0: read as absent)
+    return ORG_EPOCH, state.org_epoch
 
 
 def org_lives(
