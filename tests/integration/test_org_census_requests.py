@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import REPAIR_PREFIX, RESOURCE_PREFIX, account_pk, org_pk, range_of
@@ -157,3 +158,32 @@ def test_a_request_left_by_a_deleted_organization_is_taken_and_dropped(org: Org)
     # Then the census finds nothing to correct and the request is dropped
     assert outcome.ranges_recounted >= 1
     assert requests_of(org) == []
+
+
+def test_a_census_that_fails_never_stops_the_sweep_behind_it(org: Org) -> None:
+    # Given census requests of two accounts' ranges, and the store refusing the first census the
+    # sweeper takes, whichever it is
+    first, second = org.members
+    requests = RecountRequests(org.settings.table_name, org.clients, org.clock)
+    requests.put(first, range_of("x"), "a test", kind=SEATS)
+    requests.put(second, range_of("x"), "a test", kind=SEATS)
+    sweeper = org.sweeper()
+    recounter: Any = sweeper._recounter
+    real, failed = recounter.recount_range, []
+
+    def failing(account_id: str, *args: Any, **kwargs: Any) -> Any:
+        if not failed and account_id in (first, second):
+            failed.append(account_id)
+            raise ClientError({"Error": {"Code": "InternalServerError", "Message": "a test"}}, "Query")
+        return real(account_id, *args, **kwargs)
+
+    recounter.recount_range = failing
+    # When the sweeper runs
+    outcome = sweeper.sweep()
+    # Then it runs on: the other account's census is taken and its request dropped, the failed
+    # one's request stays for the next run
+    [refused] = failed
+    other = second if refused == first else first
+    assert requests.count(other, range_of("x"), kind=SEATS) == 0
+    assert requests.count(refused, range_of("x"), kind=SEATS) == 1
+    assert outcome.ranges_unsettled >= 1
