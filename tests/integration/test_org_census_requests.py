@@ -169,7 +169,7 @@ def test_a_census_that_fails_never_stops_the_sweep_behind_it(org: Org) -> None:
     requests.put(second, range_of("x"), "a test", kind=SEATS)
     sweeper = org.sweeper()
     recounter: Any = sweeper._recounter
-    real, failed = recounter.recount_range, []
+    real, failed = recounter.recount_range, list[str]()
 
     def failing(account_id: str, *args: Any, **kwargs: Any) -> Any:
         if not failed and account_id in (first, second):

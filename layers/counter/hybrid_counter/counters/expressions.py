@@ -278,11 +278,16 @@ def resize(
     return expr.set_string(LAST_RESIZE, resize_token)
 
 
-def counted(account_id: str, per_range: Mapping[str, int], *, listed: bool = True) -> UpdateExpr:
-    """The stream path's share of one transaction: eventual + the units counted in it."""
+def counted(
+    account_id: str, per_range: Mapping[str, int], *, listed: bool = True, hold: bool = False
+) -> UpdateExpr:
+    """The stream path's share of one transaction: eventual + the units counted in it (``hold``:
+    a hold among them, perhaps never admitted here: the item is marked as its admission marks it)."""
     expr = UpdateExpr().add(EVENTUAL, sum(per_range.values()))
     for range_id, n in sorted(per_range.items()):
         _range_delta(expr, range_id, 0, n)
+    if hold:
+        expr.set(HOLDS_USED, expr.value({"BOOL": True}))
     return expr.set_once(COUNTER_SHARD, counter_shard(account_id)) if listed else expr
 
 

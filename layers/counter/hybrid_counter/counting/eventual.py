@@ -259,9 +259,10 @@ class EventualCounter:
             per_counter[op.counter][op.range_id] += op.units
             keys[op.counter] = (op, op.counter_key)
         actions: list[dict[str, Any]] = []
+        holds = {op.counter for op in ops if op.hold}
         for counter, per_range in per_counter.items():
             op, key = keys[counter]
-            expr = expressions.counted(op.account_id, per_range, listed=op.org is None)
+            expr = expressions.counted(op.account_id, per_range, listed=op.org is None, hold=counter in holds)
             actions.append({"Update": expr.update_key(self._table, key)})
         actions.extend(self._resource_action(op) for op in ops)
         return actions
@@ -387,7 +388,13 @@ class EventualCounter:
             # (at its organization: the record of the write that ends the resize counts it there,
             # counting/records.py; the sweeper's index would not, its account's count takes it out)
             return None
-        return replace(op, units=items.units_of(item), pending=items.state_of(item) == items.PENDING)
+        return replace(
+            op,
+            units=items.units_of(item),
+            pending=items.state_of(item) == items.PENDING,
+            # (as the item shows it: the sweeper's ops come from index entries without hold_until)
+            hold=op.org is None and "hold_until" in item,
+        )
 
     def _fresh_since(self) -> str:
         """Puts after this (ISO 8601) are within half the grace period, by this process's clock."""

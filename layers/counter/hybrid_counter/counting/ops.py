@@ -58,6 +58,10 @@ class CountOp:
     # PendingIndex with its count, so the sweeper finds it (eventual.py)
     pending: bool = False
     shard: int = 0  # (at an organization) which of its counter items admitted it (counters/split.py)
+    # (at its account) a hold, counted perhaps without its admission (outcome unknown, made live
+    # anyway): the count marks the counter ``holds_used`` as the admission would have, so a
+    # refusal for room still looks for it once expired (review 61: 409 while it held the room)
+    hold: bool = False
 
     @property
     def item(self) -> tuple[str, str, str]:
@@ -224,7 +228,7 @@ def ops_for_item(item: dict[str, Any]) -> list[Op]:
     )
     found: list[Op] = []
     if not items.is_counted(item):
-        found.append(CountOp(account_id, resource_id, incarnation, kind, units))
+        found.append(CountOp(account_id, resource_id, incarnation, kind, units, hold="hold_until" in item))
     org = items.org_of(item)
     if org is not None and not items.org_counted(item):
         found.append(

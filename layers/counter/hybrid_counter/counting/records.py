@@ -305,7 +305,14 @@ def _finish_handed_off(
 
 def _account_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, Any]) -> CountOp:
     """The count at its account of a live resource, as its record shows it."""
-    return CountOp(account_id, resource_id, str(new["incarnation"]), kind, int(new.get("units", 1)))
+    return CountOp(
+        account_id,
+        resource_id,
+        str(new["incarnation"]),
+        kind,
+        int(new.get("units", 1)),
+        hold="hold_until" in new,
+    )
 
 
 def _uncounted(new: Mapping[str, Any]) -> bool:

@@ -188,9 +188,10 @@ class HoldFlow:
     def _expire(self, account_id: str, rid: str, seen: Item) -> bool | None:
         """Release ``seen``'s hold if its deadline has passed (by this process's clock): its
         delete's claim conditional on that hold, then the delete finished as any. True if this
-        call claimed it and its claim was not reverted (None: reverted, the hold live again past
-        its deadline, for the next sweep); the claim of one that could not finish stays, for the
-        takeover of dead deletes after the grace period (delete.py)."""
+        call claimed it and released it; None if it could not finish: its claim reverted (the
+        hold live again past its deadline, for the next sweep), or left standing (its release
+        handed to the stream path, or to the takeover of dead deletes after the grace period:
+        delete.py), its units perhaps still held either way."""
         until = items.hold_until_of(seen)
         if until is None or until > self._fx.clock() or items.state_of(seen) != items.LIVE:
             return False
@@ -208,9 +209,12 @@ class HoldFlow:
         try:
             self._deletes.finish(account_id, rid, Claim.of(request_id, claim))
         except DomainError as error:
-            if not self._still_claimed(account_id, kind, rid, request_id):
-                return None  # its claim reverted (delete.py: a throttled or a late release), or unknown
-            self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
+            if self._still_claimed(account_id, kind, rid, request_id):
+                # Its claim stands, its release left to the stream path or the takeover: expired,
+                # but its units perhaps still held, so not released as far as a refused admission
+                # can tell (review 61: taken as released, 409 while it held the room)
+                self._obs.logger.warning("an expired hold's release was left", extra={"error": repr(error)})
+            return None  # (else its claim reverted: delete.py, a throttled or a late release; or unknown)
         self._obs.count("HoldsExpired")
         return True
 
@@ -268,18 +272,25 @@ class HoldFlow:
         return found[:RECLAIM_PAGE]
 
     def expired_units(
-        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
+        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True, in_turn: bool = False
     ) -> tuple[int, int]:
         """Units a reclaim would release now (a dry run refused for room judges without them):
-        the account's, and (``org``) its organization's, the account's among them. Each entry is
+        the account's, and (``org``) its organization's, the account's among them (``in_turn``:
+        as a create refused at its account, then at its organization, reclaims them: a page of
+        the account's, then a page of the organization's apart). Each entry is
         read back (a GetItem per expired hold, on a dry run refused for room only): the index
         does not show a resize in flight, which the expiry's claim (H2) passes over (review 60:
         counted, the dry run answered would_admit where the request was refused)."""
-        live = [
-            i
-            for i in self.reclaimable(account_id, kind, org=org, own=own)
-            if items.state_of(i) == items.LIVE and self._expirable(i)
-        ]
+        if in_turn and org is not None:
+            # the account's page, then a page of the organization's apart: the request's second
+            # reclaim no longer finds the first's in the index (expired), so neither is counted twice
+            first = self.reclaimable(account_id, kind)
+            seen = {_hold_key(i) for i in first}
+            then = [i for i in self.expired_in_org(org, kind, besides=len(seen)) if _hold_key(i) not in seen]
+            found = first + then[:RECLAIM_PAGE]
+        else:
+            found = self.reclaimable(account_id, kind, org=org, own=own)
+        live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
         mine = sum(items.units_of(i) for i in live if holder_of(i) == account_id)
         return mine, sum(items.units_of(i) for i in live)
 
@@ -302,12 +313,14 @@ class HoldFlow:
         refusal until the sweeper's run: hostile pass of review 35)."""
         return self._expired_in(HOLD_INDEX, "hold_account", account_id, kind)
 
-    def expired_in_org(self, org: str, kind: str) -> list[Item]:
+    def expired_in_org(self, org: str, kind: str, *, besides: int = 0) -> list[Item]:
         """The organization's members' holds of ``kind`` past their deadline (OrgHoldIndex
-        entries), up to RECLAIM_PAGE, paged as ``expired``."""
-        return self._expired_in(ORG_HOLD_INDEX, "hold_org", org, kind)
+        entries), up to RECLAIM_PAGE (and ``besides`` more: those a dry run leaves out, as
+        already counted), paged as ``expired``."""
+        return self._expired_in(ORG_HOLD_INDEX, "hold_org", org, kind, want=RECLAIM_PAGE + besides)
 
-    def _expired_in(self, index: str, key: str, owner: str, kind: str) -> list[Item]:
+    def _expired_in(self, index: str, key: str, owner: str, kind: str, *, want: int = 0) -> list[Item]:
+        want = want or RECLAIM_PAGE
         query: dict[str, Any] = {
             "TableName": self._table.name,
             "IndexName": index,
@@ -324,10 +337,10 @@ class HoldFlow:
         for _ in range(RECLAIM_PAGES):
             page = self._table.clients.dynamodb.query(**query)
             found += [dict(item) for item in page.get("Items", [])]
-            if len(found) >= RECLAIM_PAGE or "LastEvaluatedKey" not in page:
+            if len(found) >= want or "LastEvaluatedKey" not in page:
                 break
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        return found[:RECLAIM_PAGE]
+        return found[:want]
 
     def sweep(self) -> int:
         """Expire every hold whose deadline passed (the sweeper, each run): a Scan of the sparse

@@ -567,8 +567,14 @@ class ResourceService:
         org_refuses = at_org is not None and not at_org.would_admit
         if org_refuses or (state.holds_used and not admits):
             reclaiming = org_id if org_refuses else None
+            # as the request would reclaim them: refused at its account first, its own page,
+            # then (refused at its organization) that one's page apart (review 61: one page of
+            # both, the dry run refused what the request admitted)
+            in_turn = reclaiming is not None and state.holds_used and not admits
             mine, everyone = guarded(
-                lambda: self.holds.expired_units(account_id, kind, org=reclaiming, own=state.holds_used),
+                lambda: self.holds.expired_units(
+                    account_id, kind, org=reclaiming, own=state.holds_used, in_turn=in_turn
+                ),
                 "the read",
             )
             if mine:
