@@ -40,3 +40,32 @@ def test_an_expiry_whose_process_died_after_its_claim_is_finished_by_the_sweeper
     except LimitExceeded as error:
         refused = error
     assert (world.counters(), refused) == ((1, 0), None), (item.get("state"), item.get("expired"))
+
+
+def test_dead_expiry_claims_never_hide_a_live_expired_hold_from_a_refusal(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """(Twelfth session, a suspicion of review 60.) A dead expiry's claim keeps its index entry
+    (its hold_until) until its takeover; a page of such entries (RECLAIM_PAGE, here 1) must not
+    hide a live expired hold behind them from a refusal's reclaim."""
+    from hybrid_counter.resources import holds
+
+    # Given an account of 2 seats: h1 (1) expired, its expiry's process dead after its claim;
+    # h2 (1) expired later, live
+    world.service.set_limit(world.account, 2, kind=SEATS)
+    world.service = world.service_at(world.clock)
+    world.hold("h1", units=1, seconds=10)
+    world.clock.now += 1
+    world.hold("h2", units=1, seconds=10)
+    world.drain()
+    world.clock.now += 10  # h1 past its deadline, h2 not yet
+    with (
+        injected(world.clients.dynamodb, "PutItem", when="crash", where=is_tombstone),
+        pytest.raises(ProcessDied),
+    ):
+        world.sweeper().sweep()
+    world.clock.now += 2  # h2 past its deadline too
+    monkeypatch.setattr(holds, "RECLAIM_PAGE", 1)
+    # When a create of 1 seat is refused for room (h1's claim holds its seat until the takeover)
+    # Then its reclaim finds h2 past h1's dead claim, expires it, and the create is admitted
+    world.service.create(world.account, "n", {}, "n", kind=SEATS)

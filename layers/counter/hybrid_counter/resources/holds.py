@@ -325,11 +325,15 @@ class HoldFlow:
             "TableName": self._table.name,
             "IndexName": index,
             "KeyConditionExpression": f"{key} = :owner AND hold_until <= :now",
-            "FilterExpression": "kind = :kind",
+            # live only: a dead expiry's claim keeps its entry until its takeover, and a page of
+            # those hid a live expired hold behind them (review 60's suspicion, tested)
+            "FilterExpression": "kind = :kind AND #state = :live",
+            "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": {
                 ":owner": {"S": owner},
                 ":now": items.epoch_number(self._fx.clock()),
                 ":kind": {"S": kind},
+                ":live": {"S": items.LIVE},
             },
             "Limit": RECLAIM_PAGE,
         }
