@@ -206,7 +206,7 @@ def test_a_census_read_across_the_split_organizations_recreation_takes_back_its_
 
     recounter._censuses.census = census_then_recreated  # type: ignore[method-assign]
     # When a census of range R is taken across it (a sweeper's settle_range, or an operator's)
-    result = recounter.settle_range(org.org_id, SEATS, rng, account_id=first)
+    result = recounter.settle_range(org.org_id, SEATS, rng, accounts=(first,))
     org.drain()
     # Then the new creation's seats are not taken back: its 2 live seats fill its limit of 2
     with contextlib.suppress(LimitExceeded):

@@ -221,17 +221,16 @@ class OrgRecounter:
         kind: str,
         range_id: str,
         *,
-        account_id: str | None = None,
         accounts: tuple[str, ...] = (),
     ) -> OrgRangeResult:
         """One range recounted and fixed: how the sweeper finishes a member's delete whose request
         died after its account's release, or an undone create, when nothing else can tell whether
         its organization's release applied (resources/delete.py, resources/repairs.py), and takes
         a census a repair asked for (recount_requests.py): the census of the range decides,
-        exactly. ``account_id``, ``accounts``: the items' accounts, in the census even if no
-        longer listed (they left, or the organization was deleted since)."""
+        exactly. ``accounts``: the items' accounts, in the census even if no longer listed (they
+        left, or the organization was deleted since)."""
         report = OrgRecountReport(org_id, kind)
-        also = tuple(sorted({*accounts, *(() if account_id is None else (account_id,))}))
+        also = tuple(sorted(set(accounts)))
         scope = Scope(org_id, kind, tuple(sorted({*self._members(org_id), *also})), also)
         result = self._recount_range(scope, range_id, fix=True, report=report)
         result.actions = report.actions

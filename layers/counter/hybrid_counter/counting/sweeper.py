@@ -28,6 +28,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -65,7 +66,7 @@ from hybrid_counter.keys import (
 from hybrid_counter.observability import default_observability
 from hybrid_counter.orgs.counters import org_split_counter
 from hybrid_counter.orgs.store import OrgStore
-from hybrid_counter.recount_requests import RecountRequests, is_org_request, is_request, requested_range
+from hybrid_counter.recount_requests import RecountRequests, Seen, is_org_request, is_request, requested_range
 from hybrid_counter.resources import items
 from hybrid_counter.resources.repairs import Repairs
 
@@ -316,7 +317,7 @@ class Sweeper:
             return False
         kind, rid = parse_kind_resource_sk(item["sk"]["S"])
         account_id = parse_account_pk(item["pk"]["S"])
-        self._org_recounter.settle_range(org, kind, range_of(rid), account_id=account_id)
+        self._org_recounter.settle_range(org, kind, range_of(rid), accounts=(account_id,))
         return self._current(item) is None
 
     def _finish_dead_delete(self, entry: dict[str, Any], outcome: SweepOutcome) -> dict[str, Any]:
@@ -366,7 +367,7 @@ class Sweeper:
         released = member_token(account_id, rid, items.incarnation_of(item))
         if shard is not None and CounterState.from_item(shard).last_release == released:
             return False  # it applied: the takeover just removes the claim
-        self._org_recounter.settle_range(org, kind, range_of(rid), account_id=account_id)
+        self._org_recounter.settle_range(org, kind, range_of(rid), accounts=(account_id,))
         return True
 
     def _current(self, entry: dict[str, Any]) -> dict[str, Any] | None:
@@ -409,38 +410,46 @@ class Sweeper:
     def _take_census(self, account_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """Recount a requested range and drop the request once settled (else it stays for the
         next run: the range was busy, or a delete in it is still running)."""
-        seen = self._requests.of(account_id, range_id, kind=kind)
-        if not seen.n:
-            return
-        try:
+
+        def census() -> bool:
             result, actions = self._recounter.recount_range(account_id, range_id, fix=True, kind=kind)
-        except (DomainError, ClientError, BotoCoreError) as error:
-            # (the rest of the run goes on: one census that keeps failing must not stop the
-            # requests, resources and records behind it in the index, run after run: review 62)
-            self._obs.logger.warning("a census left to the next sweep", extra={"error": repr(error)})
-            outcome.ranges_unsettled += 1
-            return
-        outcome.pending_rolled_back += sum(1 for action in actions if action.startswith("rolled back"))
-        if result.settled and self._requests.settle(account_id, range_id, seen, kind=kind):
-            outcome.ranges_recounted += 1
-        else:
-            outcome.ranges_unsettled += 1
+            outcome.pending_rolled_back += sum(1 for action in actions if action.startswith("rolled back"))
+            return result.settled
+
+        self._take(
+            self._requests.of(account_id, range_id, kind=kind),
+            census,
+            partial(self._requests.settle, account_id, range_id, kind=kind),
+            outcome,
+        )
 
     def _take_org_census(self, org_id: str, kind: str, range_id: str, outcome: SweepOutcome) -> None:
         """The census of an organization's range a repair asked for (recount_requests.py), the
         request dropped once it settled (else it stays for the next run)."""
         seen = self._requests.of_org(org_id, range_id, kind=kind)
+        self._take(
+            seen,
+            lambda: self._org_recounter.settle_range(org_id, kind, range_id, accounts=seen.accounts).settled,
+            partial(self._requests.settle_org, org_id, range_id, kind=kind),
+            outcome,
+        )
+
+    def _take(
+        self, seen: Seen, census: Callable[[], bool], settle: Callable[[Seen], bool], outcome: SweepOutcome
+    ) -> None:
+        """A requested census (``seen``: the request as read before it), taken, and the request
+        settled once the census settled. A census that fails (a store error) leaves its request
+        for the next run, and the run goes on: one that kept failing must not stop the requests,
+        resources and records behind it in the index, run after run (review 62)."""
         if not seen.n:
             return
         try:
-            result = self._org_recounter.settle_range(org_id, kind, range_id, accounts=seen.accounts)
+            settled = census()
         except (DomainError, ClientError, BotoCoreError) as error:
-            self._obs.logger.warning(
-                "an organization's census left to the next sweep", extra={"error": repr(error)}
-            )
+            self._obs.logger.warning("a census left to the next sweep", extra={"error": repr(error)})
             outcome.ranges_unsettled += 1
             return
-        if result.settled and self._requests.settle_org(org_id, range_id, seen, kind=kind):
+        if settled and settle(seen):
             outcome.ranges_recounted += 1
         else:
             outcome.ranges_unsettled += 1

@@ -62,7 +62,7 @@ def of_creation(picture: ShardSet, creation: int) -> bool:
     opened single item carries its creation's mark; an unmarked item says nothing."""
     for shard in picture.shards.values():
         state = shard.state
-        if state.allowance is not None or state.rebasing is not None:
+        if _split(state):
             if not creation < max(state.epoch, state.rebasing or 0) < creation + EPOCHS_PER_INCARNATION:
                 return False
         elif state.org_epoch is not None and state.org_epoch != creation:
@@ -83,7 +83,7 @@ def creation_of(state: CounterState) -> int | None:
     """The creation of the organization one shard item is of: a split shard's by its epoch (a
     split shard carries no ``org_epoch``), an opened single item's by its mark; None: it says
     nothing."""
-    if state.allowance is not None or state.rebasing is not None:
+    if _split(state):
         epoch = max(state.epoch, state.rebasing or 0)
         return epoch - epoch % EPOCHS_PER_INCARNATION
     return state.org_epoch
@@ -93,9 +93,14 @@ def creation_fence(state: CounterState) -> tuple[str, int | None]:
     """What a write fenced by the creation ``state`` was read of checks on its item: a split
     shard's exact ``epoch`` (each creation's epochs are its own range, and a rebase that moves it
     moves no share: a refused write is one more attempt), else ``org_epoch`` (None: absent)."""
-    if state.allowance is not None or state.rebasing is not None:
+    if _split(state):
         return EPOCH, state.epoch or None  # (0: read as absent)
     return ORG_EPOCH, state.org_epoch
+
+
+def _split(state: CounterState) -> bool:
+    """A split counter's shard item (laid out, or being rebased): its creation is in its epoch."""
+    return state.allowance is not None or state.rebasing is not None
 
 
 def org_lives(

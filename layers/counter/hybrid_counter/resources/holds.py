@@ -267,9 +267,15 @@ class HoldFlow:
         members' too, the account's among them (one Query of the OrgHoldIndex)."""
         found = self.expired(account_id, kind) if own else []
         if org is not None:
-            seen = {_hold_key(i) for i in found}
-            found += [i for i in self.expired_in_org(org, kind) if _hold_key(i) not in seen]
+            found += self._in_org_besides(org, kind, found)
         return found[:RECLAIM_PAGE]
+
+    def _in_org_besides(self, org: str, kind: str, found: list[Item], *, more: bool = False) -> list[Item]:
+        """The organization's expired holds of ``kind`` but those in ``found`` (``more``: read
+        as many more as ``found`` holds, so a page of others is left once they are taken out)."""
+        seen = {_hold_key(i) for i in found}
+        besides = len(seen) if more else 0
+        return [i for i in self.expired_in_org(org, kind, besides=besides) if _hold_key(i) not in seen]
 
     def expired_units(
         self, account_id: str, kind: str, *, org: str | None = None, own: bool = True, in_turn: bool = False
@@ -285,9 +291,7 @@ class HoldFlow:
             # the account's page, then a page of the organization's apart: the request's second
             # reclaim no longer finds the first's in the index (expired), so neither is counted twice
             first = self.reclaimable(account_id, kind)
-            seen = {_hold_key(i) for i in first}
-            then = [i for i in self.expired_in_org(org, kind, besides=len(seen)) if _hold_key(i) not in seen]
-            found = first + then[:RECLAIM_PAGE]
+            found = first + self._in_org_besides(org, kind, first, more=True)[:RECLAIM_PAGE]
         else:
             found = self.reclaimable(account_id, kind, org=org, own=own)
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]

@@ -170,7 +170,8 @@ class ResizeSettlement:
         )
         if leased is None:
             return False
-        if not self._org_moves(account_id, kind, rid, leased, grown=grown):
+        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
+        if not self._org_moves(account_id, kind, rid, leased, grow=grow, grown=grown):
             return True
         if not items.in_time(leased_at, self._fx.clock(), self._grace):
             # Too slow to be sure it is still the one settler: another takes the lease over once
@@ -178,7 +179,6 @@ class ResizeSettlement:
             # a sweeper's run as long as the grace period). Its one write (a single attempt, a
             # few seconds at most) is left to the next settlement (review 35)
             return False
-        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
         moved = self._orgs.resize(account_id, kind, rid, leased, undo=grow)
         settled = moved.outcome is AdmissionOutcome.ADMITTED or (
             moved.outcome is AdmissionOutcome.UNKNOWN
@@ -188,14 +188,15 @@ class ResizeSettlement:
             self._obs.count("OrgResizeSettled")
         return settled
 
-    def _org_moves(self, account_id: str, kind: str, rid: str, leased: Item, *, grown: bool) -> bool:
+    def _org_moves(
+        self, account_id: str, kind: str, rid: str, leased: Item, *, grow: bool, grown: bool
+    ) -> bool:
         """Whether the organization must move for the resize to end at its account's size: a
         grow its account does not hold, confirmed admitted there (undone there); a shrink its
         account made, confirmed not yet released there (released there). A grow its account holds
         is held there too (the organization moves first), a shrink its account did not make was
         not made there (the account moves first). Where nothing can confirm the move there, its
         census is asked for, and nothing moves."""
-        grow = int(leased["resize_to"]["N"]) > int(leased["resize_from"]["N"])
         if grown if grow else not grown:
             return False
         target_at_org = self._orgs.holds_target(account_id, kind, rid, leased)
