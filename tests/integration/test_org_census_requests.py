@@ -10,7 +10,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hybrid_counter.errors import LimitExceeded
-from hybrid_counter.keys import REPAIR_PREFIX, RESOURCE_PREFIX, account_pk, org_pk, range_of
+from hybrid_counter.keys import REPAIR_PREFIX, org_pk, range_of
 from hybrid_counter.recount_requests import RecountRequests
 from tests.faults import ProcessDied, injected
 from tests.integration.test_org_recount import SEATS, Org, _overcounted
@@ -28,13 +28,7 @@ def requests_of(org: Org) -> list[dict[str, Any]]:
 
 
 def pending_of(org: Org, account: str) -> list[dict[str, Any]]:
-    found = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(account)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
-    return [i for i in found if i["state"]["S"] == "pending"]
+    return [i for i in org.resources(account) if i["state"]["S"] == "pending"]
 
 
 @pytest.fixture

@@ -102,6 +102,17 @@ class Org:
             while records := self.stream.records_of(pk):
                 assert process_stream_batch(records, self.counter).failed_sequence_numbers == []
 
+    def create_again(self, seats: int, member: str, *, shards: int = 1) -> None:
+        """Its members leave, it is deleted (its counters must hold nothing) and created again
+        under its id, on a new plan of ``seats``, with ``member`` alone."""
+        for account in self.members:
+            self.service.remove_member(self.org_id, account)
+        self.service.delete_org(self.org_id)
+        plan = f"again-{uuid.uuid4().hex[:8]}"
+        self.service.put_plan(plan, {SEATS: seats})
+        self.service.put_org(self.org_id, plan, shards=shards)
+        self.service.add_member(self.org_id, member)
+
     def lose_records(self) -> None:
         """The organization's stream records so far are never delivered (trimmed)."""
         while self.stream.records_of(org_pk(self.org_id)):
@@ -138,13 +149,7 @@ def _overcounted(org: Org) -> str:
     org.service.create(second, "y", {}, y, kind=SEATS)
     org.drain()
     org.clock.now += org.settings.pending_grace_seconds + 1
-    item: Any = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-        ExpressionAttributeValues={":pk": {"S": account_pk(first)}, ":prefix": {"S": RESOURCE_PREFIX}},
-        ConsistentRead=True,
-    )["Items"]
-    [item] = [i for i in item if i["state"]["S"] == "pending"]
+    [item] = [i for i in org.resources(first) if i["state"]["S"] == "pending"]
     ghost = item["resource_id"]["S"]
     assert org.service.repairs.roll_back_stale_pending(first, ghost, item)
     org.drain()

@@ -66,13 +66,7 @@ def test_a_stalled_census_correction_lands_on_the_organization_created_again(org
             assert requests_of(org) == []
             # ... the members leave, the organization is deleted (its counters hold nothing) and
             # created again under its id, on a plan of 1 seat, with the first member again ...
-            for account in org.members:
-                org.service.remove_member(org.org_id, account)
-            org.service.delete_org(org.org_id)
-            plan = f"one-{uuid.uuid4().hex[:8]}"
-            org.service.put_plan(plan, {SEATS: 1})
-            org.service.put_org(org.org_id, plan)
-            org.service.add_member(org.org_id, first)
+            org.create_again(1, first)
             # ... which holds its 1 seat: a create in the ghost's range (its record not yet seen)
             new = same_range(ghost, "new")
             org.service.create(first, new, {}, new, kind=SEATS)
@@ -184,13 +178,7 @@ def test_a_census_read_across_the_organizations_creation_again_corrects_nothing(
             # ghost's range is admitted and counted there (the range's version: 2 again)
             org.service.delete(second, y, kind=SEATS)
             org.drain()
-            for account in org.members:
-                org.service.remove_member(org.org_id, account)
-            org.service.delete_org(org.org_id)
-            plan = f"one-{uuid.uuid4().hex[:8]}"
-            org.service.put_plan(plan, {SEATS: 1})
-            org.service.put_org(org.org_id, plan)
-            org.service.add_member(org.org_id, first)
+            org.create_again(1, first)
             new = same_range(ghost, "new")
             org.service.create(first, new, {}, new, kind=SEATS)
             org.drain()

@@ -8,29 +8,18 @@ from collections.abc import Callable
 
 import pytest
 
-from hybrid_counter.errors import DomainError, LimitExceeded, StoreUnavailable
+from hybrid_counter.errors import LimitExceeded, StoreUnavailable
 from tests.faults import at_an_organization, injected
 from tests.integration.test_holds import World, world
 from tests.integration.test_member_resizes import split_org
 from tests.integration.test_org_hold_reclaim import an_org, expire_what_is_left
 from tests.integration.test_org_split import SEATS, SplitOrg
+from tests.integration.test_review60_reclaim import _answer
 
 pytestmark = pytest.mark.integration
 __all__ = ["expire_what_is_left", "split_org", "world"]
 
 THROTTLED = "ProvisionedThroughputExceededException"
-
-
-def _answer(call: Callable[[], object]) -> str:
-    try:
-        call()
-        return "admitted"
-    except StoreUnavailable as error:
-        return f"503 {error}"
-    except LimitExceeded as error:
-        return f"409 {error.scope}"
-    except DomainError as error:
-        return f"{type(error).__name__} {error}"
 
 
 def _org_release_of(rid: str) -> Callable[[dict], bool]:

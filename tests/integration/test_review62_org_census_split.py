@@ -17,7 +17,6 @@ split shard's exact ``epoch`` (``creation_fence``); mutations 204 and 205.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from typing import Any
 
 import pytest
@@ -112,13 +111,7 @@ def test_a_stalled_census_correction_lands_on_the_split_organization_created_aga
             # ... the members leave, the organization is deleted (its counters hold nothing) and
             # created again under its id, split in 2 again, on a plan of 1 seat, with the first
             # member again ...
-            for account in org.members:
-                org.service.remove_member(org.org_id, account)
-            org.service.delete_org(org.org_id)
-            plan = f"one-{uuid.uuid4().hex[:8]}"
-            org.service.put_plan(plan, {SEATS: 1})
-            org.service.put_org(org.org_id, plan, shards=SHARDS)
-            org.service.add_member(org.org_id, first)
+            org.create_again(1, first, shards=SHARDS)
             # ... which holds its 1 seat: a create in the ghost's range (its record not yet seen)
             new = next(f"new{n}" for n in range(10_000) if range_of(f"new{n}") == range_of(ghost))
             org.service.create(first, new, {}, new, kind=SEATS)
@@ -186,13 +179,7 @@ def test_a_census_read_across_the_split_organizations_recreation_takes_back_its_
             # ... after the census read the first member (nothing in R), the organization is
             # deleted and created again under its id, split in 2, on a plan of 2 seats, with the
             # first member, which creates 2 seats in R, its shard's range version back at vo ...
-            for account in org.members:
-                org.service.remove_member(org.org_id, account)
-            org.service.delete_org(org.org_id)
-            plan = f"two-{uuid.uuid4().hex[:8]}"
-            org.service.put_plan(plan, {SEATS: 2})
-            org.service.put_org(org.org_id, plan, shards=SHARDS)
-            org.service.add_member(org.org_id, first)
+            org.create_again(2, first, shards=SHARDS)
             n = 0
             while version() < vo:
                 rid = next(f"b{k}" for k in range(n, 10_000) if range_of(f"b{k}") == rng)
