@@ -28,6 +28,7 @@ from benchmarks import seed
 from benchmarks.meter import Tally
 from benchmarks.world import BenchWorld
 from hybrid_counter.counting.eventual import EventualCounter
+from hybrid_counter.keys import org_usage_keys
 from hybrid_counter.resources import ResourceService
 
 COMPARED = ("requests", "read_units", "total_write_units")
@@ -45,6 +46,7 @@ PHASES = (
     "lifecycle",
 )
 USAGE_SIZES = (10, 100, 1_000)
+SPLIT_USAGE = 16  # the usage read again at the largest size, the organization split over 16
 TOP = 5
 
 
@@ -197,17 +199,29 @@ def _exact(service: ResourceService, account: str, org: str | None) -> bool:
 
 
 # ---- org usage ---------------------------------------------------------------------------------
-def usage(world: BenchWorld, sizes: tuple[int, ...] = USAGE_SIZES, top: int = TOP) -> dict[str, Any]:
-    return {"top": top, "organizations": [_usage_of(world, members, top) for members in sizes]}
+def usage(
+    world: BenchWorld, sizes: tuple[int, ...] = USAGE_SIZES, top: int = TOP, split: int = SPLIT_USAGE
+) -> dict[str, Any]:
+    """The read at each size, not split; and at the largest, split over ``split`` shards, whose
+    members spread over 4 S OrgUsageIndex keys (keys.org_usage_keys): one Query of each a kind."""
+    organizations = [_usage_of(world, members, top) for members in sizes]
+    if split > 1:
+        organizations.append(_usage_of(world, max(sizes), top, shards=split))
+    return {"top": top, "organizations": organizations}
 
 
-def _usage_of(world: BenchWorld, members: int, top: int) -> dict[str, Any]:
+def _usage_of(world: BenchWorld, members: int, top: int, *, shards: int = 1) -> dict[str, Any]:
     setup = world.service()
     plan_id, org = new_ids()
     setup.put_plan(plan_id, {world.settings.default_kind: 1_000_000})
-    setup.put_org(org, plan_id)
+    setup.put_org(org, plan_id, shards=shards if shards > 1 else None)
     accounts = seed.organization_members(
-        world.clients.dynamodb, world.table, org, f"{org}-a", [held(n) for n in range(members)]
+        world.clients.dynamodb,
+        world.table,
+        org,
+        f"{org}-a",
+        [held(n) for n in range(members)],
+        usage_keys=org_usage_keys(shards),
     )
     service = world.service()  # a new process: the organization's plan not cached yet
     with world.meter.labeled(f"orgs:usage_{members}:cold") as cold:
@@ -219,6 +233,7 @@ def _usage_of(world: BenchWorld, members: int, top: int) -> dict[str, Any]:
     leaders = sorted(accounts.values(), reverse=True)[:top]
     return {
         "members": members,
+        "shards": shards,
         "resources": total,
         "warm": _read_figures(warm),
         "cold": _read_figures(cold),

@@ -28,6 +28,7 @@ from hybrid_counter.keys import (
     member_key,
     org_counter_key,
     org_key,
+    org_usage_key,
     pending_shard,
     profile_key,
     range_of,
@@ -142,11 +143,14 @@ def accounts_with_drift(
     return accounts
 
 
-def organization_members(db: Any, table: str, org_id: str, prefix: str, held: list[int]) -> dict[str, int]:
+def organization_members(
+    db: Any, table: str, org_id: str, prefix: str, held: list[int], *, usage_keys: int = 1
+) -> dict[str, int]:
     """Member accounts of an existing organization (put_org) as the API and the stream path leave
     them, account n holding ``held[n]`` live resources of the default kind, counted at both
     levels: each account's profile (its organization, its kind registered), its member item, its
-    resources, its counter item (in the organization, so on the OrgUsageIndex by its eventual);
+    resources, its counter item (in the organization, so on the OrgUsageIndex by its eventual, on
+    its bucket of the organization's ``usage_keys``);
     then the organization's counter item holding them all and its profile's member count.
     The accounts and what each holds."""
     now = time.time()
@@ -161,7 +165,9 @@ def organization_members(db: Any, table: str, org_id: str, prefix: str, held: li
             item.update({ORG: {"S": org_id}, "org_counted": {"BOOL": True}})
             entries.append(item)
         counter = counter_item(account_id, ids, limit=None)
-        counter.update({ORG: {"S": org_id}, ORG_KIND: {"S": f"{org_id}#{DEFAULT_KIND}"}})
+        counter.update(
+            {ORG: {"S": org_id}, ORG_KIND: {"S": org_usage_key(org_id, DEFAULT_KIND, account_id, usage_keys)}}
+        )
         entries += [
             counter,
             {

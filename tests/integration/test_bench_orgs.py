@@ -5,6 +5,8 @@ ladder itself is not run here (minutes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from benchmarks import org_ceiling, orgs
@@ -41,7 +43,7 @@ def test_a_member_pays_one_more_conditional_write_and_one_more_read_a_create(wor
 
 
 def test_the_org_usage_read_is_the_same_for_3_and_30_members(world: BenchWorld) -> None:
-    found = orgs.usage(world, (3, 30))["organizations"]
+    found = orgs.usage(world, (3, 30), split=1)["organizations"]
 
     assert [row["exact"] for row in found] == [True, True]
     assert found[0]["warm"] == found[1]["warm"]
@@ -53,3 +55,24 @@ def test_an_organizations_limit_is_exact_under_throttling(world: BenchWorld, sha
     found = org_ceiling.exact_limit(world, shards, Capacity(10.0, 16, 1.0), limit=6, accounts=3)
 
     assert (found["admitted"], found["units_live"], found["exact"]) == (6, 6, True)
+
+
+def test_the_usage_read_of_a_split_organization_queries_each_of_its_usage_keys(world: BenchWorld) -> None:
+    keys: list[str] = []
+    query = world.clients.dynamodb.query
+
+    def counted(**kwargs: Any) -> Any:
+        if kwargs.get("IndexName") == "OrgUsageIndex":
+            keys.append(kwargs["ExpressionAttributeValues"][":org_kind"]["S"])
+        return query(**kwargs)
+
+    world.clients.dynamodb.query = counted  # type: ignore[method-assign]
+    try:
+        found = orgs.usage(world, (20,), split=4)["organizations"]
+    finally:
+        del world.clients.dynamodb.query
+
+    assert [(row["shards"], row["exact"]) for row in found] == [(1, True), (4, True)]
+    # two reads each (a new process, then again): one key, then the 16 of a split over 4
+    assert len(keys) == 2 * 1 + 2 * 16
+    assert len(set(keys[2:])) == 16

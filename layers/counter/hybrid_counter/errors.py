@@ -32,6 +32,7 @@ class LimitExceeded(DomainError):
         scope: str = "account",
         holds: bool | None = None,
         org: str | None = None,
+        org_holds: bool | None = None,
     ) -> None:
         what = f"{kind} units" if kind else "resources"
         asked = f"; {units} more asked for" if units != 1 else ""
@@ -42,12 +43,14 @@ class LimitExceeded(DomainError):
         self.kind = kind
         self.units = units
         self.scope = scope
-        # Whether the refusing counter item ever admitted a hold (None: not known, say at the
-        # organization): False spares a refusal the search for expired holds (holds.py).
+        # Whether the account's counter item ever admitted a hold (None: not known): False
+        # spares a refusal the search for its expired holds (holds.py).
         self.holds = holds
         # (scope "organization") the organization that refused: a refusal there first expires
-        # its members' expired holds of the kind (holds.py, OrgHoldIndex)
+        # its members' expired holds of the kind (holds.py, OrgHoldIndex), unless its counter
+        # items say none of them ever held (``org_holds`` False; None: not known, looked for)
         self.org = org
+        self.org_holds = org_holds
 
 
 class IdempotencyConflict(DomainError):

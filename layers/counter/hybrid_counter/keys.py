@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import re
 import zlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 ACCOUNT_PREFIX = "ACCOUNT#"
 CONTROL_PREFIX = "CONTROL#"  # the sweeper's saved progress, not an account
@@ -44,6 +46,7 @@ FORMER_PREFIX = "FORMER#"
 FORMER_SECONDS = 86_400
 RANGES = 16
 COUNTER_SHARDS = 16
+ORG_USAGE_KEYS_PER_SHARD = 4
 # The kind the routes without a kind act on, unless the stack's DefaultKind says otherwise.
 DEFAULT_KIND = "resources"
 
@@ -136,6 +139,33 @@ def counter_shard(account_id: str) -> str:
 
 def all_counter_shards() -> list[str]:
     return [f"COUNTERS#{n:02d}" for n in range(COUNTER_SHARDS)]
+
+
+def org_usage_keys(shards: int) -> int:
+    """How many OrgUsageIndex keys an organization split over ``shards`` spreads its members'
+    counter items over: each count or release of a member moves its item's sort key there (two
+    index writes), and one key is one index partition's writes a second, so a split organization
+    gets ORG_USAGE_KEYS_PER_SHARD keys a shard; one not split keeps the one key it always had."""
+    return 1 if shards <= 1 else ORG_USAGE_KEYS_PER_SHARD * shards
+
+
+def org_usage_key(org_id: str, kind: str, account_id: str, keys: int = 1) -> str:
+    """A member's OrgUsageIndex key: ``<org>#<kind>``, and beyond the first of ``keys`` a
+    bucket of the account (``<org>#<kind>#<n>``), so the first is the key written before
+    organizations were split over several."""
+    bucket = zlib.crc32(account_id.encode()) % max(1, keys)
+    return f"{org_id}#{kind}" if bucket == 0 else f"{org_id}#{kind}#{bucket}"
+
+
+def usage_keys_of(item: Mapping[str, Any]) -> int:
+    """An organization's OrgUsageIndex keys, from its item: the most its shards ever asked for
+    (``usage_keys``, which set_shards records; one split before it did: as its shards ask)."""
+    shards = int(item.get("shards", {}).get("N", "1"))
+    return max(int(item.get("usage_keys", {}).get("N", "1")), org_usage_keys(shards))
+
+
+def all_org_usage_keys(org_id: str, kind: str, keys: int) -> list[str]:
+    return [f"{org_id}#{kind}"] + [f"{org_id}#{kind}#{n}" for n in range(1, max(1, keys))]
 
 
 def iso_utc(epoch_seconds: float) -> str:

@@ -194,6 +194,7 @@ class OrgAnswer:
     limit: int
     used: int
     would_admit: bool
+    holds: bool | None = None  # a hold was ever admitted at it (not shown: whether to look for expired ones)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -5,7 +5,7 @@ rather than being overwritten (counting/recount.py, counting/org_recount.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -34,7 +34,7 @@ def correct_range(
     deltas: tuple[int, int],
     *,
     version: int,
-    creation: tuple[str, int | None] | None = None,
+    creation: Sequence[tuple[str, int | None]] = (),
 ) -> bool:
     """The range's shares moved by (best_effort, eventual) deltas, with the totals, if its version
     is still ``version`` (and an organization's item still of the creation ``creation`` names:

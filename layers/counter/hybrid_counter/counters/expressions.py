@@ -8,7 +8,7 @@ compares two attributes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,7 +33,7 @@ from hybrid_counter.counters.state import (
     eventual_share,
     range_version,
 )
-from hybrid_counter.keys import DEFAULT_KIND, all_ranges, counter_key, counter_shard, range_of
+from hybrid_counter.keys import DEFAULT_KIND, all_ranges, counter_key, counter_shard, org_usage_key, range_of
 
 
 @dataclass
@@ -148,6 +148,7 @@ class Membership:
 
     org: str | None
     epoch: int | None = None
+    usage_keys: int = 1  # the OrgUsageIndex keys its members spread over (keys.org_usage_keys)
 
 
 def _member_of(expr: UpdateExpr, membership: Membership | None) -> None:
@@ -185,7 +186,9 @@ def admission(
     if membership is not None:  # an account's: it says from now on whether it is a member
         expr.set_once(ORG, membership.org or NO_ORG)
         if membership.org is not None:
-            expr.set_once(ORG_KIND, f"{membership.org}#{kind}")
+            # (set, not set once: a member of an organization split since it was given its key
+            # moves to one of the keys it now spreads over; the same key again writes no index)
+            expr.set_string(ORG_KIND, org_usage_key(membership.org, kind, account_id, membership.usage_keys))
             if membership.epoch is not None:
                 expr.set_number_once(ORG_EPOCH, membership.epoch)
     if hold:  # from now on a refusal for room on this item looks for expired holds (holds.py)
@@ -312,22 +315,22 @@ def correction(
     eventual: int,
     version_seen: int,
     *,
-    creation: tuple[str, int | None] | None = None,
+    creation: Sequence[tuple[str, int | None]] = (),
 ) -> UpdateExpr:
     """A recount's fix of one range, applied only if nothing changed the range since its census.
     ``creation`` (an organization's shard item: orgs/counters.py ``creation_fence``, the
-    attribute that says which creation of the organization it is of, and its value as the
+    attributes that say which creation of the organization it is of, each with its value as the
     census read it; None: absent): only on that creation's item, since one created again under
     the id starts its range versions anew (review 59: a stalled census's fix landed on the new
-    one's, 2 seats live of 1; review 62: on a split one's, whose shards carry no ``org_epoch``)."""
+    one's, 2 seats live of 1; review 62: on a split one's, whose shards carry no ``org_epoch``;
+    review 63: on a shard frozen by its first split, which carries no ``epoch`` yet)."""
     expr = UpdateExpr().add(BEST_EFFORT, best_effort).add(EVENTUAL, eventual)
     version = expr.name(range_version(range_id))
     if version_seen:
         expr.when(f"{version} = {expr.number(version_seen)}")
     else:
         expr.when(f"attribute_not_exists({version})")
-    if creation is not None:
-        attribute, value = creation
+    for attribute, value in creation:
         mark = expr.name(attribute)
         expr.when(f"attribute_not_exists({mark})" if value is None else f"{mark} = {expr.number(value)}")
     return _range_delta(expr, range_id, best_effort, eventual)

@@ -87,6 +87,7 @@ from hybrid_counter.counters.state import (
     BEST_EFFORT,
     EPOCH,
     EVENTUAL,
+    HOLDS_USED,
     LAST_ADMISSION,
     LAST_ADMISSION_UNITS,
     LAST_RESIZE,
@@ -352,12 +353,23 @@ class SplitCounter:
 
     # ---- the admission -----------------------------------------------------------------------------
     def admit_once(
-        self, owner: str, kind: str, shard: Shard, *, resource_id: str, token: str, units: int
+        self,
+        owner: str,
+        kind: str,
+        shard: Shard,
+        *,
+        resource_id: str,
+        token: str,
+        units: int,
+        hold: bool = False,
     ) -> Attempted:
-        """One conditional write: ``units`` more on the shard, within its allowance as read."""
+        """One conditional write: ``units`` more on the shard, within its allowance as read (a
+        hold's marks the shard ``holds_used``, as an admission on one item does)."""
         expr = UpdateExpr().add(BEST_EFFORT, units)
         range_delta(expr, range_of(resource_id), units, 0)
         expr.set_string(LAST_ADMISSION, token).set(LAST_ADMISSION_UNITS, expr.number(units))
+        if hold:
+            expr.set(HOLDS_USED, expr.value({"BOOL": True}))
         _within(expr, shard.allowance, units)
         _at_epoch(expr, shard.state.epoch)  # laid out by the rebase read (so its owner's creation)
         args = expr.update_key(self._table, self._shard_key(owner, kind, shard.number))

@@ -392,8 +392,9 @@ class EventualCounter:
             op,
             units=items.units_of(item),
             pending=items.state_of(item) == items.PENDING,
-            # (as the item shows it: the sweeper's ops come from index entries without hold_until)
-            hold=op.org is None and "hold_until" in item,
+            # (as the item shows it: the sweeper's ops come from index entries without hold_until;
+            # at either level: its count marks the counter holds_used, as its admission would have)
+            hold="hold_until" in item,
         )
 
     def _fresh_since(self) -> str:

@@ -58,9 +58,10 @@ class CountOp:
     # PendingIndex with its count, so the sweeper finds it (eventual.py)
     pending: bool = False
     shard: int = 0  # (at an organization) which of its counter items admitted it (counters/split.py)
-    # (at its account) a hold, counted perhaps without its admission (outcome unknown, made live
-    # anyway): the count marks the counter ``holds_used`` as the admission would have, so a
-    # refusal for room still looks for it once expired (review 61: 409 while it held the room)
+    # a hold, counted perhaps without its admission (outcome unknown, made live anyway): the
+    # count marks the counter ``holds_used`` (its account's, or its organization's shard) as the
+    # admission would have, so a refusal for room still looks for it once expired (review 61:
+    # 409 while it held the room)
     hold: bool = False
 
     @property
@@ -232,6 +233,15 @@ def ops_for_item(item: dict[str, Any]) -> list[Op]:
     org = items.org_of(item)
     if org is not None and not items.org_counted(item):
         found.append(
-            CountOp(account_id, resource_id, incarnation, kind, units, org, shard=items.org_shard(item))
+            CountOp(
+                account_id,
+                resource_id,
+                incarnation,
+                kind,
+                units,
+                org,
+                shard=items.org_shard(item),
+                hold="hold_until" in item,
+            )
         )
     return found

@@ -46,7 +46,7 @@ from hybrid_counter.counting.eventual import EventualCounter
 from hybrid_counter.counting.ops import CountOp, ops_for_item
 from hybrid_counter.errors import DomainError
 from hybrid_counter.keys import all_ranges, org_counter_key
-from hybrid_counter.orgs.counters import creation_fence, creation_of, org_counters
+from hybrid_counter.orgs.counters import Fence, creation_fence, creation_of, org_counters
 from hybrid_counter.resources import items
 from hybrid_counter.resources.census import CensusTaker
 
@@ -372,7 +372,7 @@ class OrgRecounter:
         range_id: str,
         deltas: tuple[int, int],
         version: int,
-        creation: tuple[str, int | None],
+        creation: Fence,
     ) -> bool:
         """One shard's range corrected by (best_effort, eventual), if its version is still the one
         seen, on the creation of the organization the census read (reviews 59, 62)."""

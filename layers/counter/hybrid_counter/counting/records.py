@@ -273,7 +273,14 @@ def _org_count(account_id: str, kind: str, resource_id: str, new: Mapping[str, A
     """The count at its organization of a live member's resource, as its record shows it."""
     units, org_shard = int(new.get("units", 1)), int(new.get("org_shard", 0))
     return CountOp(
-        account_id, resource_id, str(new["incarnation"]), kind, units, str(new["org"]), shard=org_shard
+        account_id,
+        resource_id,
+        str(new["incarnation"]),
+        kind,
+        units,
+        str(new["org"]),
+        shard=org_shard,
+        hold="hold_until" in new,
     )
 
 

@@ -19,6 +19,8 @@ from hybrid_counter.keys import (
     pending_shard,
 )
 
+Fence = tuple[tuple[str, int | None], ...]  # (attribute, value as read; None: absent)
+
 if TYPE_CHECKING:
     from hybrid_counter.aws import Clients
     from hybrid_counter.effects import Effects
@@ -89,13 +91,16 @@ def creation_of(state: CounterState) -> int | None:
     return state.org_epoch
 
 
-def creation_fence(state: CounterState) -> tuple[str, int | None]:
-    """What a write fenced by the creation ``state`` was read of checks on its item: a split
-    shard's exact ``epoch`` (each creation's epochs are its own range, and a rebase that moves it
-    moves no share: a refused write is one more attempt), else ``org_epoch`` (None: absent)."""
-    if _split(state):
-        return EPOCH, state.epoch or None  # (0: read as absent)
-    return ORG_EPOCH, state.org_epoch
+def creation_fence(state: CounterState) -> Fence:
+    """What a write fenced by the creation ``state`` was read of checks on its item: both marks
+    that say which creation it is of, each as read (None: absent). A split shard's ``epoch``
+    (each creation's epochs are its own range, and a rebase that moves it moves no share: a
+    refused write is one more attempt), and a single item's ``org_epoch``, which it keeps while
+    its first split freezes it with no epoch yet (review 63: fenced on the epoch alone, a
+    stalled correction read on such an item landed on the single item of the organization
+    created again, which has none either: 2 seats live of 1). A shard its first split creates has
+    neither until laid out, but holds nothing until then: no correction is made on it."""
+    return ((EPOCH, state.epoch or None), (ORG_EPOCH, state.org_epoch))
 
 
 def _split(state: CounterState) -> bool:

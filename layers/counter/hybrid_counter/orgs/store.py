@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -53,8 +54,11 @@ from hybrid_counter.keys import (
     member_key,
     org_key,
     org_pk,
+    org_usage_key,
+    org_usage_keys,
     parse_counter_sk,
     profile_key,
+    usage_keys_of,
 )
 from hybrid_counter.orgs.counters import org_is
 
@@ -77,6 +81,7 @@ class Org:
     created_at: str = ""
     shards: int = 1  # its counter's shard items per kind (counters/split.py)
     creation: int = 0  # which creation of the id it is (its epoch_base; not shown)
+    usage_keys: int = 1  # its members' OrgUsageIndex keys (keys.org_usage_keys; not shown)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -109,6 +114,7 @@ class OrgStore:
             str(item.get("created_at", {}).get("S", "")),
             int(item.get("shards", {}).get("N", "1")),
             int(item.get("epoch_base", {}).get("N", "0")),
+            usage_keys_of(item),
         )
 
     def former_members(self, org_id: str) -> list[str]:
@@ -160,12 +166,12 @@ class OrgStore:
                 raise MembershipConflict(
                     "AccountInAnotherOrganization", f"account {account_id} belongs to organization {current}"
                 )
-            epoch = 0
+            epoch, keys = 0, 1
             if joining:
                 org = self._get(org_key(org_id))
                 if org is None:
                     raise NotFound(f"organization {org_id} not found")
-                epoch = int(org.get("epoch_base", {}).get("N", "0"))
+                epoch, keys = int(org.get("epoch_base", {}).get("N", "0")), usage_keys_of(org)
             registered = set(profile.get("kinds", {}).get("SS", []))
             counters = self._counter_kinds(account_id)
             self._check_empty(account_id, counters)
@@ -176,7 +182,8 @@ class OrgStore:
                 )
             actions = [self._profile_action(account_id, org_id, registered, joining=joining, epoch=epoch)]
             actions += [
-                self._counter_action(account_id, org_id, kind, joining=joining, epoch=epoch) for kind in kinds
+                self._counter_action(account_id, org_id, kind, joining=joining, epoch=epoch, keys=keys)
+                for kind in kinds
             ]
             actions += self._org_actions(org_id, account_id, joining=joining, epoch=epoch)
             try:
@@ -252,10 +259,11 @@ class OrgStore:
         }
 
     def _counter_action(
-        self, account_id: str, org_id: str, kind: str, *, joining: bool, epoch: int
+        self, account_id: str, org_id: str, kind: str, *, joining: bool, epoch: int, keys: int = 1
     ) -> dict[str, Any]:
         """The kind's counter item (created if the kind is registered and has none yet), holding
-        nothing, moved into or out of the organization (this creation of it: ``epoch``)."""
+        nothing, moved into or out of the organization (this creation of it: ``epoch``; its
+        OrgUsageIndex key one of the organization's ``keys``)."""
         values: dict[str, Any] = {":zero": {"N": "0"}}
         empty = (
             "(attribute_not_exists(best_effort) OR best_effort = :zero) "
@@ -265,7 +273,11 @@ class OrgStore:
         if joining:
             update = f"SET org = :org, {ORG_KIND} = :org_kind, {ORG_EPOCH} = :epoch"
             values.update(
-                {":org": {"S": org_id}, ":org_kind": {"S": f"{org_id}#{kind}"}, ":epoch": {"N": str(epoch)}}
+                {
+                    ":org": {"S": org_id},
+                    ":org_kind": {"S": org_usage_key(org_id, kind, account_id, keys)},
+                    ":epoch": {"N": str(epoch)},
+                }
             )
             whose = "(attribute_not_exists(org) OR org = :none)"
         else:
@@ -343,22 +355,35 @@ class OrgStore:
             # (else created again under its id since it was read: read again)
 
     def set_shards(self, org_id: str, shards: int) -> None:
-        """How many shard items the organization's counters are split over from now on."""
-        try:
-            retry_conflicts(
-                lambda: self._clients.dynamodb.update_item(
-                    TableName=self._table,
-                    Key=org_key(org_id),
-                    UpdateExpression="SET shards = :s",
-                    ConditionExpression="attribute_exists(pk)",
-                    ExpressionAttributeValues={":s": {"N": str(shards)}},
-                ),
-                self._retry,
-            )
-        except ClientError as error:
-            if error_code(error) == "ConditionalCheckFailedException":
-                raise NotFound(f"organization {org_id} not found") from error
-            raise
+        """How many shard items the organization's counters are split over from now on, and
+        the OrgUsageIndex keys its members spread over, which only grow: a member keeps the key
+        it was given until its next admission, so going back to fewer shards keeps every key
+        read (the first write: the keys grow with it; else the shards alone)."""
+        keys = org_usage_keys(shards)
+        growing = (
+            "SET shards = :s, usage_keys = :k",
+            "attribute_exists(pk) AND (attribute_not_exists(usage_keys) OR usage_keys <= :k)",
+            {":s": {"N": str(shards)}, ":k": {"N": str(keys)}},
+        )
+        alone = ("SET shards = :s", "attribute_exists(pk)", {":s": {"N": str(shards)}})
+        for update, condition, values in (growing, alone):
+            try:
+                retry_conflicts(
+                    partial(
+                        self._clients.dynamodb.update_item,
+                        TableName=self._table,
+                        Key=org_key(org_id),
+                        UpdateExpression=update,
+                        ConditionExpression=condition,
+                        ExpressionAttributeValues=values,
+                    ),
+                    self._retry,
+                )
+                return
+            except ClientError as error:
+                if error_code(error) != "ConditionalCheckFailedException":
+                    raise
+        raise NotFound(f"organization {org_id} not found")
 
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str, *, settle: Callable[[dict[str, Any]], None] | None = None) -> None:

@@ -17,7 +17,7 @@ Why the order (call by call, against every other flow): docs/design.md.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, NoReturn, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -176,6 +176,7 @@ class CreateFlow:
             except LimitExceeded as full:
                 full.holds = state.holds_used  # the account's own holds are what it would reclaim
                 raise AtLimit(full) from None
+            membership = replace(membership, usage_keys=org_seen.usage_keys)
         if not state.org_known and not guarded(
             lambda: self._orgs.register(account_id, kind, membership), "the create"
         ):
@@ -332,8 +333,11 @@ class CreateFlow:
         self, request: Request, rid: str, incarnation: str, org: str, seen: OrgSeen, *, created_at: float
     ) -> tuple[Admission, OrgSeen]:
         account_id, kind, units = request.account_id, request.kind, request.units
+        hold = request.hold_until is not None
         self._in_time_to_admit(created_at)
-        admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+        admitted = self._orgs.admit(
+            org, account_id, rid, incarnation, kind=kind, units=units, seen=seen, hold=hold
+        )
         tried = {seen.shard}
         while admitted.outcome is AdmissionOutcome.NOT_APPLIED and admitted.throttled:
             # a split counter's shard throttled: another shard, named on the item first
@@ -344,7 +348,9 @@ class CreateFlow:
             seen = other
             tried.add(seen.shard)
             self._in_time_to_admit(created_at)
-            admitted = self._orgs.admit(org, account_id, rid, incarnation, kind=kind, units=units, seen=seen)
+            admitted = self._orgs.admit(
+                org, account_id, rid, incarnation, kind=kind, units=units, seen=seen, hold=hold
+            )
         return admitted, seen
 
     def _in_time(self, created_at: float) -> bool:

@@ -41,7 +41,7 @@ from hybrid_counter.counters.expressions import Membership
 from hybrid_counter.counters.split import OVERRIDE, Basis, OwnerGone, Shard, ShardSet, shard_of_resource
 from hybrid_counter.counters.state import ALLOWANCE, BASIS, ORG_EPOCH, REBASING
 from hybrid_counter.errors import InProgress, LimitBelowUsage, LimitExceeded, StoreUnavailable, Throttled
-from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, profile_key
+from hybrid_counter.keys import member_token, org_counter_key, org_resize_token, org_usage_keys, profile_key
 from hybrid_counter.orgs.counters import creation_in, of_creation, org_is, org_lives, org_split_counter
 from hybrid_counter.resources import items
 from hybrid_counter.resources.table import Item, ResourceTable
@@ -68,6 +68,12 @@ def split_guard(limit: int) -> Guard:
         {"#g_basis": BASIS, "#g_rebasing": REBASING},
         {":g_limit": {"N": str(limit)}},
     )
+
+
+def held(picture: ShardSet) -> bool:
+    """Whether a hold was ever admitted (or counted) on any of the organization's counter items
+    of the kind: a refusal there looks for its members' expired holds only then."""
+    return any(shard.state.holds_used for shard in picture.shards.values())
 
 
 ShardWrite = Callable[[Shard], Attempted]  # one conditional write of units on a shard, as read
@@ -127,6 +133,7 @@ class OrgSeen:
     shard: int
     picture: ShardSet
     epoch: int | None = None
+    usage_keys: int = 1  # the OrgUsageIndex keys its members spread over now (keys.org_usage_keys)
 
     @property
     def state(self) -> CounterState:
@@ -222,15 +229,32 @@ class OrgLevel:
             judged = self._view.org_judge(org, kind)(state)
             if not state.admits(judged.limit, units):
                 self._obs.count("LimitExceeded")
-                raise LimitExceeded(judged.limit, state.used, kind, units, scope="organization", org=org)
+                raise LimitExceeded(
+                    judged.limit,
+                    state.used,
+                    kind,
+                    units,
+                    scope="organization",
+                    org=org,
+                    org_holds=state.holds_used,
+                )
             return OrgSeen(0, picture, epoch)
-        seen = OrgSeen(shard_of_resource(resource_id, self._view.org_shards(org)), picture, epoch)
+        shards = self._view.org_shards(org)
+        seen = OrgSeen(shard_of_resource(resource_id, shards), picture, epoch, org_usage_keys(shards))
         basis = picture.basis
         if basis is not None and not picture.frozen and self._wanted(org, kind, picture) is None:
             room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
             if room < units:
                 self._obs.count("LimitExceeded")
-                raise LimitExceeded(basis.limit, picture.used, kind, units, scope="organization", org=org)
+                raise LimitExceeded(
+                    basis.limit,
+                    picture.used,
+                    kind,
+                    units,
+                    scope="organization",
+                    org=org,
+                    org_holds=held(picture),
+                )
         return seen
 
     def elsewhere(
@@ -250,7 +274,7 @@ class OrgLevel:
         if not picture.split or not left:
             return None
         roomy = [n for n in left if picture.get(n).room >= units]
-        return OrgSeen(random.choice(roomy or left), picture, epoch)
+        return OrgSeen(random.choice(roomy or left), picture, epoch, org_usage_keys(shards))
 
     def would_admit(self, org: str, kind: str, units: int, creation: int | None) -> OrgAnswer:
         """A dry run at the organization: as its admission would judge now (a split counter:
@@ -263,14 +287,18 @@ class OrgLevel:
         if basis is None:
             state = picture.get(0).state
             limit = self._view.org_judge(org, kind)(state).limit
-            return OrgAnswer(org, limit, state.used, units <= 0 or state.admits(limit, units))
+            return OrgAnswer(org, limit, state.used, units <= 0 or state.admits(limit, units), held(picture))
         wanted = self._wanted(org, kind, picture)
         if wanted is not None:  # a limit not laid out yet: judged by it, as the rebase will lay it out
             return OrgAnswer(
-                org, wanted.limit, picture.used, units <= 0 or picture.used + units <= wanted.limit
+                org,
+                wanted.limit,
+                picture.used,
+                units <= 0 or picture.used + units <= wanted.limit,
+                held(picture),
             )
         room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
-        return OrgAnswer(org, basis.limit, picture.used, units <= 0 or units <= room)
+        return OrgAnswer(org, basis.limit, picture.used, units <= 0 or units <= room, held(picture))
 
     def _single(self, org: str, picture: ShardSet) -> bool:
         """Its counter for the kind is one item, as every organization's is until it is split."""
@@ -286,25 +314,30 @@ class OrgLevel:
         kind: str,
         units: int,
         seen: OrgSeen,
+        hold: bool = False,
     ) -> Admission:
         """The organization's admission of a create's units: on its single item, one attempt as
-        an account's; on a split counter, its shard's (gathering allowance first if short)."""
+        an account's; on a split counter, its shard's (gathering allowance first if short). A
+        hold's marks the item ``holds_used``, as an account's: from then on a refusal there looks
+        for its members' expired holds (holds.py), and one of an organization never held does not."""
         token = member_token(account_id, rid, incarnation)
         if seen.epoch is None:
             return self._gone(org)
         if seen.shard == 0 and self._single(org, seen.picture):
-            admitted = self._admit_single(org, kind, rid, token, units=units, seen=seen)
+            admitted = self._admit_single(org, kind, rid, token, units=units, seen=seen, hold=hold)
             if admitted is not None:
                 return admitted
             # split meanwhile: admitted on shard 0 of the split counter (if by this creation)
-        write = partial(self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units)
+        write = partial(
+            self.splits.admit_once, org, kind, resource_id=rid, token=token, units=units, hold=hold
+        )
         try:
             return self._on_split(org, kind, seen.shard, units=units, write=write, creation=seen.epoch)
         except OwnerGone:
             return self._gone(org)  # as a single item's: judge it all again
 
     def _admit_single(
-        self, org: str, kind: str, rid: str, token: str, *, units: int, seen: OrgSeen
+        self, org: str, kind: str, rid: str, token: str, *, units: int, seen: OrgSeen, hold: bool = False
     ) -> Admission | None:
         """O2 on the organization's single counter item, conditional on its having been opened by
         the creation of the organization the create was judged by (``seen.epoch``); opened first
@@ -326,6 +359,7 @@ class OrgLevel:
                 units=units,
                 judge=self._view.org_judge(org, kind),
                 org_epoch=seen.epoch,
+                hold=hold,
             )
             if admitted.outcome is not AdmissionOutcome.MOVED:
                 return admitted
@@ -639,8 +673,20 @@ class OrgLevel:
         return self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation)
 
     def refused(self, org: str, admission: Admission, kind: str, units: int) -> LimitExceeded:
+        """(Whether its members ever held, as the refusing item says when it is the single one;
+        a split counter's refusal read one shard: not known, looked for.)"""
         limit = admission.judged.limit if admission.judged else 0
-        return LimitExceeded(limit, admission.state.used, kind, units, scope="organization", org=org)
+        state = admission.state
+        single = state.allowance is None and state.rebasing is None
+        return LimitExceeded(
+            limit,
+            state.used,
+            kind,
+            units,
+            scope="organization",
+            org=org,
+            org_holds=state.holds_used if single else None,
+        )
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------
     def undo(

@@ -22,6 +22,7 @@ from hybrid_counter.governance.usage_over import OverPage, UsageOver
 from hybrid_counter.keys import (
     HISTORY_PREFIX,
     account_pk,
+    all_org_usage_keys,
     is_valid_id,
     iso_utc,
     kind_prefix,
@@ -325,7 +326,8 @@ class ResourceService:
 
     def org_usage(self, org_id: str, *, top: int = 5) -> OrgUsage:
         """Per kind: the limit, where it comes from, the use, and the accounts that use most (by
-        their counted use, OrgUsageIndex: one Query of ``top`` keys a kind, no read per account)."""
+        their counted use, OrgUsageIndex: a Query of ``top`` entries per key of the kind, one
+        for an organization never split, 4 S for one split over S; no read per account)."""
         org = self.get_org(org_id)
         guarded(lambda: self.limits.know_creation(org_id, org.creation), "the read")  # judged by this one
         states = guarded(lambda: self.org_counters(org_id), "the read")
@@ -335,27 +337,36 @@ class ResourceService:
         for kind in sorted(kinds):
             state = states.get(kind, CounterState())
             judged = self.limits.org_judge(org_id, kind)(state)
-            leaders = guarded(partial(self._top_accounts, org_id, kind, top), "the read")
+            leaders = guarded(partial(self._top_accounts, org_id, kind, top, org.usage_keys), "the read")
             per_kind[kind] = OrgKindUsage(
                 kind, judged.limit, judged.source, state.best_effort, state.eventual, leaders
             )
         return OrgUsage(org_id, org.plan_id, org.members, per_kind)
 
-    def _top_accounts(self, org_id: str, kind: str, top: int) -> tuple[TopAccount, ...]:
+    def _top_accounts(self, org_id: str, kind: str, top: int, keys: int) -> tuple[TopAccount, ...]:
+        """The ``top`` of each of the organization's OrgUsageIndex keys, merged: the accounts that
+        use most are among them, whichever keys they are spread over."""
         if top <= 0:
             return ()
-        response = self._clients.dynamodb.query(
-            TableName=self._settings.table_name,
-            IndexName=ORG_USAGE_INDEX,
-            KeyConditionExpression="org_kind = :org_kind",
-            ExpressionAttributeValues={":org_kind": {"S": f"{org_id}#{kind}"}},
-            ScanIndexForward=False,
-            Limit=top,
-        )
-        return tuple(
-            TopAccount(parse_account_pk(str(item["pk"]["S"])), int(item.get("eventual", {}).get("N", "0")))
-            for item in response.get("Items", [])
-        )
+        found: list[TopAccount] = []
+        for key in all_org_usage_keys(org_id, kind, keys):
+            response = self._clients.dynamodb.query(
+                TableName=self._settings.table_name,
+                IndexName=ORG_USAGE_INDEX,
+                KeyConditionExpression="org_kind = :org_kind",
+                ExpressionAttributeValues={":org_kind": {"S": key}},
+                ScanIndexForward=False,
+                Limit=top,
+            )
+            found += (
+                TopAccount(
+                    parse_account_pk(str(item["pk"]["S"])), int(item.get("eventual", {}).get("N", "0"))
+                )
+                for item in response.get("Items", [])
+            )
+        # (an item whose key just moved may show under both for a moment: the index is eventual)
+        best = {leader.account_id: leader for leader in sorted(found, key=lambda leader: leader.used)}
+        return tuple(sorted(best.values(), key=lambda leader: (-leader.used, leader.account_id))[:top])
 
     def org_history(
         self, org_id: str, *, kind: str | None = None, page_size: int = 50, next_token: str | None = None
@@ -457,7 +468,7 @@ class ResourceService:
         try:
             return admit()
         except LimitExceeded as refused:
-            org = refused.org if refused.scope == "organization" else None
+            org = _reclaims_at(refused)
             if refused.holds is False and org is None:
                 raise
             own = refused.holds is not False  # (an account that never held has none of its own)
@@ -467,7 +478,7 @@ class ResourceService:
         try:
             return admit()
         except LimitExceeded as again:
-            later = again.org if again.scope == "organization" else None
+            later = _reclaims_at(again)
             if org is not None or later is None:
                 raise reclaimed.refused_again(again) from again
             # Refused at its account first, then, its own holds released, at its organization:
@@ -565,8 +576,9 @@ class ResourceService:
         # (an account that never held: nothing of its own to release, and no Query to find that
         # out; refused at its organization, its members' expired holds are looked for)
         org_refuses = at_org is not None and not at_org.would_admit
-        if org_refuses or (state.holds_used and not admits):
-            reclaiming = org_id if org_refuses else None
+        org_held = at_org is not None and at_org.holds is not False
+        if (org_refuses and org_held) or (state.holds_used and not admits):
+            reclaiming = org_id if org_refuses and org_held else None
             # as the request would reclaim them: refused at its account first, its own page,
             # then (refused at its organization) that one's page apart (review 61: one page of
             # both, the dry run refused what the request admitted)
@@ -652,3 +664,11 @@ class ResourceService:
         if not is_valid_id(resource_id):
             raise ValidationError("next_token is not valid")
         return resource_id
+
+
+def _reclaims_at(refused: LimitExceeded) -> str | None:
+    """The organization whose members' expired holds a refusal reclaims: the one that refused,
+    unless its counter items say none of its members ever held (no Query of the OrgHoldIndex)."""
+    if refused.scope != "organization" or refused.org_holds is False:
+        return None
+    return refused.org
