@@ -377,11 +377,17 @@ class WouldAdmitBody(BaseModel):
     would_admit: bool
     kind: str
     units: int
-    limit: int
-    used: int
-    remaining: int
+    limit: int = Field(
+        description="The account's limit of the kind (always the account's; its organization's is in `organization`)"
+    )
+    used: int = Field(description="The account's use of the kind")
+    remaining: int = Field(description="The account's room")
     scope: Literal["account", "organization"] | None = Field(
-        default=None, description="Which level would refuse it (only when it would not be admitted)"
+        default=None,
+        description=(
+            "Which level would refuse it (only when it would not be admitted): with `organization`, "
+            "the refusal's `limit` and `used` are those in `organization`, as the request's 409 carries them"
+        ),
     )
     organization: WouldAdmitAtOrgBody | None = Field(
         default=None, description="A member account's: its organization's answer (both levels judge a create)"

@@ -358,23 +358,31 @@ class OrgStore:
         """How many shard items the organization's counters are split over from now on, and
         the OrgUsageIndex keys its members spread over, which only grow: a member keeps the key
         it was given until its next admission, so going back to fewer shards keeps every key
-        read (the first write: the keys grow with it; else the shards alone)."""
-        keys = org_usage_keys(shards)
-        growing = (
-            "SET shards = :s, usage_keys = :k",
-            "attribute_exists(pk) AND (attribute_not_exists(usage_keys) OR usage_keys <= :k)",
-            {":s": {"N": str(shards)}, ":k": {"N": str(keys)}},
-        )
-        alone = ("SET shards = :s", "attribute_exists(pk)", {":s": {"N": str(shards)}})
-        for update, condition, values in (growing, alone):
+        read. Written conditional on both as read (one of each write at a time): an organization
+        split before ``usage_keys`` was recorded counts its keys from the shards it had (review
+        65: taken as 1, its lowering recorded too few keys and its members beyond them went
+        unread)."""
+        for _ in range(ATTEMPTS):
+            item = self._get(org_key(org_id))
+            if item is None:
+                raise NotFound(f"organization {org_id} not found")
+            keys = max(usage_keys_of(item), org_usage_keys(shards))
+            values = {":s": {"N": str(shards)}, ":k": {"N": str(keys)}}
+            conditions = ["attribute_exists(pk)"]
+            for attribute in ("shards", "usage_keys"):
+                if attribute in item:
+                    values[f":{attribute}_seen"] = item[attribute]
+                    conditions.append(f"{attribute} = :{attribute}_seen")
+                else:
+                    conditions.append(f"attribute_not_exists({attribute})")
             try:
                 retry_conflicts(
                     partial(
                         self._clients.dynamodb.update_item,
                         TableName=self._table,
                         Key=org_key(org_id),
-                        UpdateExpression=update,
-                        ConditionExpression=condition,
+                        UpdateExpression="SET shards = :s, usage_keys = :k",
+                        ConditionExpression=" AND ".join(conditions),
                         ExpressionAttributeValues=values,
                     ),
                     self._retry,
@@ -383,7 +391,7 @@ class OrgStore:
             except ClientError as error:
                 if error_code(error) != "ConditionalCheckFailedException":
                     raise
-        raise NotFound(f"organization {org_id} not found")
+        raise InProgress("the organization kept changing while its shards were being set; retry the request")
 
     # ---- deleting ----------------------------------------------------------------------------------
     def delete(self, org_id: str, *, settle: Callable[[dict[str, Any]], None] | None = None) -> None:

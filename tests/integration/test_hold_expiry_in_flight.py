@@ -1,0 +1,118 @@
+"""A refusal for room that meets an expired hold another request is already expiring (review
+64: its claim made, its release not landed yet) waits for that release, within the Waiter's
+bound, and is judged again; one that outlasts the wait (a dead expiry, finished by its takeover
+after the grace period) is given up: 503, retry, never 409 while that expired hold may be what
+holds the room. Before: 409 to every concurrent create but the one whose expiry released the
+hold (over HTTP, 9 creates at an organization of 5 full of expired holds: 2 to 4 admitted, the
+rest refused, seats left free). Deterministic: the other request's expiry is made here by its
+steps (its claim, then its release), the release landing while the refusal waits."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from hybrid_counter.effects import Effects, Waiter
+from hybrid_counter.errors import LimitExceeded, StoreUnavailable
+from hybrid_counter.resources import ResourceService
+from hybrid_counter.resources.delete import Claim
+from tests.integration.test_holds import SEATS, World, world
+
+pytestmark = pytest.mark.integration
+__all__ = ["world"]
+
+
+def claim_its_expiry(world: World, rid: str) -> Claim:
+    """Another request's expiry of the hold ``rid``: its claim (H2), its release not made yet."""
+    flow = world.service.holds
+    item = flow._table.get(world.account, rid, kind=SEATS)
+    assert item is not None
+    request_id = f"other-{uuid.uuid4().hex[:8]}"
+    claimed = flow._table.claim(
+        world.account,
+        rid,
+        request_id,
+        kind=SEATS,
+        incarnation=str(item["incarnation"]["S"]),
+        expiring=float(item["hold_until"]["N"]),
+    )
+    assert claimed.applied
+    assert claimed.item is not None
+    return Claim.of(request_id, claimed.item)
+
+
+def waiting_service(world: World, on_wait: list) -> ResourceService:
+    """A process whose Waiter runs ``on_wait``'s first step at its first pause (then none)."""
+
+    def sleep(_: float) -> None:
+        while on_wait:
+            on_wait.pop(0)()
+
+    effects = Effects(clock=world.clock, waiter=Waiter(attempts=5, delay=0, sleep=sleep))
+    return ResourceService(world.settings, world.clients, effects=effects)
+
+
+def test_a_refusal_waits_for_another_requests_expiry_of_the_hold_and_is_admitted(world: World) -> None:
+    # Given an account of 3 seats: a hold of 2, expired, and 1 seat used for good
+    world.hold("h", units=2, seconds=10)
+    world.service.create(world.account, "p", {}, "p", kind=SEATS)
+    world.drain()
+    world.clock.now += 11
+    # and another request's expiry of h under way: claimed, its release not landed
+    claim = claim_its_expiry(world, "h")
+    release = [lambda: world.service.holds._deletes.finish(world.account, "h", claim)]
+
+    # When a create of 2 is refused, finds h claimed, and waits (h's release lands meanwhile)
+    created, _ = waiting_service(world, release).create(world.account, "x", {}, "x", kind=SEATS, units=2)
+
+    # Then it is admitted: 3 of 3, h gone
+    assert created.resource_id == "x"
+    world.assert_exact()
+    assert world.counters() == (3, 3)
+
+
+def test_a_refusal_that_outlasts_a_dead_expiry_answers_retry_not_409(world: World) -> None:
+    # Given the same, but the other request's expiry died after its claim
+    world.hold("h", units=2, seconds=10)
+    world.service.create(world.account, "p", {}, "p", kind=SEATS)
+    world.drain()
+    world.clock.now += 11
+    claim_its_expiry(world, "h")
+
+    # When a create of 2 is refused and waits in vain
+    with pytest.raises(StoreUnavailable):
+        waiting_service(world, []).create(world.account, "x", {}, "x", kind=SEATS, units=2)
+
+    # Then nothing was written for it, and the takeover after the grace period frees the room
+    world.clock.now += world.settings.pending_grace_seconds + 1
+    world.sweeper().sweep()
+    world.drain()
+    created, _ = world.service.create(world.account, "x", {}, "x", kind=SEATS, units=2)
+    assert created.resource_id == "x"
+    world.assert_exact()
+
+
+def test_a_refusal_that_meets_its_owners_delete_of_an_expired_hold_does_not_wait(world: World) -> None:
+    # Given an account of 3 seats: 1 used for good, a hold of 2, expired, that its owner is
+    # deleting (the delete's claim made, its release not landed: the delete has not answered)
+    world.hold("h", units=2, seconds=10)
+    world.service.create(world.account, "p", {}, "p", kind=SEATS)
+    world.drain()
+    world.clock.now += 11
+    item = world.service.holds._table.get(world.account, "h", kind=SEATS)
+    assert item is not None
+    claimed = world.service.holds._table.claim(
+        world.account, "h", "owners-delete", kind=SEATS, incarnation=str(item["incarnation"]["S"])
+    )
+    assert claimed.applied
+
+    # When a create of 2 is refused: the hold is not an expiry's to wait for
+    paused: list[str] = []
+    with pytest.raises(LimitExceeded):
+        waiting_service(world, [lambda: paused.append("paused")]).create(
+            world.account, "x", {}, "x", kind=SEATS, units=2
+        )
+
+    # Then it answered at once (409: the delete has not answered, its units still held)
+    assert paused == []
