@@ -116,3 +116,23 @@ def test_a_refusal_that_meets_its_owners_delete_of_an_expired_hold_does_not_wait
 
     # Then it answered at once (409: the delete has not answered, its units still held)
     assert paused == []
+
+
+def test_a_dry_run_counts_an_expiry_under_way_as_the_request_would(world: World) -> None:
+    # Given an account of 3 seats: a hold of 2, expired, another request's expiry of it under
+    # way (claimed, not released), and 1 seat used for good
+    world.hold("h", units=2, seconds=10)
+    world.service.create(world.account, "p", {}, "p", kind=SEATS)
+    world.drain()
+    world.clock.now += 11
+    claim = claim_its_expiry(world, "h")
+
+    # When a dry run of a create of 2 is asked, then the release lands and another is asked
+    during = world.service.would_create(world.account, "x", {}, "x", kind=SEATS, units=2)
+    world.service.holds._deletes.finish(world.account, "h", claim)
+    after = world.service.would_create(world.account, "x", {}, "x", kind=SEATS, units=2)
+
+    # Then both say yes, as the request would be admitted (waiting for the release, or after it),
+    # and the units of a hold already released are not taken off twice
+    assert (during.would_admit, during.used) == (True, 3)
+    assert (after.would_admit, after.used) == (True, 1)

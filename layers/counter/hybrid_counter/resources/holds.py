@@ -342,8 +342,12 @@ class HoldFlow:
         else:
             found = self.reclaimable(account_id, kind, org=org, own=own)
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
-        mine = sum(items.units_of(i) for i in live if holder_of(i) == account_id)
-        return mine, sum(items.units_of(i) for i in live)
+        # and those another request's expiry is releasing (a request would wait for them; one
+        # already gone is no longer counted anywhere: its read says so)
+        claimed = [i for i in found if items.state_of(i) != items.LIVE][:CLAIMS_WAITED_FOR]
+        releasing = live + [i for i in claimed if self._let_go(i) is None]
+        mine = sum(items.units_of(i) for i in releasing if holder_of(i) == account_id)
+        return mine, sum(items.units_of(i) for i in releasing)
 
     def _expirable(self, entry: Item) -> bool:
         """What H2 would claim: the entry's incarnation, live, its deadline, no resize in flight."""
