@@ -36,7 +36,9 @@ is gone still answers HoldExpired rather than 404.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +52,7 @@ from hybrid_counter.errors import (
     NotFound,
     StoreUnavailable,
 )
-from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, iso_utc, parse_account_pk
+from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, epoch_of, iso_utc, parse_account_pk
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
 from hybrid_counter.resources.items import Resource
@@ -69,29 +71,65 @@ RECLAIM_PAGE = 100  # expired holds one refused admission releases at most befor
 # indexes are by account, by organization) one refusal reads at most, in each index it reads, to
 # find those of its kind: the sweeper expires the rest within its run
 CLAIMS_WAITED_FOR = 10  # another request's expiries a refusal waits for, at most
+# An expiry's claim younger than this is waited for (its release lands within milliseconds);
+# an older one is given up at once (its process likely dead: the takeover after the grace period)
+CLAIM_FRESH_SECONDS = 5.0
+GONE, WAIT, GIVE_UP, NOTHING = "gone", "wait", "give up", "nothing"
 RECLAIM_PAGES = 10
 
 
 @dataclass(frozen=True)
 class Reclaimed:
-    """What a refused admission's reclaim did: holds expired, and whether it gave one up (its
-    claim reverted, or unknown: that hold may still hold the room)."""
+    """What a refused admission's reclaim did: holds released (expired by it, or by another
+    request's expiry it waited for), and the units of those it gave up, by holder (an expiry
+    reverted, left, or another's still standing after the wait: those may still hold the room;
+    ``unknown``: the search itself failed)."""
 
     expired: int
-    gave_up: bool
+    given_up: Mapping[str, int] = field(default_factory=dict)
+    unknown: bool = False
+
+    @property
+    def gave_up(self) -> bool:
+        return self.unknown or bool(self.given_up)
 
     def worth_judging_again(self) -> bool:
         return self.expired > 0 or self.gave_up
 
     def and_then(self, more: Reclaimed) -> Reclaimed:
-        return Reclaimed(self.expired + more.expired, self.gave_up or more.gave_up)
+        given_up = dict(self.given_up)
+        for holder, units in more.given_up.items():
+            given_up[holder] = given_up.get(holder, 0) + units
+        return Reclaimed(self.expired + more.expired, given_up, self.unknown or more.unknown)
 
-    def refused_again(self, refused: LimitExceeded) -> Exception:
-        """The answer to the admission refused again: 503 if an expired hold it gave up may be
-        what holds the room (review 57: 409), else the refusal."""
-        if self.gave_up:
-            return StoreUnavailable("an expired hold could not be released in time; retry the request")
+    def refused_again(self, refused: LimitExceeded, account_id: str) -> Exception:
+        """The answer to the admission refused again: 503 if the expired holds it gave up may be
+        what holds the room (review 57: 409), that is, if releasing them could let it in (at its
+        account: its own; at its organization: any member's; review 66: before, any hold given
+        up made a certain 409 a 503, for up to the grace period); else the refusal."""
+        if self.unknown:
+            return _retry()
+        at_org = refused.scope == "organization"
+        units = sum(self.given_up.values()) if at_org else self.given_up.get(account_id, 0)
+        if units and refused.used - units + refused.units <= refused.limit:
+            return _retry()
         return refused
+
+
+def _live_first(found: list[Item]) -> list[Item]:
+    return [i for i in found if items.state_of(i) == items.LIVE] + [
+        i for i in found if items.state_of(i) != items.LIVE
+    ]
+
+
+def _an_expirys_claim(item: Item) -> bool:
+    """The claim standing on ``item`` is a hold's expiry (H2 names its request ``expiry_request``;
+    ``expired`` alone outlives a reverted expiry, under its owner's later delete: review 66)."""
+    return "expiry_request" in item and item.get("expiry_request") == item.get("delete_request")
+
+
+def _retry() -> StoreUnavailable:
+    return StoreUnavailable("an expired hold could not be released in time; retry the request")
 
 
 def holder_of(entry: Item) -> str:
@@ -240,61 +278,101 @@ class HoldFlow:
     def reclaim(self, account_id: str, kind: str, *, org: str | None = None, own: bool = True) -> Reclaimed:
         """Expire the expired holds of ``kind`` that may block an admission refused for room,
         before it is judged again (``reclaimable``): each through ``_expire``, the conditional
-        claim of that hold's own item, whichever member's it is."""
+        claim of that hold's own item, whichever member's it is; and those another request is
+        already expiring, waited for (``_released_by_others``)."""
         try:
             found = self.reclaimable(account_id, kind, org=org, own=own)
         except (ClientError, BotoCoreError):  # (throttled, say) nothing released: judged again
-            return Reclaimed(0, gave_up=True)
-        outcomes: list[bool | None] = []
-        in_flight: list[Item] = []  # claimed by another request's expiry (or found so)
+            return Reclaimed(0, unknown=True)
+        released, given_up, others = 0, Counter[str](), []
         for entry in found:
+            holder = holder_of(entry)
             if items.state_of(entry) != items.LIVE:
-                in_flight.append(entry)
+                others.append(entry)
                 continue
-            outcome = self._try_to_expire(holder_of(entry), str(entry["resource_id"]["S"]), entry)
+            outcome = self._try_to_expire(holder, str(entry["resource_id"]["S"]), entry)
             if outcome is True:
                 self._obs.count("HoldsReclaimed")
-            elif outcome is False:  # refused: confirmed, resized, or claimed by another
-                in_flight.append(entry)
-                continue
-            outcomes.append(outcome)
-        outcomes += self._released_by_others(in_flight[:CLAIMS_WAITED_FOR])
-        return Reclaimed(outcomes.count(True), gave_up=None in outcomes)
+                released += 1
+            elif outcome is None:
+                given_up[holder] += items.units_of(entry)
+            else:  # refused: confirmed, resized, or claimed by another meanwhile
+                others.append(entry)
+        by_others = self._released_by_others(others)
+        given_up.update(by_others.given_up)
+        return Reclaimed(released + by_others.expired, dict(given_up))
 
-    def _released_by_others(self, entries: list[Item]) -> list[bool | None]:
-        """For expired holds this reclaim could not claim: whether each was let go by another
-        request's expiry (a concurrent refusal's, the sweeper's), waited for together while
-        those claims stand (the Waiter's bound). True: gone, its units released; False: not an
-        expiry's after all (confirmed, resized, or its owner's delete: nothing to judge again
-        for); None: another's expiry still releasing it after the wait (perhaps dead: its
-        takeover after the grace period finishes it), or unread: its units may still hold the
-        room, so given up, and the refusal answers 503 (review 64: before, 409 to every
-        concurrent create but the one whose expiry released the hold, though the room was
-        there a few milliseconds later)."""
-        known: dict[int, bool] = {}
+    def _released_by_others(self, entries: list[Item]) -> Reclaimed:
+        """Expired holds this reclaim could not claim: each read once (``_let_go``), and those
+        another request's expiry claimed within CLAIM_FRESH_SECONDS (a concurrent refusal's, the
+        sweeper's: its release lands within milliseconds) waited for together, up to
+        CLAIMS_WAITED_FOR of them, within the Waiter's bound. Gone: released. An expiry's claim
+        older than that, one beyond those waited for, or one still standing after the wait:
+        given up, its units may still hold the room (perhaps dead: its takeover after the grace
+        period finishes it). Anything else (confirmed, resized, its owner's delete): nothing.
+        Review 64: before, 409 to every concurrent create but the one whose expiry released the
+        hold, though the room was there milliseconds later; review 66: claims that were not
+        expiries' used up the waits, and an expiry's beyond them was dropped."""
+        released, given_up = 0, Counter[str]()
+        waiting: list[Item] = []
+        for entry in entries:
+            seen = self._let_go(entry)
+            if seen == GONE:
+                released += 1
+            elif seen == WAIT and len(waiting) < CLAIMS_WAITED_FOR:
+                waiting.append(entry)
+            elif seen in (WAIT, GIVE_UP):
+                given_up[holder_of(entry)] += items.units_of(entry)
 
         def settled() -> bool | None:
-            for n, entry in enumerate(entries):
-                if n not in known:
-                    answer = self._let_go(entry)
-                    if answer is not None:
-                        known[n] = answer
-            return True if len(known) == len(entries) else None
+            nonlocal released
+            for entry in list(waiting):
+                seen = self._let_go(entry)
+                if seen != WAIT:
+                    waiting.remove(entry)
+                    if seen == GONE:
+                        released += 1
+                    elif seen == GIVE_UP:
+                        given_up[holder_of(entry)] += items.units_of(entry)
+            return True if not waiting else None
 
-        if entries:
-            with contextlib.suppress(ClientError, BotoCoreError):  # (those unread: None, given up)
+        if waiting:
+            with contextlib.suppress(ClientError, BotoCoreError):  # (those unread: given up)
                 self._fx.waiter.until(settled)
-        return [known.get(n) for n in range(len(entries))]
+        for entry in waiting:
+            given_up[holder_of(entry)] += items.units_of(entry)
+        return Reclaimed(released, dict(given_up))
 
-    def _let_go(self, entry: Item) -> bool | None:
-        """True: the hold ``entry`` names is gone; None: an expiry's claim of it stands; False:
-        anything else (it holds its units as a resource, or its owner's delete does)."""
-        item = self._table.get(holder_of(entry), str(entry["resource_id"]["S"]), kind=items.kind_of(entry))
+    def _let_go(self, entry: Item, *, expire: bool = True) -> str:
+        """What became of the hold ``entry`` names, as its item reads now: GONE (its units
+        released); WAIT (another request's expiry claimed it within CLAIM_FRESH_SECONDS: its
+        release still to land); GIVE_UP (an expiry's claim older than that, or one this read
+        could not finish); NOTHING (it holds its units as a resource, or its owner's delete,
+        not answered yet, does). A hold live again past its deadline (another's expiry reverted:
+        review 66) is expired here (``expire``; a dry run only counts it)."""
+        holder, rid = holder_of(entry), str(entry["resource_id"]["S"])
+        item = self._table.get(holder, rid, kind=items.kind_of(entry))
         if item is None or items.incarnation_of(item) != items.incarnation_of(entry):
-            return True
-        if items.state_of(item) == items.DELETING and "expired" in item:
-            return None
-        return False
+            return GONE
+        state, until = items.state_of(item), items.hold_until_of(item)
+        if state == items.DELETING and _an_expirys_claim(item):
+            age = self._fx.clock() - epoch_of(items.since(item, "deleting_since") or iso_utc(0))
+            return WAIT if age <= CLAIM_FRESH_SECONDS else GIVE_UP
+        if (
+            state == items.LIVE
+            and until is not None
+            and until <= self._fx.clock()
+            and not items.resizing(item)
+        ):
+            # (under a resize, H2 passes it over: the next sweep expires it at the units it then holds)
+            if not expire:
+                return WAIT
+            outcome = self._try_to_expire(holder, rid, item)
+            if outcome is True:
+                self._obs.count("HoldsReclaimed")
+                return GONE
+            return GIVE_UP if outcome is None else WAIT  # (claimed by yet another: read again)
+        return NOTHING
 
     def _try_to_expire(self, account_id: str, rid: str, seen: Item) -> bool | None:
         """``_expire`` for a reclaim: a store error on one hold (its claim throttled, say: nothing
@@ -315,7 +393,10 @@ class HoldFlow:
         found = self.expired(account_id, kind) if own else []
         if org is not None:
             found += self._in_org_besides(org, kind, found)
-        return found[:RECLAIM_PAGE]
+        # the live ones first, whichever index: claims (their release under way, or dead) never
+        # push a live expired hold out of the page (review 66: the account's claims did, the
+        # organization's live holds after them)
+        return _live_first(found)[:RECLAIM_PAGE]
 
     def _in_org_besides(self, org: str, kind: str, found: list[Item], *, more: bool = False) -> list[Item]:
         """The organization's expired holds of ``kind`` but those in ``found`` (``more``: read
@@ -338,14 +419,15 @@ class HoldFlow:
             # the account's page, then a page of the organization's apart: the request's second
             # reclaim no longer finds the first's in the index (expired), so neither is counted twice
             first = self.reclaimable(account_id, kind)
-            found = first + self._in_org_besides(org, kind, first, more=True)[:RECLAIM_PAGE]
+            found = first + _live_first(self._in_org_besides(org, kind, first, more=True))[:RECLAIM_PAGE]
         else:
             found = self.reclaimable(account_id, kind, org=org, own=own)
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
         # and those another request's expiry is releasing (a request would wait for them; one
         # already gone is no longer counted anywhere: its read says so)
-        claimed = [i for i in found if items.state_of(i) != items.LIVE][:CLAIMS_WAITED_FOR]
-        releasing = live + [i for i in claimed if self._let_go(i) is None]
+        claimed = [i for i in found if items.state_of(i) != items.LIVE]
+        waited = [i for i in claimed if self._let_go(i, expire=False) == WAIT][:CLAIMS_WAITED_FOR]
+        releasing = live + waited
         mine = sum(items.units_of(i) for i in releasing if holder_of(i) == account_id)
         return mine, sum(items.units_of(i) for i in releasing)
 

@@ -480,18 +480,18 @@ class ResourceService:
         except LimitExceeded as again:
             later = _reclaims_at(again)
             if org is not None or later is None:
-                raise reclaimed.refused_again(again) from again
+                raise reclaimed.refused_again(again, account_id) from again
             # Refused at its account first, then, its own holds released, at its organization:
             # that one's members' expired holds are reclaimed too, and it is judged a third time
             # (review 60: before, 409 while another member's expired hold held the room)
             more = guarded(lambda: self.holds.reclaim(account_id, kind, org=later, own=False), what)
             reclaimed = reclaimed.and_then(more)
             if not more.worth_judging_again():
-                raise reclaimed.refused_again(again) from again
+                raise reclaimed.refused_again(again, account_id) from again
         try:
             return admit()
         except LimitExceeded as refused:
-            raise reclaimed.refused_again(refused) from refused
+            raise reclaimed.refused_again(refused, account_id) from refused
 
     def _check_hold(self, hold_seconds: float | None) -> None:
         if hold_seconds is None:

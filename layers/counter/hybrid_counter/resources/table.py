@@ -272,7 +272,10 @@ class ResourceTable:
                 # in the PendingIndex too: an expiry whose process dies after its claim leaves a
                 # claim the sweeper takes over past the grace period, as any dead delete (the
                 # HoldIndex passes over a claim; review 40: its units were held for good)
-                update += ", expired = :true, pending_shard = :pending_shard, pending_since = :pending_since"
+                update += (
+                    ", expired = :true, expiry_request = :req,"
+                    " pending_shard = :pending_shard, pending_since = :pending_since"
+                )
                 values |= {
                     ":inc": {"S": incarnation},
                     ":until": epoch_number(expiring),
