@@ -561,7 +561,9 @@ class EventualCounter:
                 key,
                 "account_released",
                 "#state = :deleting AND account_first = :true",
-                also=" REMOVE hold_account, hold_org",
+                # (out of the HoldIndex: no longer the account's; still in the OrgHoldIndex, whose
+                # reclaim waits for or gives up the organization's release: review 67)
+                also=" REMOVE hold_account",
             )
         ):
             return ApplyReport()

@@ -36,7 +36,6 @@ is gone still answers HoldExpired rather than 404.
 from __future__ import annotations
 
 import contextlib
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -86,7 +85,7 @@ class Reclaimed:
     ``unknown``: the search itself failed)."""
 
     expired: int
-    given_up: Mapping[str, int] = field(default_factory=dict)
+    given_up: Mapping[HoldKey, int] = field(default_factory=dict)  # (holder, kind, id) -> units
     unknown: bool = False
 
     @property
@@ -97,10 +96,12 @@ class Reclaimed:
         return self.expired > 0 or self.gave_up
 
     def and_then(self, more: Reclaimed) -> Reclaimed:
-        given_up = dict(self.given_up)
-        for holder, units in more.given_up.items():
-            given_up[holder] = given_up.get(holder, 0) + units
-        return Reclaimed(self.expired + more.expired, given_up, self.unknown or more.unknown)
+        """Both reclaims' outcomes: a hold given up by both counted once (review 67: the second
+        reclaim, at the organization, meets the account's own holds again; summed, a certain
+        409 became 503)."""
+        return Reclaimed(
+            self.expired + more.expired, {**self.given_up, **more.given_up}, self.unknown or more.unknown
+        )
 
     def refused_again(self, refused: LimitExceeded, account_id: str) -> Exception:
         """The answer to the admission refused again: 503 if the expired holds it gave up may be
@@ -110,7 +111,7 @@ class Reclaimed:
         if self.unknown:
             return _retry()
         at_org = refused.scope == "organization"
-        units = sum(self.given_up.values()) if at_org else self.given_up.get(account_id, 0)
+        units = sum(n for (holder, _, _), n in self.given_up.items() if at_org or holder == account_id)
         if units and refused.used - units + refused.units <= refused.limit:
             return _retry()
         return refused
@@ -125,7 +126,14 @@ def _live_first(found: list[Item]) -> list[Item]:
 def _an_expirys_claim(item: Item) -> bool:
     """The claim standing on ``item`` is a hold's expiry (H2 names its request ``expiry_request``;
     ``expired`` alone outlives a reverted expiry, under its owner's later delete: review 66)."""
-    return "expiry_request" in item and item.get("expiry_request") == item.get("delete_request")
+    if "expiry_request" not in item:
+        # a claim made before expiry_request was written (review 67): its `expired` mark (a
+        # reverted legacy expiry under its owner's delete is then waited for too: 503, not 409)
+        return "expired" in item
+    # the expiry's own claim, or the takeover of it, past the grace period, that finishes it
+    # (review 67: before, a takeover in flight was not waited for, 409 while it held the room)
+    expiry = item.get("expiry_request")
+    return expiry in (item.get("delete_request"), item.get("took_over"))
 
 
 def _retry() -> StoreUnavailable:
@@ -137,7 +145,10 @@ def holder_of(entry: Item) -> str:
     return parse_account_pk(str(entry["pk"]["S"]))
 
 
-def _hold_key(entry: Item) -> tuple[str, str, str]:
+HoldKey = tuple[str, str, str]  # (holder, kind, resource id)
+
+
+def _hold_key(entry: Item) -> HoldKey:
     return holder_of(entry), items.kind_of(entry), str(entry["resource_id"]["S"])
 
 
@@ -284,7 +295,7 @@ class HoldFlow:
             found = self.reclaimable(account_id, kind, org=org, own=own)
         except (ClientError, BotoCoreError):  # (throttled, say) nothing released: judged again
             return Reclaimed(0, unknown=True)
-        released, given_up, others = 0, Counter[str](), []
+        released, given_up, others = 0, dict[HoldKey, int](), []
         for entry in found:
             holder = holder_of(entry)
             if items.state_of(entry) != items.LIVE:
@@ -295,12 +306,11 @@ class HoldFlow:
                 self._obs.count("HoldsReclaimed")
                 released += 1
             elif outcome is None:
-                given_up[holder] += items.units_of(entry)
+                given_up[_hold_key(entry)] = items.units_of(entry)
             else:  # refused: confirmed, resized, or claimed by another meanwhile
                 others.append(entry)
         by_others = self._released_by_others(others)
-        given_up.update(by_others.given_up)
-        return Reclaimed(released + by_others.expired, dict(given_up))
+        return Reclaimed(released + by_others.expired, {**given_up, **by_others.given_up})
 
     def _released_by_others(self, entries: list[Item]) -> Reclaimed:
         """Expired holds this reclaim could not claim: each read once (``_let_go``), and those
@@ -313,7 +323,7 @@ class HoldFlow:
         Review 64: before, 409 to every concurrent create but the one whose expiry released the
         hold, though the room was there milliseconds later; review 66: claims that were not
         expiries' used up the waits, and an expiry's beyond them was dropped."""
-        released, given_up = 0, Counter[str]()
+        released, given_up = 0, dict[HoldKey, int]()
         waiting: list[Item] = []
         for entry in entries:
             seen = self._let_go(entry)
@@ -322,7 +332,7 @@ class HoldFlow:
             elif seen == WAIT and len(waiting) < CLAIMS_WAITED_FOR:
                 waiting.append(entry)
             elif seen in (WAIT, GIVE_UP):
-                given_up[holder_of(entry)] += items.units_of(entry)
+                given_up[_hold_key(entry)] = items.units_of(entry)
 
         def settled() -> bool | None:
             nonlocal released
@@ -333,15 +343,15 @@ class HoldFlow:
                     if seen == GONE:
                         released += 1
                     elif seen == GIVE_UP:
-                        given_up[holder_of(entry)] += items.units_of(entry)
+                        given_up[_hold_key(entry)] = items.units_of(entry)
             return True if not waiting else None
 
         if waiting:
             with contextlib.suppress(ClientError, BotoCoreError):  # (those unread: given up)
                 self._fx.waiter.until(settled)
         for entry in waiting:
-            given_up[holder_of(entry)] += items.units_of(entry)
-        return Reclaimed(released, dict(given_up))
+            given_up[_hold_key(entry)] = items.units_of(entry)
+        return Reclaimed(released, given_up)
 
     def _let_go(self, entry: Item, *, expire: bool = True) -> str:
         """What became of the hold ``entry`` names, as its item reads now: GONE (its units

@@ -392,7 +392,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update=f"SET account_released = :true, {INDEXED} REMOVE hold_account, hold_org",
+            update=f"SET account_released = :true, {INDEXED} REMOVE hold_account",
             values={
                 ":true": {"BOOL": True},
                 **pending_index(account_id, resource_id, self._effects.clock(), kind=kind),
@@ -421,7 +421,7 @@ class ResourceTable:
             request_id,
             incarnation=incarnation,
             kind=kind,
-            update=f"SET left_to_census = :req, {INDEXED} REMOVE hold_account, hold_org",
+            update=f"SET left_to_census = :req, {INDEXED} REMOVE hold_account",
             values=pending_index(account_id, resource_id, sweep_from, kind=kind),
         )
 
