@@ -64,6 +64,25 @@ def test_an_accounts_claims_crowd_another_members_live_expired_hold_out_of_the_p
         _claim(org, a, f"a{n:02}", expiring=claims == "dead-expiries")
 
     answer = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS, units=10))
+    finish_the_claims(org, a)
     assert answer == "admitted", (
         f"hb (b's expired hold, live, 10 seats) held the room and was never reclaimed: {answer}"
     )
+
+
+def finish_the_claims(org: SplitOrg, account: str) -> None:
+    """The 100 claims made here finished by the sweeper's takeovers past the grace period: left
+    in the shared table's PendingIndex, they would be another test's sweep's to finish (one
+    that checks the index holds no resource after its own runs)."""
+    for _ in range(5):
+        org.sweep_after_the_grace_period()
+        left = org.clients.dynamodb.query(
+            TableName=org.settings.table_name,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
+            FilterExpression="attribute_exists(pending_shard)",
+            ExpressionAttributeValues={":pk": {"S": f"ACCOUNT#{account}"}, ":prefix": {"S": "RESOURCE#"}},
+            ConsistentRead=True,
+        )["Items"]
+        if not left:
+            return
+    raise AssertionError(f"{len(left)} claims left in the PendingIndex after five sweeps")
