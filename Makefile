@@ -132,7 +132,9 @@ sam-build: $(TOOLS)/.installed
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
 	tests/e2e/test_fuzz_openapi.py tests/integration/test_stateful_counters.py \
 	tests/integration/test_org_split.py tests/integration/test_review43_resize_reshard.py \
-	tests/integration/test_ops_events_follow.py tests/integration/test_bench_orgs.py
+	tests/integration/test_ops_events_follow.py tests/integration/test_bench_orgs.py \
+	tests/integration/test_review66_org_page.py tests/integration/test_org_usage_keys.py \
+	tests/integration/test_review65_usage_keys_legacy.py
 AFTER_BUILD := tests/integration/test_localrun_built.py
 
 integration-built: deps sam-build
