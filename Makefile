@@ -126,8 +126,9 @@ sam-build: $(TOOLS)/.installed
 # organizations (test_org_interleavings.py) and the OpenAPI fuzzing (about a minute, with a
 # local runtime of its own) ride with the explorer, and so do five slow integration files (the
 # state machine, the split organization's concurrency, resizes across reshards, the events
-# tail's long polls, the organizations' throttling bench: about 100 s in all), so the two
-# processes end about together (2026-11-27: the rest 954 s, the explorer 756 s without them).
+# tail's long polls, the organizations' throttling bench, and the thirteenth session's usage keys
+# and crowded reclaim page: about 160 s in all), so the two processes end about together
+# (2026-11-27, thirteenth session: the rest 850 s, the explorer 865 s).
 # Each prints its slowest tests (--durations), where the minutes to cut are.
 EXPLORATION := tests/integration/test_interleavings.py tests/integration/test_org_interleavings.py \
 	tests/e2e/test_fuzz_openapi.py tests/integration/test_stateful_counters.py \
