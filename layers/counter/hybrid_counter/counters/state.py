@@ -116,11 +116,16 @@ class CounterState:
     basis_source: str | None = None
     epoch: int = 0
     rebasing: int | None = None
-    holds_used: bool = False  # (an account's) a hold was admitted on it once (resources/holds.py)
+    holds_used: bool = False  # a hold was admitted (or counted) on it once (resources/holds.py)
     org_epoch: int | None = None  # (ORG_EPOCH) None: not written on the item
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
+
+    @property
+    def in_a_split(self) -> bool:
+        """A split counter's shard item: laid out (an allowance) or being rebased (frozen)."""
+        return self.allowance is not None or self.rebasing is not None
 
     @property
     def used(self) -> int:

@@ -192,7 +192,7 @@ class CounterStore:
                 # or removed by DELETE /orgs, or not opened by the organization judged by:
                 # org_level.py)
                 gone = not self._listed and (not state.exists or state.org_epoch != (org_epoch or 0))
-                if moved or gone or state.allowance is not None or state.rebasing is not None:
+                if moved or gone or state.in_a_split:
                     return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 continue
             return self._not_admitted(attempt, state, judged, account_id)
@@ -307,11 +307,7 @@ class CounterStore:
                 return Admission(AdmissionOutcome.ADMITTED, state, judged=judged)
             if attempt.effect is Effect.CONDITION_FAILED:
                 state = self._refused_on(attempt)
-                if (
-                    delta > 0
-                    and not self._listed
-                    and (state.allowance is not None or state.rebasing is not None)
-                ):
+                if delta > 0 and not self._listed and state.in_a_split:
                     # an organization's item split meanwhile: the grow is a shard's (org_level.py)
                     return Admission(AdmissionOutcome.MOVED, state, judged=judged)
                 floor = max(0, state.best_effort) if delta < 0 else None

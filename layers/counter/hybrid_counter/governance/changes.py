@@ -187,7 +187,7 @@ class LimitChanges:
         return None
 
     def _org_used(self, org_id: str, kind: str, state: CounterState) -> int:
-        if state.allowance is None and state.rebasing is None:
+        if not state.in_a_split:
             return state.used
         shards = org_counters(self._clients, self._table, org_id).get(kind)
         return state.used if shards is None else shards.used

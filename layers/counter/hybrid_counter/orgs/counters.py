@@ -64,7 +64,7 @@ def of_creation(picture: ShardSet, creation: int) -> bool:
     opened single item carries its creation's mark; an unmarked item says nothing."""
     for shard in picture.shards.values():
         state = shard.state
-        if _split(state):
+        if state.in_a_split:
             if not creation < max(state.epoch, state.rebasing or 0) < creation + EPOCHS_PER_INCARNATION:
                 return False
         elif state.org_epoch is not None and state.org_epoch != creation:
@@ -85,7 +85,7 @@ def creation_of(state: CounterState) -> int | None:
     """The creation of the organization one shard item is of: a split shard's by its epoch (a
     split shard carries no ``org_epoch``), an opened single item's by its mark; None: it says
     nothing."""
-    if _split(state):
+    if state.in_a_split:
         epoch = max(state.epoch, state.rebasing or 0)
         return epoch - epoch % EPOCHS_PER_INCARNATION
     return state.org_epoch
@@ -101,11 +101,6 @@ def creation_fence(state: CounterState) -> Fence:
     created again, which has none either: 2 seats live of 1). A shard its first split creates has
     neither until laid out, but holds nothing until then: no correction is made on it."""
     return ((EPOCH, state.epoch or None), (ORG_EPOCH, state.org_epoch))
-
-
-def _split(state: CounterState) -> bool:
-    """A split counter's shard item (laid out, or being rebased): its creation is in its epoch."""
-    return state.allowance is not None or state.rebasing is not None
 
 
 def org_lives(

@@ -324,17 +324,10 @@ class HoldFlow:
         hold, though the room was there milliseconds later; review 66: claims that were not
         expiries' used up the waits, and an expiry's beyond them was dropped."""
         released, given_up = 0, dict[HoldKey, int]()
-        waiting: list[Item] = []
-        for entry in entries:
-            seen = self._let_go(entry)
-            if seen == GONE:
-                released += 1
-            elif seen == WAIT and len(waiting) < CLAIMS_WAITED_FOR:
-                waiting.append(entry)
-            elif seen in (WAIT, GIVE_UP):
-                given_up[_hold_key(entry)] = items.units_of(entry)
+        waiting = list(entries)
 
         def settled() -> bool | None:
+            """One read of each still waited for: those no longer WAIT are settled."""
             nonlocal released
             for entry in list(waiting):
                 seen = self._let_go(entry)
@@ -346,10 +339,13 @@ class HoldFlow:
                         given_up[_hold_key(entry)] = items.units_of(entry)
             return True if not waiting else None
 
+        settled()  # each read once (a store error here is the caller's)
+        beyond = waiting[CLAIMS_WAITED_FOR:]
+        del waiting[CLAIMS_WAITED_FOR:]
         if waiting:
             with contextlib.suppress(ClientError, BotoCoreError):  # (those unread: given up)
                 self._fx.waiter.until(settled)
-        for entry in waiting:
+        for entry in waiting + beyond:
             given_up[_hold_key(entry)] = items.units_of(entry)
         return Reclaimed(released, given_up)
 

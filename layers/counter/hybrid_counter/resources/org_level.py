@@ -364,7 +364,7 @@ class OrgLevel:
             if admitted.outcome is not AdmissionOutcome.MOVED:
                 return admitted
             state = admitted.state
-            if state.allowance is not None or state.rebasing is not None:
+            if state.in_a_split:
                 return None
             if not state.exists or state.org_epoch is not None:
                 # removed by DELETE /orgs, or opened by another creation of the organization
@@ -677,7 +677,6 @@ class OrgLevel:
         a split counter's refusal read one shard: not known, looked for.)"""
         limit = admission.judged.limit if admission.judged else 0
         state = admission.state
-        single = state.allowance is None and state.rebasing is None
         return LimitExceeded(
             limit,
             state.used,
@@ -685,7 +684,7 @@ class OrgLevel:
             units,
             scope="organization",
             org=org,
-            org_holds=state.holds_used if single else None,
+            org_holds=None if state.in_a_split else state.holds_used,
         )
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------
