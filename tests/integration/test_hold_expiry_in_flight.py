@@ -23,6 +23,15 @@ pytestmark = pytest.mark.integration
 __all__ = ["world"]
 
 
+def past_the_deadline_of_a_hold_beside_a_seat(world: World) -> None:
+    """The account (3 seats) holds h, 2 seats for 10 s, and uses p, 1 seat for good: full; and
+    the clock is past h's deadline."""
+    world.hold("h", units=2, seconds=10)
+    world.service.create(world.account, "p", {}, "p", kind=SEATS)
+    world.drain()
+    world.clock.now += 11
+
+
 def claim_its_expiry(world: World, rid: str) -> Claim:
     """Another request's expiry of the hold ``rid``: its claim (H2), its release not made yet."""
     flow = world.service.holds
@@ -55,10 +64,7 @@ def waiting_service(world: World, on_wait: list) -> ResourceService:
 
 def test_a_refusal_waits_for_another_requests_expiry_of_the_hold_and_is_admitted(world: World) -> None:
     # Given an account of 3 seats: a hold of 2, expired, and 1 seat used for good
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     # and another request's expiry of h under way: claimed, its release not landed
     claim = claim_its_expiry(world, "h")
     release = [lambda: world.service.holds._deletes.finish(world.account, "h", claim)]
@@ -74,10 +80,7 @@ def test_a_refusal_waits_for_another_requests_expiry_of_the_hold_and_is_admitted
 
 def test_a_refusal_that_outlasts_a_dead_expiry_answers_retry_not_409(world: World) -> None:
     # Given the same, but the other request's expiry died after its claim
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     claim_its_expiry(world, "h")
 
     # When a create of 2 is refused and waits in vain
@@ -96,10 +99,7 @@ def test_a_refusal_that_outlasts_a_dead_expiry_answers_retry_not_409(world: Worl
 def test_a_refusal_that_meets_its_owners_delete_of_an_expired_hold_does_not_wait(world: World) -> None:
     # Given an account of 3 seats: 1 used for good, a hold of 2, expired, that its owner is
     # deleting (the delete's claim made, its release not landed: the delete has not answered)
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     item = world.service.holds._table.get(world.account, "h", kind=SEATS)
     assert item is not None
     claimed = world.service.holds._table.claim(
@@ -121,10 +121,7 @@ def test_a_refusal_that_meets_its_owners_delete_of_an_expired_hold_does_not_wait
 def test_a_dry_run_counts_an_expiry_under_way_as_the_request_would(world: World) -> None:
     # Given an account of 3 seats: a hold of 2, expired, another request's expiry of it under
     # way (claimed, not released), and 1 seat used for good
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     claim = claim_its_expiry(world, "h")
 
     # When a dry run of a create of 2 is asked, then the release lands and another is asked

@@ -40,6 +40,16 @@ def live_of(org: Org, accounts: list[str]) -> int:
     return sum(int(i["units"]["N"]) for a in accounts for i in org.resources(a) if i["state"]["S"] == "live")
 
 
+def one_more_seat(org: Org, member: str, rid: str = "second-seat") -> tuple[tuple[int, int], int]:
+    """The organization's counters as they stand; then one more seat asked for by ``member``
+    (refused or not), the streams drained; and the member's seats live after it."""
+    counters = org.org_counters()
+    with contextlib.suppress(LimitExceeded):
+        org.service.create(member, rid, {}, rid, kind=SEATS)
+    org.drain()
+    return counters, live_of(org, [member])
+
+
 def test_a_stalled_census_correction_lands_on_the_organization_created_again(org: Org) -> None:
     # Given an organization of 3 seats whose first member's create died between the levels
     # (its seat held there, nothing can tell: the roll back asked for the census of its range)
@@ -79,11 +89,7 @@ def test_a_stalled_census_correction_lands_on_the_organization_created_again(org
     # creation's shares): the organization of 1 seat still holds the seat that is live, and a
     # second seat is refused
     assert state["seen"][1] == (-1, 0)
-    counters = org.org_counters()
-    with contextlib.suppress(LimitExceeded):
-        org.service.create(first, "second-seat", {}, "second-seat", kind=SEATS)
-    org.drain()
-    live = live_of(org, [first])
+    counters, live = one_more_seat(org, first)
     assert live <= 1, f"{live} seats live of 1 (counters after the stalled census: {counters})"
 
 

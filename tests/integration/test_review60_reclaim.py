@@ -29,13 +29,17 @@ def _expiry_claim_of(rid: str) -> Callable[[dict], bool]:
     return where
 
 
-def _answer(call: Callable[[], object]) -> str:
+def answer_of(call: Callable[[], object], *, figures: bool = False) -> str:
+    """What a request answered, as a line: "admitted", "503 <message>", "409 <scope>" (and, with
+    ``figures``, "(<used> of <limit>, <units> asked)"), or another domain error."""
     try:
         call()
         return "admitted"
     except StoreUnavailable as error:
         return f"503 {error}"
     except LimitExceeded as error:
+        if figures:
+            return f"409 {error.scope} ({error.used} of {error.limit}, {error.units} asked)"
         return f"409 {error.scope}"
     except DomainError as error:
         return f"{type(error).__name__} {error}"
@@ -59,7 +63,7 @@ def test_a_reclaim_whose_second_expiry_claim_is_throttled_still_judges_again(
     with injected(
         org.clients.dynamodb, "UpdateItem", error=THROTTLED, times=50, where=_expiry_claim_of("hb")
     ):
-        answer = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
+        answer = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     org.drain()
     used = org.picture().best_effort
     # ha was released: 4 + hb's 1 = 5 of 6, room for the create
@@ -92,7 +96,7 @@ def test_a_dry_run_never_counts_an_expired_hold_under_a_resize_the_reclaim_canno
     org.clock.now += 6  # h's deadline passed; the grace period not
     assert in_the_index(org) == {"h"}
     dry = org.service.would_create(a, "y", {}, "y", kind=SEATS)
-    real = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
+    real = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     org.sweep_after_the_grace_period()  # (the dead resize taken over: h expirable by the teardown)
     assert (dry.would_admit, real) in {(True, "admitted"), (False, "409 organization")}, (
         f"dry run would_admit={dry.would_admit} (organization: {dry.organization}), the create: {real}"
@@ -118,7 +122,7 @@ def test_a_create_refused_at_its_account_then_at_its_organization_reclaims_the_o
     org.drain()
     org.clock.now += 11
     dry = org.service.would_create(a, "y", {}, "y", kind=SEATS, units=2)
-    real = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS, units=2))
+    real = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS, units=2))
     org.drain()
     left = sorted(in_the_index(org))
     assert (dry.would_admit, real) == (True, "admitted"), (

@@ -14,7 +14,7 @@ from tests.integration.test_holds import World, world
 from tests.integration.test_member_resizes import split_org
 from tests.integration.test_org_hold_reclaim import an_org, expire_what_is_left
 from tests.integration.test_org_split import SEATS, SplitOrg
-from tests.integration.test_review60_reclaim import _answer
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["expire_what_is_left", "split_org", "world"]
@@ -59,10 +59,10 @@ def test_a_reclaim_whose_expiry_is_left_at_the_organization_never_answers_409(
         ) as fired,
         injected(org.clients.dynamodb, "UpdateItem", error=THROTTLED, times=50, where=_org_release_of("hb")),
     ):
-        answer = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
+        answer = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     seen = org.picture().best_effort
     org.drain()
-    after = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
+    after = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     assert answer != "409 organization", (
         f"409 while hb, an expired hold whose release at the organization was left, held the room"
         f" (organization at {seen} of 6; once the stream path ran, the same create: {after}); fired={fired.fired}"
@@ -97,7 +97,7 @@ def test_a_dry_run_counts_the_organizations_holds_the_third_judgement_reclaims(
     org.service = org.new_service()
     org.clock.now += 11
     dry = org.service.would_create(a, "y", {}, "y", kind=SEATS)
-    real = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
+    real = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     org.drain()
     assert (dry.would_admit, real) in {
         (True, "admitted"),

@@ -16,16 +16,15 @@ split shard's exact ``epoch`` (``creation_fence``); mutations 204 and 205.
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pytest
 
-from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import org_counter_key, org_pk, range_of
 from tests.faults import ProcessDied, injected
 from tests.integration.test_org_census_requests import requests_of
 from tests.integration.test_org_recount import SEATS, Org
+from tests.integration.test_review59_org_census_recreated import one_more_seat, same_range
 
 pytestmark = pytest.mark.integration
 
@@ -34,10 +33,6 @@ SHARDS = 2
 
 def shard_of_range(rid: str) -> int:
     return int(range_of(rid), 16) % SHARDS
-
-
-def live_of(org: Org, accounts: list[str]) -> int:
-    return sum(int(i["units"]["N"]) for a in accounts for i in org.resources(a) if i["state"]["S"] == "live")
 
 
 def shard_counters(org: Org) -> dict[str, Any]:
@@ -113,7 +108,7 @@ def test_a_stalled_census_correction_lands_on_the_split_organization_created_aga
             # member again ...
             org.create_again(1, first, shards=SHARDS)
             # ... which holds its 1 seat: a create in the ghost's range (its record not yet seen)
-            new = next(f"new{n}" for n in range(10_000) if range_of(f"new{n}") == range_of(ghost))
+            new = same_range(ghost, "new")
             org.service.create(first, new, {}, new, kind=SEATS)
             assert org.org_counters() == (1, 0), shard_counters(org)
             state["new"] = shard_counters(org)
@@ -125,11 +120,7 @@ def test_a_stalled_census_correction_lands_on_the_split_organization_created_aga
     # creation's shares): the organization of 1 seat still holds the seat that is live, and a
     # second seat is refused
     assert state["seen"][2] == (-1, 0), state
-    counters = org.org_counters()
-    with contextlib.suppress(LimitExceeded):
-        org.service.create(first, "second-seat", {}, "second-seat", kind=SEATS)
-    org.drain()
-    live = live_of(org, [first])
+    counters, live = one_more_seat(org, first)
     assert live <= 1, (
         f"{live} seats live of 1 (counters after the stalled census: {counters}; "
         f"stalled correction {state['seen']}; new creation's shards before it {state['new']})"
@@ -196,10 +187,7 @@ def test_a_census_read_across_the_split_organizations_recreation_takes_back_its_
     result = recounter.settle_range(org.org_id, SEATS, rng, accounts=(first,))
     org.drain()
     # Then the new creation's seats are not taken back: its 2 live seats fill its limit of 2
-    with contextlib.suppress(LimitExceeded):
-        org.service.create(first, "third-seat", {}, "third-seat", kind=SEATS)
-    org.drain()
-    live = live_of(org, [first])
+    _, live = one_more_seat(org, first, "third-seat")
     assert live <= 2, (
         f"{live} seats live of 2 (census {result.settled=}, corrections {result.corrections}, "
         f"versions {state.get('v')}, made {made})"

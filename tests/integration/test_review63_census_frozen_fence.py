@@ -12,17 +12,15 @@ to the one read (review 59's F1 again, through the frozen state).
 
 from __future__ import annotations
 
-import contextlib
 from typing import Any
 
 import pytest
 
-from hybrid_counter.errors import LimitExceeded
 from hybrid_counter.keys import org_counter_key, org_pk
 from tests.faults import ProcessDied
 from tests.integration.test_org_census_requests import requests_of
 from tests.integration.test_org_recount import SEATS, Org, _overcounted
-from tests.integration.test_review59_org_census_recreated import live_of, same_range
+from tests.integration.test_review59_org_census_recreated import one_more_seat, same_range
 
 pytestmark = pytest.mark.integration
 
@@ -100,11 +98,7 @@ def test_a_stalled_census_correction_read_on_a_frozen_single_item_lands_on_the_c
     # Then the stalled correction (read on the deleted creation's frozen item) must not apply to
     # the new creation's item: the organization of 1 seat holds its live seat, a second is refused
     assert state["seen"][1] == (-1, 0), state
-    counters = org.org_counters()
-    with contextlib.suppress(LimitExceeded):
-        org.service.create(first, "second-seat", {}, "second-seat", kind=SEATS)
-    org.drain()
-    live = live_of(org, [first])
+    counters, live = one_more_seat(org, first)
     assert live <= 1, (
         f"{live} seats live of 1 (counters after the stalled census: {counters}; stalled "
         f"correction {state['seen']}; new creation's item before it {state['new']})"

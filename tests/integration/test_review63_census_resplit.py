@@ -11,7 +11,8 @@ import pytest
 from hybrid_counter.errors import LimitExceeded
 from tests.integration.test_org_census_requests import requests_of
 from tests.integration.test_org_recount import SEATS, Org, _overcounted
-from tests.integration.test_review62_org_census_split import live_of, split_ghost
+from tests.integration.test_review59_org_census_recreated import live_of
+from tests.integration.test_review62_org_census_split import split_ghost
 
 pytestmark = pytest.mark.integration
 

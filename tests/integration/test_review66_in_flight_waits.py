@@ -8,25 +8,17 @@ import uuid
 
 import pytest
 
-from hybrid_counter.errors import DomainError, LimitExceeded, StoreUnavailable
 from hybrid_counter.resources.delete import Claim
-from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
+from tests.integration.test_hold_expiry_in_flight import (
+    claim_its_expiry,
+    past_the_deadline_of_a_hold_beside_a_seat,
+    waiting_service,
+)
 from tests.integration.test_holds import SEATS, World, world
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["world"]
-
-
-def _answer(call) -> str:
-    try:
-        call()
-        return "admitted"
-    except StoreUnavailable as error:
-        return f"503 {error}"
-    except LimitExceeded as error:
-        return f"409 {error.scope}"
-    except DomainError as error:
-        return f"{type(error).__name__} {error}"
 
 
 def owners_delete_claim(world: World, rid: str) -> None:
@@ -53,10 +45,7 @@ def test_an_owners_delete_of_a_hold_whose_expiry_was_reverted_is_not_waited_for(
     test_a_refusal_that_meets_its_owners_delete_of_an_expired_hold_does_not_wait). _let_go
     reads ``"expired" in item`` on the owner's claim: taken for an expiry, waited for to the
     Waiter's bound, and given up: 503."""
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     # an expiry's claim of h, then its revert (what delete.py's _not_released does on a throttle)
     claim = claim_its_expiry(world, "h")
     world.service.holds._deletes._revert(world.account, SEATS, "h", claim.request_id, claim)
@@ -67,7 +56,7 @@ def test_an_owners_delete_of_a_hold_whose_expiry_was_reverted_is_not_waited_for(
     owners_delete_claim(world, "h")
 
     paused: list[str] = []
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, [lambda: paused.append("paused")]).create(
             world.account, "x", {}, "x", kind=SEATS, units=2
         )
@@ -98,7 +87,7 @@ def test_an_expiry_in_flight_beyond_ten_not_expiry_claims_is_not_waited_for_409(
     z = claim_its_expiry(world, "z")
     release = [lambda: world.service.holds._deletes.finish(world.account, "z", z)]
 
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, release).create(world.account, "x", {}, "x", kind=SEATS, units=6)
     )
     assert answer in ("admitted", "503 an expired hold could not be released in time; retry the request"), (
@@ -128,7 +117,7 @@ def test_eleven_expiries_in_flight_the_eleventh_dead_answers_409_not_503(world: 
         (lambda rid=rid, c=c: flow._deletes.finish(world.account, rid, c)) for rid, c in claims.items()
     ]
 
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, releases).create(world.account, "x", {}, "x", kind=SEATS, units=11)
     )
     assert answer.startswith("503"), (
@@ -146,16 +135,13 @@ def test_another_requests_expiry_reverted_during_the_wait_leaves_an_expired_hold
     _let_go reads it live: "not an expiry's after all" (False), nothing to judge again for, so
     409 while an expired hold holds the room (§12 / review 57: never 409 then; this refusal
     could expire h itself, or answer 503)."""
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     claim = claim_its_expiry(world, "h")
     revert = [
         lambda: world.service.holds._deletes._revert(world.account, SEATS, "h", claim.request_id, claim)
     ]
 
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, revert).create(world.account, "x", {}, "x", kind=SEATS, units=2)
     )
     # (fixed: the waiting refusal reads h live again past its deadline and expires it itself)
@@ -180,7 +166,7 @@ def test_a_dead_expiry_of_one_seat_turns_a_definite_409_into_503_for_the_grace_p
     world.clock.now += 11
     claim_its_expiry(world, "h")  # its process dies here
     paused: list[str] = []
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, [lambda: paused.append("p")]).create(
             world.account, "x", {}, "x", kind=SEATS, units=5
         )

@@ -13,7 +13,7 @@ from tests.integration.test_hold_expiry_in_flight import claim_its_expiry  # noq
 from tests.integration.test_member_resizes import split_org
 from tests.integration.test_org_hold_reclaim import MADE, expire_what_is_left
 from tests.integration.test_org_split import SEATS, SplitOrg
-from tests.integration.test_review66_in_flight_waits import _answer
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["expire_what_is_left", "split_org"]
@@ -63,7 +63,7 @@ def test_an_accounts_claims_crowd_another_members_live_expired_hold_out_of_the_p
     for n in range(100):
         _claim(org, a, f"a{n:02}", expiring=claims == "dead-expiries")
 
-    answer = _answer(lambda: org.service.create(a, "y", {}, "y", kind=SEATS, units=10))
+    answer = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS, units=10))
     finish_the_claims(org, a)
     assert answer == "admitted", (
         f"hb (b's expired hold, live, 10 seats) held the room and was never reclaimed: {answer}"

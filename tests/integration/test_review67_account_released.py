@@ -10,25 +10,13 @@ import uuid
 
 import pytest
 
-from hybrid_counter.errors import DomainError, LimitExceeded, StoreUnavailable
 from hybrid_counter.keys import token
 from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
 from tests.integration.test_holds import SEATS, World, world
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["world"]
-
-
-def _answer(call) -> str:
-    try:
-        call()
-        return "admitted"
-    except StoreUnavailable as error:
-        return f"503 {error}"
-    except LimitExceeded as error:
-        return f"409 {error.scope} ({error.used} of {error.limit}, {error.units} asked)"
-    except DomainError as error:
-        return f"{type(error).__name__} {error}"
 
 
 @pytest.mark.parametrize(
@@ -76,8 +64,9 @@ def test_a_members_expiry_dead_after_its_accounts_release_turns_a_certain_409_in
     if drained:
         world.drain()  # the stream path sees the account's release (does it take h out of the index?)
 
-    answer = _answer(
-        lambda: waiting_service(world, []).create(world.account, "x", {}, "x", kind=SEATS, units=3)
+    answer = answer_of(
+        figures=True,
+        call=lambda: waiting_service(world, []).create(world.account, "x", {}, "x", kind=SEATS, units=3),
     )
     assert answer.startswith("409 account"), (
         f"3 seats could never fit at the account (1 of 3 used, h's 2 released there already); "
@@ -111,13 +100,19 @@ def test_a_members_dead_expiry_noted_account_released_holds_the_organization_409
     )
     assert released.applied  # the account's release applied; the process dies here
 
-    lagging = _answer(lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2))
+    lagging = answer_of(
+        figures=True, call=lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2)
+    )
     world.drain()  # the stream path notes M's release on h's claim
-    noted = _answer(lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2))
+    noted = answer_of(
+        figures=True, call=lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2)
+    )
     world.clock.now += world.settings.pending_grace_seconds + 1
     world.sweeper().sweep()
     world.drain()
-    swept = _answer(lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2))
+    swept = answer_of(
+        figures=True, call=lambda: waiting_service(world, []).create(other, "y", {}, "y", kind=SEATS, units=2)
+    )
     assert swept == "admitted", swept
     assert not noted.startswith("409"), (
         f"h's dead expiry held 2 of the organization's 3 seats; Q's create answered {noted} "

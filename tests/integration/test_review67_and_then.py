@@ -12,24 +12,12 @@ import uuid
 
 import pytest
 
-from hybrid_counter.errors import DomainError, LimitExceeded, StoreUnavailable
 from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
 from tests.integration.test_holds import SEATS, World, world
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["world"]
-
-
-def _answer(call) -> str:
-    try:
-        call()
-        return "admitted"
-    except StoreUnavailable as error:
-        return f"503 {error}"
-    except LimitExceeded as error:
-        return f"409 {error.scope} ({error.used} of {error.limit}, {error.units} asked)"
-    except DomainError as error:
-        return f"{type(error).__name__} {error}"
 
 
 def test_an_own_expiry_given_up_twice_turns_a_certain_409_at_the_organization_into_503(world: World) -> None:
@@ -68,7 +56,9 @@ def test_an_own_expiry_given_up_twice_turns_a_certain_409_at_the_organization_in
         return done
 
     service.holds.reclaim = reclaim_then_q_creates  # type: ignore[method-assign]
-    answer = _answer(lambda: service.create(world.account, "x", {}, "x", kind=SEATS, units=3))
+    answer = answer_of(
+        figures=True, call=lambda: service.create(world.account, "x", {}, "x", kind=SEATS, units=3)
+    )
     assert len(calls) == 2, calls
     assert answer.startswith("409 organization"), (
         f"10 of 10 used at the organization, h's 2 among them: 3 more never fit whatever becomes "

@@ -9,24 +9,17 @@ import contextlib
 
 import pytest
 
-from hybrid_counter.errors import DomainError, LimitExceeded, StoreUnavailable
-from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
+from hybrid_counter.errors import DomainError
+from tests.integration.test_hold_expiry_in_flight import (
+    claim_its_expiry,
+    past_the_deadline_of_a_hold_beside_a_seat,
+    waiting_service,
+)
 from tests.integration.test_holds import SEATS, World, world
+from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["world"]
-
-
-def _answer(call) -> str:
-    try:
-        call()
-        return "admitted"
-    except StoreUnavailable as error:
-        return f"503 {error}"
-    except LimitExceeded as error:
-        return f"409 {error.scope}"
-    except DomainError as error:
-        return f"{type(error).__name__} {error}"
 
 
 def test_a_takeover_of_a_dead_expiry_in_flight_answers_409_where_the_dead_claim_answered_503(
@@ -41,13 +34,10 @@ def test_a_takeover_of_a_dead_expiry_in_flight_answers_409_where_the_dead_claim_
     only thing holding the room is an expired hold whose release is under way (its takeover);
     a moment later the same create is admitted. The same 409 for as long as the takeover's
     claim stands (a dead takeover: until the next takeover, one more grace period)."""
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     claim_its_expiry(world, "h")  # its process dies here
 
-    before = _answer(
+    before = answer_of(
         lambda: waiting_service(world, []).create(world.account, "x", {}, "x", kind=SEATS, units=2)
     )
     assert before.startswith("503"), before
@@ -60,7 +50,7 @@ def test_a_takeover_of_a_dead_expiry_in_flight_answers_409_where_the_dead_claim_
     taken = deletes.take_over(world.account, "h", seen)
     assert taken is not None
 
-    during = _answer(
+    during = answer_of(
         lambda: waiting_service(world, []).create(world.account, "y", {}, "y", kind=SEATS, units=2)
     )
 
@@ -69,7 +59,7 @@ def test_a_takeover_of_a_dead_expiry_in_flight_answers_409_where_the_dead_claim_
         deletes.finish(world.account, "h", taken)  # (its census of the range finishes it)
     world.sweeper().sweep()
     world.drain()
-    after = _answer(
+    after = answer_of(
         lambda: waiting_service(world, []).create(world.account, "z", {}, "z", kind=SEATS, units=2)
     )
     assert after == "admitted", after
@@ -85,10 +75,7 @@ def test_a_dead_expiry_claimed_before_expiry_request_existed_answers_409(world: 
     releasing at the deploy). A create of 2 after the deploy reads h's claim as not an expiry's
     (``_an_expirys_claim`` needs ``expiry_request``): NOTHING, 409, where the code it replaced
     (and §12: "never 409 while that expired hold may be what holds the room") answered 503."""
-    world.hold("h", units=2, seconds=10)
-    world.service.create(world.account, "p", {}, "p", kind=SEATS)
-    world.drain()
-    world.clock.now += 11
+    past_the_deadline_of_a_hold_beside_a_seat(world)
     claim_its_expiry(world, "h")  # its process dies here
     table = world.service.holds._table
     item = table.get(world.account, "h", kind=SEATS)
@@ -98,7 +85,7 @@ def test_a_dead_expiry_claimed_before_expiry_request_existed_answers_409(world: 
         Key={"pk": item["pk"], "sk": item["sk"]},
         UpdateExpression="REMOVE expiry_request",
     )
-    answer = _answer(
+    answer = answer_of(
         lambda: waiting_service(world, []).create(world.account, "x", {}, "x", kind=SEATS, units=2)
     )
     assert answer != "409 account", f"h's dead legacy expiry claim held the 2 seats: {answer}"
