@@ -11,6 +11,7 @@ import pytest
 from hybrid_counter.resources.delete import Claim
 from tests.integration.test_hold_expiry_in_flight import (
     claim_its_expiry,
+    finish_what_is_left,
     past_the_deadline_of_a_hold_beside_a_seat,
     waiting_service,
 )
@@ -18,7 +19,7 @@ from tests.integration.test_holds import SEATS, World, world
 from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
-__all__ = ["world"]
+__all__ = ["finish_what_is_left", "world"]
 
 
 def owners_delete_claim(world: World, rid: str) -> None:

@@ -12,11 +12,11 @@ from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import StoreUnavailable
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources.holds import CLAIM_FRESH_SECONDS, CLAIMS_WAITED_FOR
-from tests.integration.test_hold_expiry_in_flight import claim_its_expiry
+from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, finish_what_is_left
 from tests.integration.test_holds import SEATS, World, world
 
 pytestmark = pytest.mark.integration
-__all__ = ["world"]
+__all__ = ["finish_what_is_left", "world"]
 
 POLLS = 20
 

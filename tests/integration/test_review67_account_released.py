@@ -11,12 +11,16 @@ import uuid
 import pytest
 
 from hybrid_counter.keys import token
-from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
+from tests.integration.test_hold_expiry_in_flight import (
+    claim_its_expiry,
+    finish_what_is_left,
+    waiting_service,
+)
 from tests.integration.test_holds import SEATS, World, world
 from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
-__all__ = ["world"]
+__all__ = ["finish_what_is_left", "world"]
 
 
 @pytest.mark.parametrize(

@@ -12,12 +12,16 @@ import uuid
 
 import pytest
 
-from tests.integration.test_hold_expiry_in_flight import claim_its_expiry, waiting_service
+from tests.integration.test_hold_expiry_in_flight import (
+    claim_its_expiry,
+    finish_what_is_left,
+    waiting_service,
+)
 from tests.integration.test_holds import SEATS, World, world
 from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
-__all__ = ["world"]
+__all__ = ["finish_what_is_left", "world"]
 
 
 def test_an_own_expiry_given_up_twice_turns_a_certain_409_at_the_organization_into_503(world: World) -> None:
