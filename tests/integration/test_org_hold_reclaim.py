@@ -15,7 +15,7 @@ import pytest
 
 from hybrid_counter.effects import Effects, Waiter
 from hybrid_counter.errors import HoldExpired, LimitExceeded, NotFound
-from hybrid_counter.keys import resource_key
+from hybrid_counter.keys import all_org_hold_keys, org_usage_keys, resource_key
 from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources.holds import ORG_HOLD_INDEX
 from tests.integration.test_holds import Clock
@@ -60,13 +60,15 @@ def an_org(split_org: Callable[..., SplitOrg], shards: int = 1, projects: int = 
 
 
 def in_the_index(org: SplitOrg) -> set[str]:
-    """The resource ids in the OrgHoldIndex under the organization."""
-    found = org.clients.dynamodb.query(
-        TableName=org.settings.table_name,
-        IndexName=ORG_HOLD_INDEX,
-        KeyConditionExpression="hold_org = :org",
-        ExpressionAttributeValues={":org": {"S": org.org_id}},
-    )["Items"]
+    """The resource ids in the OrgHoldIndex under the organization (each of its keys: 4 S)."""
+    found = []
+    for key in all_org_hold_keys(org.org_id, org_usage_keys(org.shards)):
+        found += org.clients.dynamodb.query(
+            TableName=org.settings.table_name,
+            IndexName=ORG_HOLD_INDEX,
+            KeyConditionExpression="hold_org = :org",
+            ExpressionAttributeValues={":org": {"S": key}},
+        )["Items"]
     return {str(i["resource_id"]["S"]) for i in found}
 
 

@@ -33,6 +33,7 @@ class LimitExceeded(DomainError):
         holds: bool | None = None,
         org: str | None = None,
         org_holds: bool | None = None,
+        org_hold_keys: int | None = None,
     ) -> None:
         what = f"{kind} units" if kind else "resources"
         asked = f"; {units} more asked for" if units != 1 else ""
@@ -51,6 +52,9 @@ class LimitExceeded(DomainError):
         # items say none of them ever held (``org_holds`` False; None: not known, looked for)
         self.org = org
         self.org_holds = org_holds
+        # the OrgHoldIndex keys its members' holds of the kind are under, as its counter items
+        # read say (keys.org_hold_key; None: not known, the organization's profile read for it)
+        self.org_hold_keys = org_hold_keys
 
 
 class IdempotencyConflict(DomainError):

@@ -168,6 +168,21 @@ def all_org_usage_keys(org_id: str, kind: str, keys: int) -> list[str]:
     return [f"{org_id}#{kind}"] + [f"{org_id}#{kind}#{n}" for n in range(1, max(1, keys))]
 
 
+def org_hold_key(org_id: str, incarnation: str, keys: int = 1) -> str:
+    """A member's hold's OrgHoldIndex key: ``<org>``, and beyond the first of ``keys`` (the
+    organization's usage keys: 4 S for one split over S) a bucket of the hold's incarnation
+    (``<org>#<n>``). Each hold writes its key about three times (put, made live, confirmed or
+    expired), so one key a split organization would be one index partition's 1,000 writes a
+    second against S x 1,000 admissions; the first is the key written before holds were spread,
+    and the incarnation (random) spreads them whatever ids a client picks."""
+    bucket = zlib.crc32(incarnation.encode()) % max(1, keys)
+    return org_id if bucket == 0 else f"{org_id}#{bucket}"
+
+
+def all_org_hold_keys(org_id: str, keys: int) -> list[str]:
+    return [org_id] + [f"{org_id}#{n}" for n in range(1, max(1, keys))]
+
+
 def iso_utc(epoch_seconds: float) -> str:
     """The one timestamp format of the items: the sweeper compares these as strings."""
     return (

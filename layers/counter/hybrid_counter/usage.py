@@ -195,6 +195,9 @@ class OrgAnswer:
     used: int
     would_admit: bool
     holds: bool | None = None  # a hold was ever admitted at it (not shown: whether to look for expired ones)
+    hold_keys: int | None = (
+        None  # (not shown) the OrgHoldIndex keys its holds are under (org_level.hold_keys)
+    )
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -194,6 +194,7 @@ class CreateFlow:
             org=org,
             org_shard=0 if org_seen is None else org_seen.shard,
             hold_until=request.hold_until,
+            hold_keys=1 if org_seen is None else org_seen.hold_keys,
         )
         put = guarded(lambda: self._table.put_pending(item), "the create")
         if not put.applied and put.item is not None and items.incarnation_of(put.item) != incarnation:

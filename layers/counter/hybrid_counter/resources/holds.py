@@ -23,8 +23,9 @@ within a few days" and would release nothing).
 Who expires: the sweeper, each run (a Scan of the sparse HoldIndex, filtered to past deadlines:
 it reads the holds, not the table), and an admission refused for room, which first expires that
 account's expired holds of the kind (one Query of the index) and, refused at its organization,
-that organization's members' (one Query of the sparse ``OrgHoldIndex``, by ``hold_org``, which a
-member's hold carries beside ``hold_account`` and loses with it), and is judged again, so an
+that organization's members' (a Query of each key of the sparse ``OrgHoldIndex``, by
+``hold_org``, which a member's hold carries beside ``hold_account`` and loses with it: one key for
+an organization never split, 4 S for one split over S), and is judged again, so an
 expired hold blocks a create for no longer than that request. Each expiry is the same
 conditional claim of that member's item, so whoever expires a hold (its account's request,
 another member's, the sweeper) decides nothing new: of it and a confirm, a DELETE, a resize or
@@ -51,7 +52,16 @@ from hybrid_counter.errors import (
     NotFound,
     StoreUnavailable,
 )
-from hybrid_counter.keys import EXPIRED_PREFIX, account_pk, epoch_of, iso_utc, parse_account_pk
+from hybrid_counter.keys import (
+    EXPIRED_PREFIX,
+    account_pk,
+    all_org_hold_keys,
+    epoch_of,
+    iso_utc,
+    org_key,
+    parse_account_pk,
+    usage_keys_of,
+)
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
 from hybrid_counter.resources.items import Resource
@@ -286,13 +296,21 @@ class HoldFlow:
                 "could not leave an expired hold's tombstone", extra={"error": repr(error)}
             )
 
-    def reclaim(self, account_id: str, kind: str, *, org: str | None = None, own: bool = True) -> Reclaimed:
+    def reclaim(
+        self,
+        account_id: str,
+        kind: str,
+        *,
+        org: str | None = None,
+        own: bool = True,
+        org_keys: int | None = None,
+    ) -> Reclaimed:
         """Expire the expired holds of ``kind`` that may block an admission refused for room,
         before it is judged again (``reclaimable``): each through ``_expire``, the conditional
         claim of that hold's own item, whichever member's it is; and those another request is
         already expiring, waited for (``_released_by_others``)."""
         try:
-            found = self.reclaimable(account_id, kind, org=org, own=own)
+            found = self.reclaimable(account_id, kind, org=org, own=own, org_keys=org_keys)
         except (ClientError, BotoCoreError):  # (throttled, say) nothing released: judged again
             return Reclaimed(0, unknown=True)
         released, given_up, others = 0, dict[HoldKey, int](), []
@@ -391,28 +409,44 @@ class HoldFlow:
             return None
 
     def reclaimable(
-        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True
+        self,
+        account_id: str,
+        kind: str,
+        *,
+        org: str | None = None,
+        own: bool = True,
+        org_keys: int | None = None,
     ) -> list[Item]:
         """Expired holds of ``kind`` (index entries), each once, up to RECLAIM_PAGE: ``own``, the
         account's (one Query of the HoldIndex); ``org`` (a refusal at that organization), its
         members' too, the account's among them (one Query of the OrgHoldIndex)."""
         found = self.expired(account_id, kind) if own else []
         if org is not None:
-            found += self._in_org_besides(org, kind, found)
+            found += self._in_org_besides(org, kind, found, keys=org_keys)
         # the live ones first, whichever index: claims (their release under way, or dead) never
         # push a live expired hold out of the page (review 66: the account's claims did, the
         # organization's live holds after them)
         return _live_first(found)[:RECLAIM_PAGE]
 
-    def _in_org_besides(self, org: str, kind: str, found: list[Item], *, more: bool = False) -> list[Item]:
+    def _in_org_besides(
+        self, org: str, kind: str, found: list[Item], *, more: bool = False, keys: int | None = None
+    ) -> list[Item]:
         """The organization's expired holds of ``kind`` but those in ``found`` (``more``: read
         as many more as ``found`` holds, so a page of others is left once they are taken out)."""
         seen = {_hold_key(i) for i in found}
         besides = len(seen) if more else 0
-        return [i for i in self.expired_in_org(org, kind, besides=besides) if _hold_key(i) not in seen]
+        in_org = self.expired_in_org(org, kind, besides=besides, keys=keys)
+        return [i for i in in_org if _hold_key(i) not in seen]
 
     def expired_units(
-        self, account_id: str, kind: str, *, org: str | None = None, own: bool = True, in_turn: bool = False
+        self,
+        account_id: str,
+        kind: str,
+        *,
+        org: str | None = None,
+        own: bool = True,
+        in_turn: bool = False,
+        org_keys: int | None = None,
     ) -> tuple[int, int]:
         """Units a reclaim would release now (a dry run refused for room judges without them):
         the account's, and (``org``) its organization's, the account's among them (``in_turn``:
@@ -425,9 +459,12 @@ class HoldFlow:
             # the account's page, then a page of the organization's apart: the request's second
             # reclaim no longer finds the first's in the index (expired), so neither is counted twice
             first = self.reclaimable(account_id, kind)
-            found = first + _live_first(self._in_org_besides(org, kind, first, more=True))[:RECLAIM_PAGE]
+            found = (
+                first
+                + _live_first(self._in_org_besides(org, kind, first, more=True, keys=org_keys))[:RECLAIM_PAGE]
+            )
         else:
-            found = self.reclaimable(account_id, kind, org=org, own=own)
+            found = self.reclaimable(account_id, kind, org=org, own=own, org_keys=org_keys)
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
         # and those another request's expiry is releasing (a request would wait for them; one
         # already gone is no longer counted anywhere: its read says so)
@@ -456,11 +493,37 @@ class HoldFlow:
         refusal until the sweeper's run: hostile pass of review 35)."""
         return self._expired_in(HOLD_INDEX, "hold_account", account_id, kind)
 
-    def expired_in_org(self, org: str, kind: str, *, besides: int = 0) -> list[Item]:
+    def expired_in_org(self, org: str, kind: str, *, besides: int = 0, keys: int | None = None) -> list[Item]:
         """The organization's members' holds of ``kind`` past their deadline (OrgHoldIndex
         entries), up to RECLAIM_PAGE (and ``besides`` more: those a dry run leaves out, as
-        already counted), paged as ``expired``."""
-        return self._expired_in(ORG_HOLD_INDEX, "hold_org", org, kind, want=RECLAIM_PAGE + besides)
+        already counted), paged as ``expired`` under each of its ``keys`` (as the refusal's
+        picture of its counter items says, org_level.hold_keys; None: ``org_hold_keys``), the
+        live ones of every key first; it stops once it has a page of live ones."""
+        want = RECLAIM_PAGE + besides
+        live: list[Item] = []
+        claimed: list[Item] = []
+        for key in all_org_hold_keys(org, self.org_hold_keys(org) if keys is None else keys):
+            found = self._expired_in(ORG_HOLD_INDEX, "hold_org", key, kind, want=want - len(live))
+            live += [i for i in found if items.state_of(i) == items.LIVE]
+            claimed += [i for i in found if items.state_of(i) != items.LIVE]
+            if len(live) >= want:
+                break
+        return (live + claimed)[:want]
+
+    def org_hold_keys(self, org: str) -> int:
+        """How many OrgHoldIndex keys the organization's members' holds may be under, where the
+        refusal did not read every counter item of the kind (a split shard's admission refused):
+        its ``usage_keys`` (keys.usage_keys_of), read consistently, never through a cache. A
+        hold's key is one of 4 per shard item its create's precheck read; items are made only
+        for an S written there first, and the count recorded only grows (``set_shards``), so it
+        is at least that."""
+        item = self._table.clients.dynamodb.get_item(
+            TableName=self._table.name,
+            Key=org_key(org),
+            ConsistentRead=True,
+            ProjectionExpression="shards, usage_keys",
+        ).get("Item")
+        return 1 if item is None else usage_keys_of(item)
 
     def _expired_in(self, index: str, key: str, owner: str, kind: str, *, want: int = 0) -> list[Item]:
         want = want or RECLAIM_PAGE

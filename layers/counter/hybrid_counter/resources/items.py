@@ -28,7 +28,8 @@ contributes its ``units`` there. While a resize is in flight, ``resize_request``
 counters (resize.py). ``pending_shard``/``pending_since`` are set only on failure paths (the
 sparse PendingIndex the sweeper reads). A hold (holds.py) has ``hold_until`` (epoch seconds) and
 ``hold_account`` (the sparse HoldIndex's keys) until it is confirmed, and a member's hold
-``hold_org`` (with ``hold_until``, the sparse OrgHoldIndex's keys), removed with ``hold_account``.
+``hold_org`` (with ``hold_until``, the sparse OrgHoldIndex's keys: one of its organization's,
+``keys.org_hold_key``), removed with ``hold_account``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybrid_counter.keys import DEFAULT_KIND, account_pk, iso_utc, pending_shard, resource_sk
+from hybrid_counter.keys import DEFAULT_KIND, account_pk, iso_utc, org_hold_key, pending_shard, resource_sk
 
 PENDING = "pending"
 LIVE = "live"
@@ -210,6 +211,7 @@ def pending_item(
     org: str | None = None,
     org_shard: int = 0,
     hold_until: float | None = None,
+    hold_keys: int = 1,
 ) -> dict[str, Any]:
     created = iso_utc(now)
     item = {
@@ -236,8 +238,8 @@ def pending_item(
     if hold_until is not None:  # a hold: in the sparse HoldIndex (its account, its deadline)
         item["hold_until"] = epoch_number(hold_until)
         item["hold_account"] = {"S": account_id}
-        if org is not None:  # a member's: in the sparse OrgHoldIndex too (its organization)
-            item["hold_org"] = {"S": org}
+        if org is not None:  # a member's: in the sparse OrgHoldIndex too (one of its organization's keys)
+            item["hold_org"] = {"S": org_hold_key(org, incarnation, hold_keys)}
     return item
 
 

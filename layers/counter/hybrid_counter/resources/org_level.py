@@ -70,6 +70,15 @@ def split_guard(limit: int) -> Guard:
     )
 
 
+def hold_keys(picture: ShardSet) -> int:
+    """The OrgHoldIndex keys a member's hold of the kind is put under, and a refusal whose
+    picture this is reads: 1 for a counter of one item, 4 per shard item for a split one
+    (keys.org_hold_key). Shard items are never removed while the organization stands (fewer
+    shards keep them; a split counter never goes back to one item), so a picture read later
+    counts at least as many as the one any hold already put was keyed by."""
+    return org_usage_keys(len(picture.shards))
+
+
 def held(picture: ShardSet) -> bool:
     """Whether a hold was ever admitted (or counted) on any of the organization's counter items
     of the kind: a refusal there looks for its members' expired holds only then."""
@@ -138,6 +147,10 @@ class OrgSeen:
     @property
     def state(self) -> CounterState:
         return self.picture.get(self.shard).state
+
+    @property
+    def hold_keys(self) -> int:
+        return hold_keys(self.picture)
 
 
 class OrgLevel:
@@ -237,6 +250,7 @@ class OrgLevel:
                     scope="organization",
                     org=org,
                     org_holds=state.holds_used,
+                    org_hold_keys=hold_keys(picture),
                 )
             return OrgSeen(0, picture, epoch)
         shards = self._view.org_shards(org)
@@ -254,6 +268,7 @@ class OrgLevel:
                     scope="organization",
                     org=org,
                     org_holds=held(picture),
+                    org_hold_keys=hold_keys(picture),
                 )
         return seen
 
@@ -287,7 +302,14 @@ class OrgLevel:
         if basis is None:
             state = picture.get(0).state
             limit = self._view.org_judge(org, kind)(state).limit
-            return OrgAnswer(org, limit, state.used, units <= 0 or state.admits(limit, units), held(picture))
+            return OrgAnswer(
+                org,
+                limit,
+                state.used,
+                units <= 0 or state.admits(limit, units),
+                held(picture),
+                hold_keys(picture),
+            )
         wanted = self._wanted(org, kind, picture)
         if wanted is not None:  # a limit not laid out yet: judged by it, as the rebase will lay it out
             return OrgAnswer(
@@ -296,9 +318,12 @@ class OrgLevel:
                 picture.used,
                 units <= 0 or picture.used + units <= wanted.limit,
                 held(picture),
+                hold_keys(picture),
             )
         room = sum(max(0, s.room) for s in picture.shards.values()) + max(0, basis.limit - picture.claims)
-        return OrgAnswer(org, basis.limit, picture.used, units <= 0 or units <= room, held(picture))
+        return OrgAnswer(
+            org, basis.limit, picture.used, units <= 0 or units <= room, held(picture), hold_keys(picture)
+        )
 
     def _single(self, org: str, picture: ShardSet) -> bool:
         """Its counter for the kind is one item, as every organization's is until it is split."""
@@ -673,8 +698,8 @@ class OrgLevel:
         return self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation)
 
     def refused(self, org: str, admission: Admission, kind: str, units: int) -> LimitExceeded:
-        """(Whether its members ever held, as the refusing item says when it is the single one;
-        a split counter's refusal read one shard: not known, looked for.)"""
+        """(Whether its members ever held, and under how many keys, as the refusing item says when
+        it is the single one; a split counter's refusal read one shard: not known, looked for.)"""
         limit = admission.judged.limit if admission.judged else 0
         state = admission.state
         return LimitExceeded(
@@ -685,6 +710,7 @@ class OrgLevel:
             scope="organization",
             org=org,
             org_holds=None if state.in_a_split else state.holds_used,
+            org_hold_keys=None if state.in_a_split else 1,
         )
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------

@@ -472,7 +472,10 @@ class ResourceService:
             if refused.holds is False and org is None:
                 raise
             own = refused.holds is not False  # (an account that never held has none of its own)
-            reclaimed = guarded(lambda: self.holds.reclaim(account_id, kind, org=org, own=own), what)
+            keys = refused.org_hold_keys
+            reclaimed = guarded(
+                lambda: self.holds.reclaim(account_id, kind, org=org, own=own, org_keys=keys), what
+            )
             if not reclaimed.worth_judging_again():
                 raise
         try:
@@ -484,7 +487,10 @@ class ResourceService:
             # Refused at its account first, then, its own holds released, at its organization:
             # that one's members' expired holds are reclaimed too, and it is judged a third time
             # (review 60: before, 409 while another member's expired hold held the room)
-            more = guarded(lambda: self.holds.reclaim(account_id, kind, org=later, own=False), what)
+            keys = again.org_hold_keys
+            more = guarded(
+                lambda: self.holds.reclaim(account_id, kind, org=later, own=False, org_keys=keys), what
+            )
             reclaimed = reclaimed.and_then(more)
             if not more.worth_judging_again():
                 raise reclaimed.refused_again(again, account_id) from again
@@ -585,7 +591,12 @@ class ResourceService:
             in_turn = reclaiming is not None and state.holds_used and not admits
             mine, everyone = guarded(
                 lambda: self.holds.expired_units(
-                    account_id, kind, org=reclaiming, own=state.holds_used, in_turn=in_turn
+                    account_id,
+                    kind,
+                    org=reclaiming,
+                    own=state.holds_used,
+                    in_turn=in_turn,
+                    org_keys=None if at_org is None else at_org.hold_keys,
                 ),
                 "the read",
             )
