@@ -224,9 +224,9 @@ def _usage_of(world: BenchWorld, members: int, top: int, *, shards: int = 1) -> 
         usage_keys=org_usage_keys(shards),
     )
     service = world.service()  # a new process: the organization's plan not cached yet
-    with world.meter.labeled(f"orgs:usage_{members}:cold") as cold:
+    with world.meter.labeled(f"orgs:usage_{members}_s{shards}:cold") as cold:
         service.org_usage(org, top=top)
-    with world.meter.labeled(f"orgs:usage_{members}:warm") as warm:
+    with world.meter.labeled(f"orgs:usage_{members}_s{shards}:warm") as warm:
         found = service.org_usage(org, top=top)
     kind = found.kinds[world.settings.default_kind]
     total = sum(accounts.values())

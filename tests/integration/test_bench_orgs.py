@@ -76,3 +76,7 @@ def test_the_usage_read_of_a_split_organization_queries_each_of_its_usage_keys(w
     # two reads each (a new process, then again): one key, then the 16 of a split over 4
     assert len(keys) == 2 * 1 + 2 * 16
     assert len(set(keys[2:])) == 16
+    # and each row reports its own read (before, both rows of one size shared a tally: the split
+    # row showed the unsplit one's requests too, "67 Queries" at 16 shards where 65 are made)
+    assert found[0]["warm"]["requests_by_operation"] == {"GetItem": 1, "Query": 2}
+    assert found[1]["warm"]["requests_by_operation"] == {"GetItem": 1, "Query": 1 + 16}
