@@ -4,9 +4,8 @@ and one key is one index partition's 1,000 writes a second, while an organizatio
 admits up to S x 1,000 creates a second. So a split organization's members' holds spread over its
 keys (4 a shard item its create's precheck read: ``hold_org`` is ``<org>#<n>``, a bucket of the
 hold's incarnation, the first ``<org>``), and a refusal at the organization reads 4 keys a shard
-item its own picture counts (items are never removed: at least as many), or, where it read one
-shard only, as many as the organization's ``usage_keys`` (read consistently). One never split
-keeps its one key, ``<org>``."""
+item the picture it was judged on counts (items are never removed: at least as many), or, told
+no count, 4 a counter item it reads then. One never split keeps its one key, ``<org>``."""
 
 from __future__ import annotations
 
@@ -106,19 +105,19 @@ def test_an_organization_never_split_keeps_its_one_key_and_one_query(split_org) 
     assert in_the_index(org) == set()
 
 
-def test_a_reclaim_that_did_not_read_the_counter_items_reads_the_key_count_of_the_organization(
+def test_a_reclaim_not_told_the_key_count_counts_the_organizations_counter_items(
     split_org,
 ) -> None:
     # Given an organization split over 4, its 40 seats full (32 held under its 16 keys)
     org = holds_of(split_org, 4)
 
-    # When, past the deadline, a reclaim at the organization is made with no picture of its
-    # counter items (as after a split shard's admission refused: org_level.refused)
+    # When, past the deadline, a reclaim at the organization is asked for with no count of its
+    # keys (no refusal's picture to say it)
     org.clock.now += 11
     with Requests(org) as requests:
         reclaimed = org.service.holds.reclaim(org.accounts[0], SEATS, org=org.org_id, own=False)
 
-    # Then it read the organization's key count (its profile, consistently) and every key
-    assert requests.seen["GetItem"] >= 1
+    # Then it counted the organization's counter items of the kind (one Query) and read every key
+    assert requests.seen["Query"] == 1
     assert requests.seen[f"Query:{ORG_HOLD_INDEX}"] == 16
     assert reclaimed.expired == HOLDS

@@ -63,6 +63,10 @@ class Admission:
     state: CounterState  # the state the decision was made on
     throttled: bool = False
     judged: Judged | None = None  # the limit the decision was made by
+    # A split counter's refusal, as its picture of every shard said: whether any shard ever
+    # admitted a hold, and how many shard items there were (None: one item's state, as read)
+    holds_used: bool | None = None
+    items: int | None = None
 
 
 class CounterStore:

@@ -58,10 +58,10 @@ from hybrid_counter.keys import (
     all_org_hold_keys,
     epoch_of,
     iso_utc,
-    org_key,
+    org_usage_keys,
     parse_account_pk,
-    usage_keys_of,
 )
+from hybrid_counter.orgs.counters import org_counter_items
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
 from hybrid_counter.resources.items import Resource
@@ -502,7 +502,7 @@ class HoldFlow:
         want = RECLAIM_PAGE + besides
         live: list[Item] = []
         claimed: list[Item] = []
-        for key in all_org_hold_keys(org, self.org_hold_keys(org) if keys is None else keys):
+        for key in all_org_hold_keys(org, self.org_hold_keys(org, kind) if keys is None else keys):
             found = self._expired_in(ORG_HOLD_INDEX, "hold_org", key, kind, want=want - len(live))
             live += [i for i in found if items.state_of(i) == items.LIVE]
             claimed += [i for i in found if items.state_of(i) != items.LIVE]
@@ -510,20 +510,14 @@ class HoldFlow:
                 break
         return (live + claimed)[:want]
 
-    def org_hold_keys(self, org: str) -> int:
-        """How many OrgHoldIndex keys the organization's members' holds may be under, where the
-        refusal did not read every counter item of the kind (a split shard's admission refused):
-        its ``usage_keys`` (keys.usage_keys_of), read consistently, never through a cache. A
-        hold's key is one of 4 per shard item its create's precheck read; items are made only
-        for an S written there first, and the count recorded only grows (``set_shards``), so it
-        is at least that."""
-        item = self._table.clients.dynamodb.get_item(
-            TableName=self._table.name,
-            Key=org_key(org),
-            ConsistentRead=True,
-            ProjectionExpression="shards, usage_keys",
-        ).get("Item")
-        return 1 if item is None else usage_keys_of(item)
+    def org_hold_keys(self, org: str, kind: str) -> int:
+        """How many OrgHoldIndex keys the organization's members' holds of ``kind`` may be under,
+        where the refusal did not say (a reclaim asked for without a picture): 4 per counter item
+        of the kind it has now, one consistent Query (org_level.hold_keys; the profile's
+        ``usage_keys`` would not do: an organization lowered before it was recorded has more
+        items than it counts, review 68)."""
+        found = org_counter_items(self._table.clients, self._table.name, org).get(kind, {})
+        return org_usage_keys(len(found))
 
     def _expired_in(self, index: str, key: str, owner: str, kind: str, *, want: int = 0) -> list[Item]:
         want = want or RECLAIM_PAGE

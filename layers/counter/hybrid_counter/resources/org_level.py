@@ -512,7 +512,13 @@ class OrgLevel:
                     creation=creation,
                 )
             else:
-                return Admission(AdmissionOutcome.REJECTED, picture.total(), judged=judged)
+                return Admission(
+                    AdmissionOutcome.REJECTED,
+                    picture.total(),
+                    judged=judged,
+                    holds_used=held(picture),
+                    items=len(picture.shards),
+                )
             picture = None
         self._obs.count("SplitAdmissionGaveUp")
         return Admission(
@@ -538,9 +544,11 @@ class OrgLevel:
         return picture.get(shard).room < units and basis.limit > picture.claims
 
     # ---- laying allowances out (operators' changes) -------------------------------------------------
-    def reshard(self, org: str, kind: str, shards: int) -> None:
+    def reshard(self, org: str, kind: str, shards: int, *, creation: int | None = None) -> None:
         """The kind's counter split over at least ``shards`` items (a single item stays one when
-        asked for 1)."""
+        asked for 1). ``creation``: the creation of the organization the change was asked of;
+        another's counter is never split by it (OwnerGone: review 68, a PUT stalled past a
+        DELETE /orgs and the id's creation again split the new creation's counter over its S)."""
         for _ in range(ATTEMPTS):
             picture = self.splits.read(org, kind)
             if shards <= 1 and not picture.split and not picture.frozen:
@@ -550,7 +558,12 @@ class OrgLevel:
             wanted = self._wanted(org, kind, picture)
             target = wanted or picture.basis or self._view.org_plan_basis(org, kind)
             self.splits.rebase(
-                org, kind, target, shards=shards, needed=partial(self._unsplit, org, kind, shards)
+                org,
+                kind,
+                target,
+                shards=shards,
+                needed=partial(self._unsplit, org, kind, shards),
+                creation=creation,
             )
         raise InProgress(
             "the organization's counter kept changing while it was being split; retry the request"
@@ -698,10 +711,16 @@ class OrgLevel:
         return self.read(org, kind, shard).last_admission == member_token(account_id, rid, incarnation)
 
     def refused(self, org: str, admission: Admission, kind: str, units: int) -> LimitExceeded:
-        """(Whether its members ever held, and under how many keys, as the refusing item says when
-        it is the single one; a split counter's refusal read one shard: not known, looked for.)"""
+        """(Whether its members ever held, and under how many OrgHoldIndex keys: as the single
+        item refusing says, or the split counter's picture the refusal was made on; None: not
+        known, looked for.)"""
         limit = admission.judged.limit if admission.judged else 0
         state = admission.state
+        split = state.in_a_split
+        holds = (
+            admission.holds_used if admission.holds_used is not None else None if split else state.holds_used
+        )
+        keys = org_usage_keys(admission.items) if admission.items is not None else None if split else 1
         return LimitExceeded(
             limit,
             state.used,
@@ -709,8 +728,8 @@ class OrgLevel:
             units,
             scope="organization",
             org=org,
-            org_holds=None if state.in_a_split else state.holds_used,
-            org_hold_keys=None if state.in_a_split else 1,
+            org_holds=holds,
+            org_hold_keys=keys,
         )
 
     # ---- undoing an organization's admission (its account refused the create) ----------------------

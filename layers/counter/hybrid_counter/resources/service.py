@@ -280,7 +280,10 @@ class ResourceService:
             guarded(lambda: self.org_store.set_shards(org_id, shards), "the change")
         self.limits.forget(org_id=org_id)
         for kind in sorted(guarded(lambda: self.org_counters(org_id), "the read")):
-            guarded(lambda k=kind: self.orgs.reshard(org_id, k, shards), "the change")  # type: ignore[misc]
+            guarded(
+                lambda k=kind: self.orgs.reshard(org_id, k, shards, creation=org.creation),  # type: ignore[misc]
+                "the change",
+            )
 
     def get_org(self, org_id: str) -> Org:
         org = guarded(lambda: self.org_store.get(org_id), "the read")
