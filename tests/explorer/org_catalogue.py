@@ -14,6 +14,10 @@ account's create for the organization's last units or its delete, the stream pat
 any point, a resize dying before or between its two moves, the organization's move's response
 lost, a grow its account refuses (undone at the organization).
 
+Members' holds (design.md §12): an organization full with B's hold past its deadline, met by
+another member's create refused there (a "reclaim": a process whose clock is past the deadline),
+its owner's confirm or delete, the sweeper's expiry, and its owner's own reclaim (ORG_HOLDS).
+
 The organization deleted and created again under its id (``recreate``, design.md §10.2) while a
 member's create judged by the deleted creation runs, a join races them, or its admission there is
 throttled or its response lost (RECREATED, 3 schedules each in ci; LONG_RECREATED); and the
@@ -58,6 +62,21 @@ def patch(who: str, rid: str = "x", units: int = 2) -> OrgOp:
     return org_op("patch", rid, who=who, units=units)
 
 
+def reclaim(who: str = "A", units: int = 1) -> OrgOp:
+    """A member's POST by a process whose clock is past the holds' deadline: refused for room, it
+    expires its account's expired holds and, refused at its organization, every member's."""
+    return org_op("reclaim", who=who, units=units)
+
+
+def confirm(who: str, rid: str = "h") -> OrgOp:
+    return org_op("confirm", rid, who=who)
+
+
+def expire() -> OrgOp:
+    """The sweeper's expiry of both members' holds past their deadline."""
+    return org_op("expire")
+
+
 def membership(kind: str, who: str = "B", after: int | None = None) -> OrgOp:
     return org_op(kind, who=who, after=after)
 
@@ -98,6 +117,7 @@ def scenario(
     seats: tuple[int, int, int] | None = None,  # (A's, B's, the organization's) limit of seats
     backgrounds: tuple[str, ...] = (),
     shards: int = 1,
+    holds: tuple[str, ...] = (),  # of ``counted``, those made as holds ("<who>.<id>")
 ) -> OrgScenario:
     limits = [("A", R, a), ("B", R, b)]
     org_plan = [(R, org)]
@@ -117,6 +137,7 @@ def scenario(
         members=members,
         faults=faults,
         shards=shards,
+        holds=holds,
     )
 
 
@@ -236,6 +257,36 @@ LONG_RECREATED_FOUND = [
     recreated("split over 2, B joins the new one and posts", B_JOINS, shards=2),
 ]
 
+
+def held(name: str, ops: tuple[OrgOp, ...], *, shards: int = 1, a: int = 5) -> OrgScenario:
+    """Members' holds (design.md §12): an organization of 2, full: A's o, and B's hold h (1),
+    its deadline past for the expiring processes (runs.LATE) only."""
+    return scenario(name, ops, org=2, a=a, counted=("A.o", "B.h"), holds=("B.h",), shards=shards)
+
+
+# A member's expired hold holding the organization's last slot: reclaimed by another member's
+# create refused there, racing its owner's confirm, its delete, the sweeper, or another reclaim.
+ORG_HOLDS = [
+    held(
+        "member holds: A reclaims B's expired hold's slot while B confirms it", (reclaim("A"), confirm("B"))
+    ),
+    held("member holds: A and B both reclaim B's expired hold's slot", (reclaim("A"), reclaim("B"))),
+    held("member holds: A reclaims while the sweeper expires B's hold", (reclaim("A"), expire())),
+    held("member holds: A reclaims while B deletes its hold", (reclaim("A"), delete("B", "h"))),
+    held(
+        "member holds, split over 2: A reclaims while B confirms",
+        (reclaim("A"), confirm("B")),
+        shards=2,
+    ),
+    scenario(
+        "member holds: A's own expired hold reclaimed at its account while B posts",
+        (reclaim("A"), post("B")),
+        org=2,
+        a=1,
+        counted=("A.h",),
+        holds=("A.h",),
+    ),
+]
 
 # A's creates racing for A's last slot, the organization with room: one is refused by A after
 # the organization admitted it, and undone there.
@@ -478,6 +529,7 @@ ORG_SCENARIOS: list[OrgScenario] = [
     ),
     *RECREATED,
     *RECREATED_FOUND,
+    *ORG_HOLDS,
 ]
 # The long profile's scenarios beside those (the ci profile's budget is spent on the ones above).
 LONG_ORG_SCENARIOS: list[OrgScenario] = [*LONG_RECREATED, *LONG_RECREATED_FOUND]

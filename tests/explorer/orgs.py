@@ -104,6 +104,7 @@ from hybrid_counter.resources import ResourceService
 from hybrid_counter.resources import items as resource_items
 from hybrid_counter.resources.table import ResourceTable
 from tests.explorer.runs import (
+    HOLD_SECONDS,
     ITEM_LIMIT,
     KIND_OPS,
     START,
@@ -586,7 +587,10 @@ class OrgRun(Run):
 
     def _create_member(self, setup: ResourceService, text: str) -> None:
         who, (kind, rid, units) = parse_member_res(text)
-        setup.create(self.accounts[who], f"name-{rid}", {}, resource_id=rid, kind=kind, units=units)
+        hold = HOLD_SECONDS if text in self.scenario.holds else None  # (a member's hold: "<who>.<id>")
+        setup.create(
+            self.accounts[who], f"name-{rid}", {}, resource_id=rid, kind=kind, units=units, hold_seconds=hold
+        )
 
     # ---- operations --------------------------------------------------------------------------------
     def _operation(self, index: int, spec: OpSpec) -> Callable[[], Any]:
@@ -598,8 +602,13 @@ class OrgRun(Run):
             service.limits.org_plan_limit(self.org, kind)
         account, org, of, units, arg = self.accounts[spec.who], self.org, spec.of, spec.units, spec.arg
         by = changed_by(index)
+        # (the expiring processes, whose clock is past the holds' deadline: runs.LATE)
+        late = self.service(chr(97 + index), late=True) if spec.kind in ("expire", "reclaim") else service
         flows: dict[str, Callable[[], Any]] = {
             "post": lambda: service.create(account, "posted", {}, kind=of, units=units),
+            "confirm": lambda: service.confirm(account, str(arg), kind=of),
+            "expire": lambda: sum(self._expire_holds_of(late, who, of) for who in WHO),
+            "reclaim": lambda: late.create(account, "posted", {}, kind=of, units=units),
             "put": lambda: service.create(
                 account, f"name-{arg}", {}, resource_id=str(arg), kind=of, units=units
             ),
@@ -614,6 +623,12 @@ class OrgRun(Run):
             "leave": lambda: service.remove_member(org, account),
         }
         return flows[spec.kind]
+
+    def _expire_holds_of(self, late: ResourceService, who: str, kind: str) -> int:
+        """Run's ``_expire_holds`` (the sweeper's expiry of past deadlines), for member ``who``."""
+        account = self.accounts[who]
+        expired = late.holds.expired(account, kind)
+        return sum(late.holds.expire(account, str(item["resource_id"]["S"]), item) for item in expired)
 
     def apply(self, choice: Choice) -> None:
         kind, what, fault = choice
@@ -647,7 +662,7 @@ class OrgRun(Run):
             org_answer_of(op, spec.kind),
             started=started,
             ended=self.step_no,
-            created_id=f"{chr(97 + index)}{0:031x}" if spec.kind == "post" else None,
+            created_id=self._created_id(index, spec, op),
             past_limit_allowed=unadmitted
             and (not at_account or any(c.outcome == "fault:lost" for c in at_account)),
             past_org_limit_allowed=unadmitted
@@ -662,10 +677,11 @@ class OrgRun(Run):
 
     def _check_kind_of(self, spec: OpSpec, op: Operation, call: Call) -> None:
         """An account's operations write its own partition (and the organization's counter items
-        of their kind), never the other account's."""
+        of their kind), never the other account's: but an expiry of holds, the sweeper's or a
+        create's refused at its organization, which expires every member's (design.md §12)."""
         part = self.part_of(call.partition)
         who = getattr(spec, "who", None)
-        if part in WHO and part != who and spec.kind not in ORG_LEVEL_OPS:
+        if part in WHO and part != who and spec.kind not in ORG_LEVEL_OPS | {"expire", "reclaim"}:
             self.violations.append(f"step {self.step_no}: {op.name} wrote {part}'s {call.key}")
         if part == "org" and call.key.startswith(COUNTER_PREFIX):
             if spec.kind in KIND_OPS and org_kind_of(call.key) != spec.of:
@@ -1296,6 +1312,12 @@ class OrgRun(Run):
             org_limits=tuple(sorted({**dict(scenario.org_plan), **dict(scenario.org_overrides)}.items())),
             members=frozenset(scenario.members),
             org_overridden=frozenset(kind for kind, _ in scenario.org_overrides),
+            held=frozenset(
+                (f"{who}/{kind}", rid)
+                for text in (*scenario.counted, *scenario.uncounted)
+                if text in scenario.holds
+                for who, (kind, rid, _) in [parse_member_res(text)]
+            ),
         )
         done = [*self.dead, *(self.done[i] for i in sorted(self.done))]
         # A member resize whose process died is settled after the grace period (the audit, at the
@@ -1310,7 +1332,14 @@ class OrgRun(Run):
         last = max((d.ended for d in self.done.values()), default=0)
         died = [d for d in done if d.answer == "crash" and d.kind in ("post", "put", "create0", "patch")]
         done += [Done(REPAIR, None, REPAIR, started=last + 1, ended=last + 1) for _ in died]
-        if explain(initial, done, final) is None:
+        held = frozenset(
+            (f"{who}/{kind}", rid)
+            for who in WHO
+            for (kind, rid), item in self.views[who].resources.items()
+            if resource_items.state_of(item) == resource_items.LIVE
+            and resource_items.hold_until_of(item) is not None
+        )
+        if explain(initial, done, final, held) is None:
             shown = ", ".join(f"{self.ops[i].name}={d.answer}" for i, d in sorted(self.done.items()))
             self.violations.append(
                 f"end: no sequential order explains the answers ({shown}) and {sorted(final)}"

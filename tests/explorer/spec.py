@@ -41,7 +41,8 @@ Holds (design.md §12): a hold is a live resource with a deadline (``held``). Th
 the future for the processes that create and confirm it, and in the past for the ones that
 expire it (the sweeper, a create refused for room), so that, whatever their order, a confirm and
 an expiry meet on the one item. A confirm makes a held resource permanent (200; again: 200); an
-expiry releases every held resource (its kind's, for a reclaim) and remembers it (``expired``):
+expiry releases every held resource (for a reclaim: refused at its account, the account's of its
+kind; refused at its organization, every member's of the kind) and remembers it (``expired``):
 a confirm after that answers HoldExpired, never 200, and a confirm of an id that was never a
 hold that expired answers 404. The resources still held at the end must be exactly the model's
 (a confirm that answered 200 left a permanent resource, never one still held).
@@ -234,9 +235,10 @@ class Model:
             )
             if not fits
         ]
-        if full and op.kind == "reclaim" and any(key[0] == op.of for key in self.held):
-            # refused for room: the kind's expired holds released, then judged once more
-            return self.expiring(op.of)._create(replace(op, kind="post"), key)
+        if full and op.kind == "reclaim":
+            reclaimed = self._reclaimed(op)
+            if reclaimed is not self:
+                return reclaimed._create(replace(op, kind="post"), key)
         if full and "/" not in op.of:
             return REFUSED, self
         if full:  # a member's: the refusal names a level that is full
@@ -250,6 +252,24 @@ class Model:
             # (the sweeper) undoes it, as a dead create's (orgs.py)
             made = replace(made, dead_created=made.dead_created | {key})
         return CREATED, made
+
+    def _reclaimed(self, op: Done) -> Model:
+        """A create refused for room, as service._reclaiming reclaims: refused at its account,
+        the account's expired holds of the kind; then (or at once, its account with room) refused
+        at its organization, every member's of the kind. Self if none was there to release."""
+        model = self
+        if not model._fits(op.of, op.units) and any(k[0] == op.of for k in model.held):
+            model = model.expiring(op.of)
+        if model._fits(op.of, op.units) and not model.fits_org(op.of, op.units):
+            _, _, base = op.of.partition("/")
+            members = [
+                k
+                for k in model.held
+                if k[0].partition("/")[2] == base and k[0].partition("/")[0] in model.members
+            ]
+            for kind in sorted({k[0] for k in members}):
+                model = model.expiring(kind)
+        return model
 
     def _resize(self, op: Done, key: Key) -> tuple[int | str, Model]:
         units = self.units_of(key)

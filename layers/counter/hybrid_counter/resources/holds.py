@@ -102,9 +102,6 @@ class Reclaimed:
     def gave_up(self) -> bool:
         return self.unknown or bool(self.given_up)
 
-    def worth_judging_again(self) -> bool:
-        return self.expired > 0 or self.gave_up
-
     def and_then(self, more: Reclaimed) -> Reclaimed:
         """Both reclaims' outcomes: a hold given up by both counted once (review 67: the second
         reclaim, at the organization, meets the account's own holds again; summed, a certain
@@ -131,19 +128,6 @@ def _live_first(found: list[Item]) -> list[Item]:
     return [i for i in found if items.state_of(i) == items.LIVE] + [
         i for i in found if items.state_of(i) != items.LIVE
     ]
-
-
-def _an_expirys_claim(item: Item) -> bool:
-    """The claim standing on ``item`` is a hold's expiry (H2 names its request ``expiry_request``;
-    ``expired`` alone outlives a reverted expiry, under its owner's later delete: review 66)."""
-    if "expiry_request" not in item:
-        # a claim made before expiry_request was written (review 67): its `expired` mark (a
-        # reverted legacy expiry under its owner's delete is then waited for too: 503, not 409)
-        return "expired" in item
-    # the expiry's own claim, or the takeover of it, past the grace period, that finishes it
-    # (review 67: before, a takeover in flight was not waited for, 409 while it held the room)
-    expiry = item.get("expiry_request")
-    return expiry in (item.get("delete_request"), item.get("took_over"))
 
 
 def _retry() -> StoreUnavailable:
@@ -369,17 +353,22 @@ class HoldFlow:
 
     def _let_go(self, entry: Item, *, expire: bool = True) -> str:
         """What became of the hold ``entry`` names, as its item reads now: GONE (its units
-        released); WAIT (another request's expiry claimed it within CLAIM_FRESH_SECONDS: its
-        release still to land); GIVE_UP (an expiry's claim older than that, or one this read
-        could not finish); NOTHING (it holds its units as a resource, or its owner's delete,
-        not answered yet, does). A hold live again past its deadline (another's expiry reverted:
-        review 66) is expired here (``expire``; a dry run only counts it)."""
+        released); WAIT (claimed within CLAIM_FRESH_SECONDS by another request's release: an
+        expiry's, its owner's delete, a takeover; its release still to land); GIVE_UP (a claim
+        older than that, or an expiry this read could not finish); NOTHING (it holds its units
+        as a resource: confirmed, or resized). A hold live again past its deadline (another's
+        expiry reverted: review 66) is expired here (``expire``; a dry run only counts it).
+        Every claim of an expired hold is a release under way: a create linearized before its
+        owner's delete would have expired the hold and taken the room, and one after it finds the
+        room free, so a 409 while the owner's delete is in flight fits no order (the explorer's
+        member holds, 2026-11-27; before, since review 66, only an expiry's claim was waited
+        for and an owner's delete answered 409 at once)."""
         holder, rid = holder_of(entry), str(entry["resource_id"]["S"])
         item = self._table.get(holder, rid, kind=items.kind_of(entry))
         if item is None or items.incarnation_of(item) != items.incarnation_of(entry):
             return GONE
         state, until = items.state_of(item), items.hold_until_of(item)
-        if state == items.DELETING and _an_expirys_claim(item):
+        if state == items.DELETING:
             age = self._fx.clock() - epoch_of(items.since(item, "deleting_since") or iso_utc(0))
             return WAIT if age <= CLAIM_FRESH_SECONDS else GIVE_UP
         if (

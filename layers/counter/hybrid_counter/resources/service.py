@@ -465,9 +465,11 @@ class ResourceService:
     def _reclaiming[T](self, account_id: str, kind: str, admit: Callable[[], T], what: str) -> T:
         """``admit`` (a create, a grow); refused for room, the account's expired holds of the kind
         are expired (holds.py), and refused at its organization that organization's members'
-        too (another member's expired hold holds its room as much), and it is judged once more:
-        refused again, 503 if an expiry was given up (that hold may be what holds the room),
-        else the refusal."""
+        too (another member's expired hold holds its room as much), and it is judged once more,
+        whatever the reclaim found (the hold that refused it may have gone meanwhile: its
+        owner's delete, or another's expiry, before the reclaim's Query; the explorer's member
+        holds, 2026-11-27: before, 409 with the room free): refused again, 503 if an expiry was
+        given up (that hold may be what holds the room), else the refusal."""
         try:
             return admit()
         except LimitExceeded as refused:
@@ -479,8 +481,6 @@ class ResourceService:
             reclaimed = guarded(
                 lambda: self.holds.reclaim(account_id, kind, org=org, own=own, org_keys=keys), what
             )
-            if not reclaimed.worth_judging_again():
-                raise
         try:
             return admit()
         except LimitExceeded as again:
@@ -495,8 +495,6 @@ class ResourceService:
                 lambda: self.holds.reclaim(account_id, kind, org=later, own=False, org_keys=keys), what
             )
             reclaimed = reclaimed.and_then(more)
-            if not more.worth_judging_again():
-                raise reclaimed.refused_again(again, account_id) from again
         try:
             return admit()
         except LimitExceeded as refused:
