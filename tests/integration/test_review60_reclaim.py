@@ -78,8 +78,12 @@ def test_a_dry_run_never_counts_an_expired_hold_under_a_resize_the_reclaim_canno
     """Organization of 6 seats. a holds x (2) for good; b holds h (4) for 10 s and shrinks it to
     3 before its deadline, its process dying after the resize's claim (a resize in flight, until
     the takeover past the grace period). Past the deadline, a's create of 1 seat is refused at
-    the organization and its reclaim passes h over (H2: no resize in flight). A dry run of the
-    same create must say the same."""
+    the organization; its reclaim cannot expire h (H2: no resize in flight). A dry run of the
+    same create must say the same. Since the fourteenth session (review 69 F1) the reclaim
+    gives a resize older than CLAIM_FRESH_SECONDS up as it does a dead claim, and answers 503
+    (h's release could make room), where it answered 409, which fits no order (a create placed
+    before or after the shrink finds h expired); the dry run, as for a dead claim, does not
+    count it (would_admit False)."""
     from tests.faults import ProcessDied
 
     org = an_org(split_org)
@@ -98,7 +102,8 @@ def test_a_dry_run_never_counts_an_expired_hold_under_a_resize_the_reclaim_canno
     dry = org.service.would_create(a, "y", {}, "y", kind=SEATS)
     real = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     org.sweep_after_the_grace_period()  # (the dead resize taken over: h expirable by the teardown)
-    assert (dry.would_admit, real) in {(True, "admitted"), (False, "409 organization")}, (
+    retry = "503 an expired hold could not be released in time; retry the request"
+    assert (dry.would_admit, real) in {(True, "admitted"), (False, retry)}, (
         f"dry run would_admit={dry.would_admit} (organization: {dry.organization}), the create: {real}"
     )
 

@@ -26,18 +26,7 @@ __all__ = ["finish_what_is_left", "world"]
 @pytest.mark.parametrize(
     "drained",
     [
-        pytest.param(
-            False,
-            id="stream-lagging",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "open (review 67, F4): until the stream path notes the account's release of a "
-                    "dead expiry, a refusal at the account counts that hold's units as given up "
-                    "there: 503 where 409 is certain, for the stream's lag (design.md §12)"
-                ),
-            ),
-        ),
+        pytest.param(False, id="stream-lagging"),
         pytest.param(True, id="stream-drained"),
     ],
 )
@@ -50,8 +39,10 @@ def test_a_members_expiry_dead_after_its_accounts_release_turns_a_certain_409_in
     of 3 at the account: 1 + 3 > 3 whatever becomes of h (its units are off the account
     already), a certain 409. Its reclaim finds h's claim (still in the HoldIndex: only the stream
     path's note of the release takes it out), waits, gives it up (2 units, the account's own),
-    and ``refused_again`` computes 1 - 2 + 3 = 2 <= 3: 503 "retry", for as long as the claim
-    stands in the index."""
+    and ``refused_again`` computed 1 - 2 + 3 = 2 <= 3: 503 "retry", for as long as the claim
+    stood in the index (review 67 F4, a strict xfail until the fourteenth session). Fixed: a
+    claim given up whose release at its account applied (the counter's ``last_release`` is its
+    incarnation's, or the stream path's note) is not counted at that account."""
     plan, org = f"plan-{uuid.uuid4().hex[:8]}", f"org-{uuid.uuid4().hex[:8]}"
     world.service.put_plan(plan, {SEATS: 10})
     world.service.put_org(org, plan)

@@ -60,6 +60,7 @@ from hybrid_counter.keys import (
     iso_utc,
     org_usage_keys,
     parse_account_pk,
+    token,
 )
 from hybrid_counter.orgs.counters import org_counter_items
 from hybrid_counter.resources import items
@@ -79,9 +80,11 @@ RECLAIM_PAGE = 100  # expired holds one refused admission releases at most befor
 # Pages of RECLAIM_PAGE of the account's (or the organization's) expired holds (every kind: the
 # indexes are by account, by organization) one refusal reads at most, in each index it reads, to
 # find those of its kind: the sweeper expires the rest within its run
-CLAIMS_WAITED_FOR = 10  # another request's expiries a refusal waits for, at most
-# An expiry's claim younger than this is waited for (its release lands within milliseconds);
-# an older one is given up at once (its process likely dead: the takeover after the grace period)
+# Other requests' releases (claims, resizes) of expired holds a refusal waits for, at most
+CLAIMS_WAITED_FOR = 10
+# A claim (or a resize) of an expired hold younger than this is waited for (its release lands
+# within milliseconds); an older one is given up at once (its process likely dead: the takeover
+# or the resize's settlement after the grace period)
 CLAIM_FRESH_SECONDS = 5.0
 GONE, WAIT, GIVE_UP, NOTHING = "gone", "wait", "give up", "nothing"
 RECLAIM_PAGES = 10
@@ -97,6 +100,9 @@ class Reclaimed:
     expired: int
     given_up: Mapping[HoldKey, int] = field(default_factory=dict)  # (holder, kind, id) -> units
     unknown: bool = False
+    # of those given up, the ones whose release at their account is known to have applied (a
+    # claim whose process died after it: its units are off the account, held at its organization)
+    off_account: frozenset[HoldKey] = frozenset()
 
     @property
     def gave_up(self) -> bool:
@@ -107,7 +113,10 @@ class Reclaimed:
         reclaim, at the organization, meets the account's own holds again; summed, a certain
         409 became 503)."""
         return Reclaimed(
-            self.expired + more.expired, {**self.given_up, **more.given_up}, self.unknown or more.unknown
+            self.expired + more.expired,
+            {**self.given_up, **more.given_up},
+            self.unknown or more.unknown,
+            self.off_account | more.off_account,
         )
 
     def refused_again(self, refused: LimitExceeded, account_id: str) -> Exception:
@@ -118,7 +127,11 @@ class Reclaimed:
         if self.unknown:
             return _retry()
         at_org = refused.scope == "organization"
-        units = sum(n for (holder, _, _), n in self.given_up.items() if at_org or holder == account_id)
+        units = sum(
+            n
+            for key, n in self.given_up.items()
+            if at_org or (key[0] == account_id and key not in self.off_account)
+        )
         if units and refused.used - units + refused.units <= refused.limit:
             return _retry()
         return refused
@@ -292,7 +305,8 @@ class HoldFlow:
         """Expire the expired holds of ``kind`` that may block an admission refused for room,
         before it is judged again (``reclaimable``): each through ``_expire``, the conditional
         claim of that hold's own item, whichever member's it is; and those another request is
-        already expiring, waited for (``_released_by_others``)."""
+        already releasing (an expiry, its owner's delete, a takeover) or resizing, waited for
+        (``_released_by_others``)."""
         try:
             found = self.reclaimable(account_id, kind, org=org, own=own, org_keys=org_keys)
         except (ClientError, BotoCoreError):  # (throttled, say) nothing released: judged again
@@ -311,20 +325,24 @@ class HoldFlow:
                 given_up[_hold_key(entry)] = items.units_of(entry)
             else:  # refused: confirmed, resized, or claimed by another meanwhile
                 others.append(entry)
-        by_others = self._released_by_others(others)
-        return Reclaimed(released + by_others.expired, {**given_up, **by_others.given_up})
+        read: dict[HoldKey, Item | None] = {}
+        by_others = self._released_by_others(others, read)
+        given = {**given_up, **by_others.given_up}
+        return Reclaimed(released + by_others.expired, given, off_account=self._off_account(given, read))
 
-    def _released_by_others(self, entries: list[Item]) -> Reclaimed:
+    def _released_by_others(self, entries: list[Item], read: dict[HoldKey, Item | None]) -> Reclaimed:
         """Expired holds this reclaim could not claim: each read once (``_let_go``), and those
         another request's expiry claimed within CLAIM_FRESH_SECONDS (a concurrent refusal's, the
         sweeper's: its release lands within milliseconds) waited for together, up to
         CLAIMS_WAITED_FOR of them, within the Waiter's bound. Gone: released. An expiry's claim
         older than that, one beyond those waited for, or one still standing after the wait:
         given up, its units may still hold the room (perhaps dead: its takeover after the grace
-        period finishes it). Anything else (confirmed, resized, its owner's delete): nothing.
-        Review 64: before, 409 to every concurrent create but the one whose expiry released the
-        hold, though the room was there milliseconds later; review 66: claims that were not
-        expiries' used up the waits, and an expiry's beyond them was dropped."""
+        period finishes it). A claim (an expiry's, its owner's delete, a takeover) and a resize
+        under way are waited for alike (``_let_go``); anything else (confirmed): nothing. Each
+        item's last read is left in ``read``. Review 64: before,
+        409 to every concurrent create but the one whose expiry released the hold, though the
+        room was there milliseconds later; review 66: an expiry's claim beyond the waits was
+        dropped."""
         released, given_up = 0, dict[HoldKey, int]()
         waiting = list(entries)
 
@@ -332,7 +350,7 @@ class HoldFlow:
             """One read of each still waited for: those no longer WAIT are settled."""
             nonlocal released
             for entry in list(waiting):
-                seen = self._let_go(entry)
+                seen = self._let_go(entry, read=read)
                 if seen != WAIT:
                     waiting.remove(entry)
                     if seen == GONE:
@@ -351,7 +369,41 @@ class HoldFlow:
             given_up[_hold_key(entry)] = items.units_of(entry)
         return Reclaimed(released, given_up)
 
-    def _let_go(self, entry: Item, *, expire: bool = True) -> str:
+    def _off_account(
+        self, held: Mapping[HoldKey, int], read: Mapping[HoldKey, Item | None]
+    ) -> frozenset[HoldKey]:
+        """Of the holds ``held`` (given up, or counted by a dry run), those whose release at their
+        account is known to have applied (a claim whose process died after it, or whose item the
+        stream path has not removed yet): their units are off the account, still held at its
+        organization, so a refusal at the account does not count them (review 67 F4, review 69
+        F2: before, 503 where 409 was certain, and a dry run subtracted them twice). Known: the
+        stream path's note (``account_released``), or the account counter's ``last_release`` is
+        that incarnation's (one read per account and kind; another release there since says
+        nothing, and the hold is then taken as held). Each item as last read (``read``), else
+        read now; a store error: held."""
+        off: set[HoldKey] = set()
+        last_release: dict[tuple[str, str], str | None] = {}
+        for key in held:
+            holder, kind, rid = key
+            try:
+                item = read[key] if key in read else self._table.get(holder, rid, kind=kind)
+                if item is None or items.state_of(item) != items.DELETING:
+                    continue
+                if not items.account_released(item):
+                    if (holder, kind) not in last_release:
+                        last_release[holder, kind] = self._deletes.counters.read(
+                            holder, kind=kind
+                        ).last_release
+                    if last_release[holder, kind] != token(rid, items.incarnation_of(item)):
+                        continue
+            except (ClientError, BotoCoreError):
+                continue
+            off.add(key)
+        return frozenset(off)
+
+    def _let_go(
+        self, entry: Item, *, expire: bool = True, read: dict[HoldKey, Item | None] | None = None
+    ) -> str:
         """What became of the hold ``entry`` names, as its item reads now: GONE (its units
         released); WAIT (claimed within CLAIM_FRESH_SECONDS by another request's release: an
         expiry's, its owner's delete, a takeover; its release still to land); GIVE_UP (a claim
@@ -365,27 +417,35 @@ class HoldFlow:
         for and an owner's delete answered 409 at once)."""
         holder, rid = holder_of(entry), str(entry["resource_id"]["S"])
         item = self._table.get(holder, rid, kind=items.kind_of(entry))
+        if read is not None:
+            read[_hold_key(entry)] = item
         if item is None or items.incarnation_of(item) != items.incarnation_of(entry):
             return GONE
         state, until = items.state_of(item), items.hold_until_of(item)
         if state == items.DELETING:
-            age = self._fx.clock() - epoch_of(items.since(item, "deleting_since") or iso_utc(0))
-            return WAIT if age <= CLAIM_FRESH_SECONDS else GIVE_UP
-        if (
-            state == items.LIVE
-            and until is not None
-            and until <= self._fx.clock()
-            and not items.resizing(item)
-        ):
-            # (under a resize, H2 passes it over: the next sweep expires it at the units it then holds)
-            if not expire:
-                return WAIT
-            outcome = self._try_to_expire(holder, rid, item)
-            if outcome is True:
-                self._obs.count("HoldsReclaimed")
-                return GONE
-            return GIVE_UP if outcome is None else WAIT  # (claimed by yet another: read again)
-        return NOTHING
+            return self._fresh(item, "deleting_since")
+        if not (state == items.LIVE and until is not None and until <= self._fx.clock()):
+            return NOTHING
+        if items.resizing(item):
+            # H2 passes over a hold under a resize: its resize, under way, is waited for as a
+            # claim is, then the hold expired (review 69 F1: before, 409 at once, for a dead
+            # resize until its settlement; no order explains it)
+            return self._fresh(item, "resizing_since")
+        return self._expired_here_now(holder, rid, item) if expire else WAIT
+
+    def _expired_here_now(self, holder: str, rid: str, item: Item) -> str:
+        """A hold live again past its deadline, expired by this reclaim: GONE, or GIVE_UP (a store
+        error), or WAIT (claimed by yet another meanwhile: read again)."""
+        outcome = self._try_to_expire(holder, rid, item)
+        if outcome is True:
+            self._obs.count("HoldsReclaimed")
+            return GONE
+        return GIVE_UP if outcome is None else WAIT
+
+    def _fresh(self, item: Item, since: str) -> str:
+        """WAIT for a claim (or a resize) made within CLAIM_FRESH_SECONDS, else GIVE_UP."""
+        age = self._fx.clock() - epoch_of(items.since(item, since) or iso_utc(0))
+        return WAIT if age <= CLAIM_FRESH_SECONDS else GIVE_UP
 
     def _try_to_expire(self, account_id: str, rid: str, seen: Item) -> bool | None:
         """``_expire`` for a reclaim: a store error on one hold (its claim throttled, say: nothing
@@ -455,12 +515,17 @@ class HoldFlow:
         else:
             found = self.reclaimable(account_id, kind, org=org, own=own, org_keys=org_keys)
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
-        # and those another request's expiry is releasing (a request would wait for them; one
-        # already gone is no longer counted anywhere: its read says so)
-        claimed = [i for i in found if items.state_of(i) != items.LIVE]
-        waited = [i for i in claimed if self._let_go(i, expire=False) == WAIT][:CLAIMS_WAITED_FOR]
+        # and those another request is releasing, or resizing (a request would wait for them;
+        # one already gone is no longer counted anywhere: its read says so)
+        rest = [i for i in found if not (items.state_of(i) == items.LIVE and i in live)]
+        read: dict[HoldKey, Item | None] = {}
+        waited = [i for i in rest if self._let_go(i, expire=False, read=read) == WAIT][:CLAIMS_WAITED_FOR]
         releasing = live + waited
-        mine = sum(items.units_of(i) for i in releasing if holder_of(i) == account_id)
+        # (a claim whose release at its account applied is off the account's use already: not
+        # subtracted from it again; its organization still holds it: review 69 F2)
+        its = {_hold_key(i): items.units_of(i) for i in releasing if holder_of(i) == account_id}
+        off = self._off_account({key: n for key, n in its.items() if key in read}, read)
+        mine = sum(n for key, n in its.items() if key not in off)
         return mine, sum(items.units_of(i) for i in releasing)
 
     def _expirable(self, entry: Item) -> bool:
