@@ -253,6 +253,24 @@ class Model:
             made = replace(made, dead_created=made.dead_created | {key})
         return CREATED, made
 
+    def reclaimed_candidates(self, op: Done) -> tuple[Model, ...]:
+        """What a reclaim that gave no definite answer may have expired before it gave up: its
+        account's holds of the kind, or (refused at its organization) every member's, or both."""
+        own = self.expiring(op.of)
+        return (own, self._members_expiring(op.of), own._members_expiring(op.of))
+
+    def _members_expiring(self, of: str) -> Model:
+        """Every member's held resources of ``of``'s kind released by an expiry (the organization's
+        reclaim); self for an account in no organization."""
+        who, _, base = of.partition("/")
+        if not base or who not in self.members:
+            return self
+        model = self
+        for kind in sorted({k[0] for k in self.held if k[0].partition("/")[2] == base}):
+            if kind.partition("/")[0] in self.members:
+                model = model.expiring(kind)
+        return model
+
     def _reclaimed(self, op: Done) -> Model:
         """A create refused for room, as service._reclaiming reclaims: refused at its account,
         the account's expired holds of the kind; then (or at once, its account with room) refused
@@ -261,14 +279,7 @@ class Model:
         if not model._fits(op.of, op.units) and any(k[0] == op.of for k in model.held):
             model = model.expiring(op.of)
         if model._fits(op.of, op.units) and not model.fits_org(op.of, op.units):
-            _, _, base = op.of.partition("/")
-            members = [
-                k
-                for k in model.held
-                if k[0].partition("/")[2] == base and k[0].partition("/")[0] in model.members
-            ]
-            for kind in sorted({k[0] for k in members}):
-                model = model.expiring(kind)
+            model = model._members_expiring(op.of)
         return model
 
     def _resize(self, op: Done, key: Key) -> tuple[int | str, Model]:
@@ -373,11 +384,11 @@ def _fits(
         if op.kind in ("post", "reclaim") and op.created_id is None:
             # (no id of its own answered: nothing it created can be live; a reclaim may still
             # have expired the holds, before it gave up)
-            expiring = (model.expiring(op.of),) if op.kind == "reclaim" else ()
+            expiring = model.reclaimed_candidates(op) if op.kind == "reclaim" else ()
             return any(_fits(candidate, rest, final_live, final_held) for candidate in (model, *expiring))
         _, after = model.apply(op)
         # a reclaim may also have expired the holds and not been admitted
-        expired = (model.expiring(op.of),) if op.kind == "reclaim" else ()
+        expired = model.reclaimed_candidates(op) if op.kind == "reclaim" else ()
         return any(_fits(candidate, rest, final_live, final_held) for candidate in (model, after, *expired))
     if op.kind == REPAIR:
         # A repair may undo what only a dead create did (rolled back, its records lost): that
