@@ -60,11 +60,11 @@ from hybrid_counter.keys import (
     iso_utc,
     org_usage_keys,
     parse_account_pk,
-    token,
 )
 from hybrid_counter.orgs.counters import org_counter_items
 from hybrid_counter.resources import items
 from hybrid_counter.resources.delete import Claim
+from hybrid_counter.resources.hold_levels import HoldKey, HoldLevels
 from hybrid_counter.resources.items import Resource
 from hybrid_counter.resources.table import Item, ResourceTable, guarded
 
@@ -98,11 +98,13 @@ class Reclaimed:
     ``unknown``: the search itself failed)."""
 
     expired: int
-    given_up: Mapping[HoldKey, int] = field(default_factory=dict)  # (holder, kind, id) -> units
+    # (holder, kind, id) -> the units it may still hold at its organization (its account's, for
+    # an account in none): hold_levels.py
+    given_up: Mapping[HoldKey, int] = field(default_factory=dict)
     unknown: bool = False
-    # of those given up, the ones whose release at their account is known to have applied (a
-    # claim whose process died after it: its units are off the account, held at its organization)
-    off_account: frozenset[HoldKey] = frozenset()
+    # of the refusing account's own given up, the units they may still hold at the account (a
+    # claim whose release there applied: none; a resize moved there: its new size)
+    at_account: Mapping[HoldKey, int] = field(default_factory=dict)
 
     @property
     def gave_up(self) -> bool:
@@ -116,7 +118,7 @@ class Reclaimed:
             self.expired + more.expired,
             {**self.given_up, **more.given_up},
             self.unknown or more.unknown,
-            self.off_account | more.off_account,
+            {**self.at_account, **more.at_account},
         )
 
     def refused_again(self, refused: LimitExceeded, account_id: str) -> Exception:
@@ -128,9 +130,9 @@ class Reclaimed:
             return _retry()
         at_org = refused.scope == "organization"
         units = sum(
-            n
+            n if at_org else self.at_account.get(key, n)
             for key, n in self.given_up.items()
-            if at_org or (key[0] == account_id and key not in self.off_account)
+            if at_org or key[0] == account_id
         )
         if units and refused.used - units + refused.units <= refused.limit:
             return _retry()
@@ -150,9 +152,6 @@ def _retry() -> StoreUnavailable:
 def holder_of(entry: Item) -> str:
     """The account whose hold an index entry (HoldIndex's or OrgHoldIndex's) is: its table key."""
     return parse_account_pk(str(entry["pk"]["S"]))
-
-
-HoldKey = tuple[str, str, str]  # (holder, kind, resource id)
 
 
 def _hold_key(entry: Item) -> HoldKey:
@@ -328,7 +327,24 @@ class HoldFlow:
         read: dict[HoldKey, Item | None] = {}
         by_others = self._released_by_others(others, read)
         given = {**given_up, **by_others.given_up}
-        return Reclaimed(released + by_others.expired, given, off_account=self._off_account(given, read))
+        if not given:
+            return Reclaimed(released + by_others.expired)
+        # what each still holds at each level, as its counters say (hold_levels.py): at the
+        # organization, any member's; at the account, only the refusing account's own (review 70
+        # F4: another member's account counter cannot change the answer)
+        levels = HoldLevels(self._table, self._deletes.counters)
+        at_org: dict[HoldKey, int] = {}
+        at_account: dict[HoldKey, int] = {}
+        for key, units in given.items():
+            try:
+                item = read[key] if key in read else self._table.get(key[0], key[2], kind=key[1])
+            except (ClientError, BotoCoreError):
+                at_org[key] = units  # (not read: held, at the units its entry shows)
+                continue
+            at_org[key] = levels.at_org(key, item, cautious=True)
+            if key[0] == account_id:
+                at_account[key] = levels.at_account(key, item, cautious=True)
+        return Reclaimed(released + by_others.expired, at_org, at_account=at_account)
 
     def _released_by_others(self, entries: list[Item], read: dict[HoldKey, Item | None]) -> Reclaimed:
         """Expired holds this reclaim could not claim: each read once (``_let_go``), and those
@@ -368,38 +384,6 @@ class HoldFlow:
         for entry in waiting + beyond:
             given_up[_hold_key(entry)] = items.units_of(entry)
         return Reclaimed(released, given_up)
-
-    def _off_account(
-        self, held: Mapping[HoldKey, int], read: Mapping[HoldKey, Item | None]
-    ) -> frozenset[HoldKey]:
-        """Of the holds ``held`` (given up, or counted by a dry run), those whose release at their
-        account is known to have applied (a claim whose process died after it, or whose item the
-        stream path has not removed yet): their units are off the account, still held at its
-        organization, so a refusal at the account does not count them (review 67 F4, review 69
-        F2: before, 503 where 409 was certain, and a dry run subtracted them twice). Known: the
-        stream path's note (``account_released``), or the account counter's ``last_release`` is
-        that incarnation's (one read per account and kind; another release there since says
-        nothing, and the hold is then taken as held). Each item as last read (``read``), else
-        read now; a store error: held."""
-        off: set[HoldKey] = set()
-        last_release: dict[tuple[str, str], str | None] = {}
-        for key in held:
-            holder, kind, rid = key
-            try:
-                item = read[key] if key in read else self._table.get(holder, rid, kind=kind)
-                if item is None or items.state_of(item) != items.DELETING:
-                    continue
-                if not items.account_released(item):
-                    if (holder, kind) not in last_release:
-                        last_release[holder, kind] = self._deletes.counters.read(
-                            holder, kind=kind
-                        ).last_release
-                    if last_release[holder, kind] != token(rid, items.incarnation_of(item)):
-                        continue
-            except (ClientError, BotoCoreError):
-                continue
-            off.add(key)
-        return frozenset(off)
 
     def _let_go(
         self, entry: Item, *, expire: bool = True, read: dict[HoldKey, Item | None] | None = None
@@ -520,13 +504,23 @@ class HoldFlow:
         rest = [i for i in found if not (items.state_of(i) == items.LIVE and i in live)]
         read: dict[HoldKey, Item | None] = {}
         waited = [i for i in rest if self._let_go(i, expire=False, read=read) == WAIT][:CLAIMS_WAITED_FOR]
-        releasing = live + waited
-        # (a claim whose release at its account applied is off the account's use already: not
-        # subtracted from it again; its organization still holds it: review 69 F2)
-        its = {_hold_key(i): items.units_of(i) for i in releasing if holder_of(i) == account_id}
-        off = self._off_account({key: n for key, n in its.items() if key in read}, read)
-        mine = sum(n for key, n in its.items() if key not in off)
-        return mine, sum(items.units_of(i) for i in releasing)
+        # (what each holds at each level now, as the counters say: a claim whose release applied
+        # there, nothing; a resize moved there, its new size: hold_levels.py; reviews 69 F2 and 70)
+        levels = HoldLevels(self._table, self._deletes.counters)
+        mine = sum(
+            items.units_of(i)
+            if i in live
+            else levels.at_account(_hold_key(i), read.get(_hold_key(i)), cautious=False)
+            for i in waited + live
+            if holder_of(i) == account_id
+        )
+        everyone = sum(
+            items.units_of(i)
+            if i in live
+            else levels.at_org(_hold_key(i), read.get(_hold_key(i)), cautious=False)
+            for i in waited + live
+        )
+        return mine, everyone
 
     def _expirable(self, entry: Item) -> bool:
         """What H2 would claim: the entry's incarnation, live, its deadline, no resize in flight."""

@@ -1,0 +1,110 @@
+"""What an expired hold's item still holds on its account's counter and on its organization's,
+for a refused create that gave the hold up, or a dry run that counts it (holds.py; design.md §12).
+
+A claim (an expiry, its owner's delete, a takeover) releases at the account, then at the
+organization: one whose release applied at a level holds nothing there any more (its process may
+have died before the rest, or the stream path has not removed the item yet). A resize moves the
+counters (the grow at the organization first, the shrink at the account first) before the item
+takes its new units: one whose move applied at a level holds its new size there. Each is known
+from the item's notes (``account_released``, ``org_released``) or from that counter's last token
+(``last_release``, ``last_resize``); another release or resize on that counter since overwrites
+the token, and then it is not known. Not known, a claim is taken as holding its units (as
+before); a resize, for the 503 rule (``cautious``: could releasing it make room?), the larger of
+its two sizes, and for a dry run (what the request would free), its size before. Each counter is
+read once (reviews 67 F4, 69 F2, 70 F1 to F3: before, the entry's units were counted at every
+level, 503 where 409 was certain, 409 where every order admitted, dry runs disagreeing).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from hybrid_counter.counters.split import ShardSet
+from hybrid_counter.counters.state import CounterState
+from hybrid_counter.counters.store import CounterStore
+from hybrid_counter.keys import member_token, org_resize_token, resize_token, token
+from hybrid_counter.orgs.counters import org_counters
+from hybrid_counter.resources import items
+from hybrid_counter.resources.table import Item, ResourceTable
+
+HoldKey = tuple[str, str, str]  # (holder, kind, id)
+
+
+class HoldLevels:
+    """One reading of the counters a refusal's given-up holds are on (each read once)."""
+
+    def __init__(self, table: ResourceTable, accounts: CounterStore) -> None:
+        self._table = table
+        self._accounts = accounts
+        self._account_states: dict[tuple[str, str], CounterState | None] = {}
+        self._org_states: dict[tuple[str, str], ShardSet | None] = {}
+
+    def at_account(self, key: HoldKey, item: Item | None, *, cautious: bool) -> int:
+        """What the hold's item holds on its account's counter."""
+        holder, kind, rid = key
+        if item is None:
+            return 0
+        state = self._account(holder, kind)
+        last_release = None if state is None else state.last_release
+        last_resize = None if state is None else state.last_resize
+        if items.state_of(item) == items.DELETING:
+            released = items.account_released(item) or last_release == token(rid, items.incarnation_of(item))
+            return 0 if released else items.units_of(item)
+        if items.resizing(item):
+            moved = last_resize == resize_token(rid, items.incarnation_of(item), _resize_request(item))
+            return _resized(item, moved=moved, cautious=cautious)
+        return items.units_of(item)
+
+    def at_org(self, key: HoldKey, item: Item | None, *, cautious: bool) -> int:
+        """What the hold's item holds on its organization's counter (its account's, for an
+        account in none)."""
+        holder, kind, rid = key
+        org = None if item is None else items.org_of(item)
+        if item is None or org is None:
+            return self.at_account(key, item, cautious=cautious)
+        shards = self._org(org, kind)
+        shard = None if shards is None else shards.get(items.org_shard(item)).state
+        incarnation = items.incarnation_of(item)
+        if items.state_of(item) == items.DELETING:
+            released = bool(item.get("org_released", {}).get("BOOL")) or (
+                shard is not None and shard.last_release == member_token(holder, rid, incarnation)
+            )
+            return 0 if released else items.units_of(item)
+        if items.resizing(item):
+            moved = shard is not None and shard.last_resize == org_resize_token(
+                holder, rid, incarnation, _resize_request(item)
+            )
+            return _resized(item, moved=moved, cautious=cautious)
+        return items.units_of(item)
+
+    def _account(self, holder: str, kind: str) -> CounterState | None:
+        if (holder, kind) not in self._account_states:
+            try:
+                self._account_states[holder, kind] = self._accounts.read(holder, kind=kind)
+            except (ClientError, BotoCoreError):
+                self._account_states[holder, kind] = None  # (not known)
+        return self._account_states[holder, kind]
+
+    def _org(self, org: str, kind: str) -> ShardSet | None:
+        if (org, kind) not in self._org_states:
+            try:
+                self._org_states[org, kind] = org_counters(self._table.clients, self._table.name, org).get(
+                    kind
+                )
+            except (ClientError, BotoCoreError):
+                self._org_states[org, kind] = None  # (not known)
+        return self._org_states[org, kind]
+
+
+def _resize_request(item: Item) -> str:
+    return str(item.get("resize_request", {}).get("S", ""))
+
+
+def _resized(item: dict[str, Any], *, moved: bool, cautious: bool) -> int:
+    before = int(item.get("resize_from", {}).get("N", str(items.units_of(item))))
+    after = int(item.get("resize_to", {}).get("N", str(before)))
+    if moved:
+        return after
+    return max(before, after) if cautious else before
