@@ -1,18 +1,23 @@
 """What an expired hold's item still holds on its account's counter and on its organization's,
 for a refused create that gave the hold up, or a dry run that counts it (holds.py; design.md §12).
 
-A claim (an expiry, its owner's delete, a takeover) releases at the account, then at the
-organization: one whose release applied at a level holds nothing there any more (its process may
-have died before the rest, or the stream path has not removed the item yet). A resize moves the
-counters (the grow at the organization first, the shrink at the account first) before the item
-takes its new units: one whose move applied at a level holds its new size there. Each is known
-from the item's notes (``account_released``, ``org_released``) or from that counter's last token
-(``last_release``, ``last_resize``); another release or resize on that counter since overwrites
-the token, and then it is not known. Not known, a claim is taken as holding its units (as
-before); a resize, for the 503 rule (``cautious``: could releasing it make room?), the larger of
-its two sizes, and for a dry run (what the request would free), its size before. Each counter is
-read once (reviews 67 F4, 69 F2, 70 F1 to F3: before, the entry's units were counted at every
-level, 503 where 409 was certain, 409 where every order admitted, dry runs disagreeing).
+A claim (an expiry, its owner's delete) releases at the account, then at the organization (a
+member's since 2026-11-26; a takeover leaves the account's level to the census of the range):
+one whose release applied at a level holds nothing there any more (its process may have died
+before the rest, or the stream path has not removed the item yet). A resize moves the counters
+(a member's grow at the organization first, a shrink at the account first; a grow its account
+refused is undone at the organization) before the item takes its new units: one whose move
+applied at a level holds its new size there, one undone its size before. Each is known from the
+item's notes (``account_released``, ``org_handoff`` naming the claim: its organization's release
+handed to the stream path, so its account's applied; ``org_released``; ``org_resized``,
+``org_unresized`` naming the resize) or from that counter's last token (``last_release``,
+``last_resize``, an undo's); another release or resize on that counter since overwrites the
+token, and then it is not known. Not known, a claim is taken as holding its units (as before);
+a resize, for the 503 rule (``cautious``: could releasing it make room?), the larger of its two
+sizes, and for a dry run (what the request would free) the smaller, so that a dry run never
+admits what no order admits. Each counter is read once (reviews 67 F4, 69 F2, 70 F1 to F3, 71:
+before, the entry's units were counted at every level, 503 where 409 was certain, 409 where
+every order admitted, dry runs disagreeing).
 """
 
 from __future__ import annotations
@@ -50,11 +55,18 @@ class HoldLevels:
         last_release = None if state is None else state.last_release
         last_resize = None if state is None else state.last_resize
         if items.state_of(item) == items.DELETING:
-            released = items.account_released(item) or last_release == token(rid, items.incarnation_of(item))
+            handed_off = bool(items.since(item, "org_handoff")) and items.since(
+                item, "org_handoff"
+            ) == items.since(item, "delete_request")
+            released = (
+                items.account_released(item)
+                or handed_off
+                or last_release == token(rid, items.incarnation_of(item))
+            )
             return 0 if released else items.units_of(item)
         if items.resizing(item):
             moved = last_resize == resize_token(rid, items.incarnation_of(item), _resize_request(item))
-            return _resized(item, moved=moved, cautious=cautious)
+            return _resized(item, moved=True if moved else None, cautious=cautious)
         return items.units_of(item)
 
     def at_org(self, key: HoldKey, item: Item | None, *, cautious: bool) -> int:
@@ -73,9 +85,17 @@ class HoldLevels:
             )
             return 0 if released else items.units_of(item)
         if items.resizing(item):
-            moved = shard is not None and shard.last_resize == org_resize_token(
-                holder, rid, incarnation, _resize_request(item)
-            )
+            request = _resize_request(item)
+            last = None if shard is None else shard.last_resize
+            moved: bool | None = None
+            if items.since(item, "org_unresized") == request or last == org_resize_token(
+                holder, rid, incarnation, request, undo=True
+            ):
+                moved = False  # (a grow its account refused, undone here)
+            elif items.since(item, "org_resized") == request or last == org_resize_token(
+                holder, rid, incarnation, request
+            ):
+                moved = True
             return _resized(item, moved=moved, cautious=cautious)
         return items.units_of(item)
 
@@ -102,9 +122,11 @@ def _resize_request(item: Item) -> str:
     return str(item.get("resize_request", {}).get("S", ""))
 
 
-def _resized(item: dict[str, Any], *, moved: bool, cautious: bool) -> int:
+def _resized(item: dict[str, Any], *, moved: bool | None, cautious: bool) -> int:
+    """Its size after the move (``moved``), before it (not moved, or undone), or, not known,
+    the larger for the 503 rule and the smaller for a dry run."""
     before = int(item.get("resize_from", {}).get("N", str(items.units_of(item))))
     after = int(item.get("resize_to", {}).get("N", str(before)))
-    if moved:
-        return after
-    return max(before, after) if cautious else before
+    if moved is not None:
+        return after if moved else before
+    return max(before, after) if cautious else min(before, after)
