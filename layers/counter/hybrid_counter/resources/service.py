@@ -476,6 +476,11 @@ class ResourceService:
             org = _reclaims_at(refused)
             if refused.holds is False and org is None:
                 raise
+            if refused.scope == "organization" and refused.org_holds is False and refused.holds is not True:
+                # no member ever held the kind there: no expired hold can be what refuses it
+                # (review 72: a grow refused so, whose own holds are not known, was made twice;
+                # an account that held is still searched: its holds from before the mark)
+                raise
             own = refused.holds is not False  # (an account that never held has none of its own)
             keys = refused.org_hold_keys
             reclaimed = guarded(
@@ -563,9 +568,9 @@ class ResourceService:
             and units > items.units_of(item)
         ):
             raise HoldExpired(f"the hold on {resource_id} expired at {iso_utc(until)}")  # as the PATCH would
-        return self._would_admit(account_id, kind, units - items.units_of(item))
+        return self._would_admit(account_id, kind, units - items.units_of(item), org_first=True)
 
-    def _would_admit(self, account_id: str, kind: str, units: int) -> WouldAdmit:
+    def _would_admit(self, account_id: str, kind: str, units: int, *, org_first: bool = False) -> WouldAdmit:
         """Judged as the request would be: by its account, and a member's by its organization
         too; one refused for room without the account's expired holds of the kind, and one
         refused at its organization without its members' too (the request would release them
@@ -589,7 +594,9 @@ class ResourceService:
             # as the request would reclaim them: refused at its account first, its own page,
             # then (refused at its organization) that one's page apart (review 61: one page of
             # both, the dry run refused what the request admitted)
-            in_turn = reclaiming is not None and state.holds_used and not admits
+            # (a member's grow is judged at its organization first, whose reclaim reads one page
+            # of both: review 72, the dry run read them in turn, as a create's, and disagreed)
+            in_turn = reclaiming is not None and state.holds_used and not admits and not org_first
             mine, everyone = guarded(
                 lambda: self.holds.expired_units(
                     account_id,
