@@ -9,6 +9,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from hybrid_counter.aws import Clients
 from hybrid_counter.counters import CounterState, CounterStore
 from hybrid_counter.counters.split import SHARD_CHOICES
@@ -476,10 +478,15 @@ class ResourceService:
             org = _reclaims_at(refused)
             if refused.holds is False and org is None:
                 raise
-            if refused.scope == "organization" and refused.org_holds is False and refused.holds is not True:
-                # no member ever held the kind there: no expired hold can be what refuses it
-                # (review 72: a grow refused so, whose own holds are not known, was made twice;
-                # an account that held is still searched: its holds from before the mark)
+            if (
+                refused.scope == "organization"
+                and refused.org_holds is False
+                and not self._ever_held(account_id, kind, refused.holds)
+            ):
+                # no member ever held the kind there, nor this account: no expired hold can be
+                # what refuses it (review 72: a grow refused so was made twice; an account that
+                # held is still searched, for its holds from before the organization's mark:
+                # review 73, a grow does not know it, and its own expired hold kept the room)
                 raise
             own = refused.holds is not False  # (an account that never held has none of its own)
             keys = refused.org_hold_keys
@@ -504,6 +511,16 @@ class ResourceService:
             return admit()
         except LimitExceeded as refused:
             raise reclaimed.refused_again(refused, account_id) from refused
+
+    def _ever_held(self, account_id: str, kind: str, known: bool | None) -> bool:
+        """Whether the account's counter item of the kind ever admitted a hold: ``known`` (as its
+        refusal read it), else read (one GetItem; a store error: taken as held, searched)."""
+        if known is not None:
+            return known
+        try:
+            return self.counters.read(account_id, kind=kind).holds_used
+        except (ClientError, BotoCoreError):
+            return True
 
     def _check_hold(self, hold_seconds: float | None) -> None:
         if hold_seconds is None:
