@@ -29,6 +29,10 @@ def _expiry_claim_of(rid: str) -> Callable[[dict], bool]:
     return where
 
 
+# answer_of's line for a refusal whose reclaim gave up a hold that could make room (holds._retry)
+RETRY_ANSWER = "503 an expired hold could not be released in time; retry the request"
+
+
 def answer_of(call: Callable[[], object], *, figures: bool = False) -> str:
     """What a request answered, as a line: "admitted", "503 <message>", "409 <scope>" (and, with
     ``figures``, "(<used> of <limit>, <units> asked)"), or another domain error."""
@@ -102,8 +106,7 @@ def test_a_dry_run_never_counts_an_expired_hold_under_a_resize_the_reclaim_canno
     dry = org.service.would_create(a, "y", {}, "y", kind=SEATS)
     real = answer_of(lambda: org.service.create(a, "y", {}, "y", kind=SEATS))
     org.sweep_after_the_grace_period()  # (the dead resize taken over: h expirable by the teardown)
-    retry = "503 an expired hold could not be released in time; retry the request"
-    assert (dry.would_admit, real) in {(True, "admitted"), (False, retry)}, (
+    assert (dry.would_admit, real) in {(True, "admitted"), (False, RETRY_ANSWER)}, (
         f"dry run would_admit={dry.would_admit} (organization: {dry.organization}), the create: {real}"
     )
 

@@ -31,12 +31,11 @@ from tests.integration.test_hold_expiry_in_flight import (
     waiting_service,
 )
 from tests.integration.test_holds import SEATS, World, world
+from tests.integration.test_review60_reclaim import RETRY_ANSWER as RETRY
 from tests.integration.test_review60_reclaim import answer_of
 
 pytestmark = pytest.mark.integration
 __all__ = ["finish_what_is_left", "world"]
-
-RETRY = "503 an expired hold could not be released in time; retry the request"
 
 
 @pytest.mark.parametrize("lands", [True, False], ids=["the-resize-lands", "the-resize-died"])

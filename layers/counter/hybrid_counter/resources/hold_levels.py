@@ -47,57 +47,62 @@ class HoldLevels:
         self._org_states: dict[tuple[str, str], ShardSet | None] = {}
 
     def at_account(self, key: HoldKey, item: Item | None, *, cautious: bool) -> int:
-        """What the hold's item holds on its account's counter."""
+        """What the hold's item holds on its account's counter (the counter read only where the
+        item's notes do not say)."""
         holder, kind, rid = key
         if item is None:
             return 0
-        state = self._account(holder, kind)
-        last_release = None if state is None else state.last_release
-        last_resize = None if state is None else state.last_resize
+        incarnation = items.incarnation_of(item)
         if items.state_of(item) == items.DELETING:
-            handed_off = bool(items.since(item, "org_handoff")) and items.since(
-                item, "org_handoff"
-            ) == items.since(item, "delete_request")
-            released = (
-                items.account_released(item)
-                or handed_off
-                or last_release == token(rid, items.incarnation_of(item))
-            )
+            handoff = items.since(item, "org_handoff")
+            if items.account_released(item) or (handoff and handoff == items.since(item, "delete_request")):
+                return 0
+            state = self._account(holder, kind)
+            released = state is not None and state.last_release == token(rid, incarnation)
             return 0 if released else items.units_of(item)
         if items.resizing(item):
-            moved = last_resize == resize_token(rid, items.incarnation_of(item), _resize_request(item))
+            state = self._account(holder, kind)
+            moved = state is not None and state.last_resize == resize_token(
+                rid, incarnation, _resize_request(item)
+            )
             return _resized(item, moved=True if moved else None, cautious=cautious)
         return items.units_of(item)
 
     def at_org(self, key: HoldKey, item: Item | None, *, cautious: bool) -> int:
         """What the hold's item holds on its organization's counter (its account's, for an
-        account in none)."""
+        account in none; the organization's counter items read only where the item's notes do
+        not say)."""
         holder, kind, rid = key
         org = None if item is None else items.org_of(item)
         if item is None or org is None:
             return self.at_account(key, item, cautious=cautious)
-        shards = self._org(org, kind)
-        shard = None if shards is None else shards.get(items.org_shard(item)).state
         incarnation = items.incarnation_of(item)
         if items.state_of(item) == items.DELETING:
-            released = bool(item.get("org_released", {}).get("BOOL")) or (
-                shard is not None and shard.last_release == member_token(holder, rid, incarnation)
-            )
+            if item.get("org_released", {}).get("BOOL"):
+                return 0
+            shard = self._shard(org, kind, items.org_shard(item))
+            released = shard is not None and shard.last_release == member_token(holder, rid, incarnation)
             return 0 if released else items.units_of(item)
         if items.resizing(item):
             request = _resize_request(item)
-            last = None if shard is None else shard.last_resize
             moved: bool | None = None
-            if items.since(item, "org_unresized") == request or last == org_resize_token(
-                holder, rid, incarnation, request, undo=True
-            ):
+            if items.since(item, "org_unresized") == request:
                 moved = False  # (a grow its account refused, undone here)
-            elif items.since(item, "org_resized") == request or last == org_resize_token(
-                holder, rid, incarnation, request
-            ):
-                moved = True
+            else:  # (the undo's token wins over the grow's note: it came after)
+                shard = self._shard(org, kind, items.org_shard(item))
+                last = None if shard is None else shard.last_resize
+                if last == org_resize_token(holder, rid, incarnation, request, undo=True):
+                    moved = False
+                elif items.since(item, "org_resized") == request or last == org_resize_token(
+                    holder, rid, incarnation, request
+                ):
+                    moved = True
             return _resized(item, moved=moved, cautious=cautious)
         return items.units_of(item)
+
+    def _shard(self, org: str, kind: str, number: int) -> CounterState | None:
+        shards = self._org(org, kind)
+        return None if shards is None else shards.get(number).state
 
     def _account(self, holder: str, kind: str) -> CounterState | None:
         if (holder, kind) not in self._account_states:

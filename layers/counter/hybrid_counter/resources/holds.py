@@ -501,25 +501,18 @@ class HoldFlow:
         live = [i for i in found if items.state_of(i) == items.LIVE and self._expirable(i)]
         # and those another request is releasing, or resizing (a request would wait for them;
         # one already gone is no longer counted anywhere: its read says so)
-        rest = [i for i in found if not (items.state_of(i) == items.LIVE and i in live)]
         read: dict[HoldKey, Item | None] = {}
-        waited = [i for i in rest if self._let_go(i, expire=False, read=read) == WAIT][:CLAIMS_WAITED_FOR]
+        waited = [i for i in found if i not in live and self._let_go(i, expire=False, read=read) == WAIT]
         # (what each holds at each level now, as the counters say: a claim whose release applied
         # there, nothing; a resize moved there, its new size: hold_levels.py; reviews 69 F2 and 70)
         levels = HoldLevels(self._table, self._deletes.counters)
-        mine = sum(
-            items.units_of(i)
-            if i in live
-            else levels.at_account(_hold_key(i), read.get(_hold_key(i)), cautious=False)
-            for i in waited + live
-            if holder_of(i) == account_id
-        )
-        everyone = sum(
-            items.units_of(i)
-            if i in live
-            else levels.at_org(_hold_key(i), read.get(_hold_key(i)), cautious=False)
-            for i in waited + live
-        )
+        mine = sum(items.units_of(i) for i in live if holder_of(i) == account_id)
+        everyone = sum(items.units_of(i) for i in live)
+        for i in waited[:CLAIMS_WAITED_FOR]:
+            key = _hold_key(i)
+            everyone += levels.at_org(key, read.get(key), cautious=False)
+            if key[0] == account_id:
+                mine += levels.at_account(key, read.get(key), cautious=False)
         return mine, everyone
 
     def _expirable(self, entry: Item) -> bool:
