@@ -4,8 +4,8 @@ Options come from the command line or the environment: PORT (default 3000),
 LOCALRUN_NO_SCHEDULES=1, LOCALRUN_PARAMS="Key=Value,Key=Value", LOCALRUN_BUILT=1 (run the
 `sam build` output on a clean python3.12; `make dev-built`), LOCALRUN_PYTHON (that
 interpreter). Ctrl-C (SIGINT) or SIGTERM stops everything cleanly and exits 0: at once while
-running, right after `start()` while starting; more signals while it stops change nothing
-(`localrun.stop_signal`).
+running, right after `start()` while starting; more signals while it stops, or while the interpreter
+shuts down after, change nothing (`localrun.stop_signal`).
 """
 
 from __future__ import annotations
@@ -171,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         runtime.stop()
         STATE_FILE.unlink(missing_ok=True)
+        stop.ignore_from_now_on()
     print("stopped", flush=True)
     return 0
 

@@ -6,6 +6,11 @@ calls `Event.set()` then waits for a lock its own thread holds, for ever: `make 
 on Ctrl-C. So the handler here only assigns an attribute (no lock, no I/O, nothing that can block
 or raise), and the main thread polls that attribute between plain `time.sleep()` calls, which hold
 no lock either. Any number of signals, at any moment, only set the same flag again.
+
+Once everything is stopped, the stop signals are ignored (`ignore_from_now_on`): on its way out
+the interpreter puts back the default action of every signal that has a Python handler, so a
+second Ctrl-C or SIGTERM landing during its shutdown killed the process (exit -15 after a clean
+stop). An ignored signal keeps being ignored through the shutdown.
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ class StopRequest:
         """Make SIGINT and SIGTERM request a stop (call from the main thread)."""
         for number in STOP_SIGNALS:
             signal.signal(number, self.handle)
+
+    def ignore_from_now_on(self) -> None:
+        """Once stopped: a stop signal while the interpreter shuts down must not kill it."""
+        for number in STOP_SIGNALS:
+            signal.signal(number, signal.SIG_IGN)
 
 
 def wait_for_stop(stop: StopRequest, poll_seconds: float = POLL_SECONDS) -> None:

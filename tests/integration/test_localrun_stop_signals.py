@@ -5,6 +5,11 @@ Its signal handler used to call `threading.Event.set()` while the main thread wa
 process for good. The wait is stressed on its own, hundreds of times in a light subprocess; then
 the real command is started and signalled twice at random moments, once while it starts and once
 while it runs.
+
+A second signal that landed after the clean stop, while the interpreter shut down, killed the
+process (exit -15, seen once in CI): the interpreter had put back the signals' default action.
+That moment is hit on purpose, in a light subprocess, and `main` is checked to leave the stop
+signals ignored on every way out.
 """
 
 from __future__ import annotations
@@ -20,7 +25,10 @@ from typing import IO
 
 import pytest
 
+import localrun.__main__ as local_command
+from localrun.errors import LocalRunError
 from localrun.stack.template import PROJECT_ROOT
+from localrun.stop_signal import STOP_SIGNALS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -46,6 +54,54 @@ def test_stop_signals_at_random_moments_always_end_the_wait() -> None:
 
     # Then every wait returned
     assert (done.returncode, done.stdout.strip()) == (0, f"{STRESS_TRIALS} trials stopped"), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("mode", "expected"),
+    [
+        pytest.param("ignore", 0, id="ignored-once-stopped"),
+        pytest.param("keep", -signal.SIGTERM, id="control-handler-kept-dies"),
+    ],
+)
+def test_a_stop_signal_while_the_interpreter_shuts_down_after_the_stop(mode: str, expected: int) -> None:
+    # Given a process that has received a stop, with its handlers kept or ignored from then on
+    command = [sys.executable, "-m", "tests.integration.stop_at_shutdown", mode]
+
+    # When a SIGTERM lands while its interpreter shuts down
+    done = subprocess.run(command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=30, check=False)
+
+    # Then ignoring it from the stop on exits 0; keeping the handler lets the signal kill the process
+    assert done.returncode == expected, done.stderr
+
+
+class _RuntimeThatCannotStart:
+    def __init__(self, options: object) -> None:
+        self.stopped = False
+
+    def start(self) -> None:
+        raise LocalRunError("DynamoDB Local did not start")
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_the_local_command_ignores_stop_signals_on_its_way_out(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # Given the local command, on a runtime that fails to start
+    monkeypatch.setattr(local_command, "LocalRuntime", _RuntimeThatCannotStart)
+    monkeypatch.setattr(local_command, "STATE_FILE", tmp_path / "runtime.json")
+    before = {number: signal.getsignal(number) for number in STOP_SIGNALS}
+    try:
+        # When it gives up
+        code = local_command.main(["--port", "0", "--no-schedules"])
+
+        # Then it has stopped and leaves the stop signals ignored for the shutdown that follows
+        assert code == 1
+        assert [signal.getsignal(number) for number in STOP_SIGNALS] == [signal.SIG_IGN] * 2
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
 
 
 class LocalRun:
