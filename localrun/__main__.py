@@ -169,9 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"hybrid-counter-local: {error}", file=sys.stderr)
         return 1
     finally:
+        stop.ignore_from_now_on()  # first: a stop() that raises still exits with its code, not -15
         runtime.stop()
         STATE_FILE.unlink(missing_ok=True)
-        stop.ignore_from_now_on()
     print("stopped", flush=True)
     return 0
 

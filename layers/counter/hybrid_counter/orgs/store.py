@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts, transact_conditionally
-from hybrid_counter.counters.state import NO_ORG, ORG_EPOCH, ORG_KIND
+from hybrid_counter.counters.state import HOLDS_USED, NO_ORG, ORG_EPOCH, ORG_KIND
 from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
 from hybrid_counter.keys import (
     ALERT_PREFIX,
@@ -271,7 +271,8 @@ class OrgStore:
         )
         values[":none"] = {"S": NO_ORG}
         if joining:
-            update = f"SET org = :org, {ORG_KIND} = :org_kind, {ORG_EPOCH} = :epoch"
+            # (empty: none of its holds is left anywhere; its mark would search them for nothing)
+            update = f"SET org = :org, {ORG_KIND} = :org_kind, {ORG_EPOCH} = :epoch REMOVE {HOLDS_USED}"
             values.update(
                 {
                     ":org": {"S": org_id},

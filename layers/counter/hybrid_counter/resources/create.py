@@ -209,6 +209,9 @@ class CreateFlow:
                 )
             except OrgGone:
                 return None  # DELETE /orgs came since the membership was read: judge it all again
+            except LimitExceeded as full:
+                full.holds = state.holds_used  # (as at the precheck: its account was read)
+                raise
         if not self._in_time(created_at):
             self._too_late_for_the_account(request, rid, incarnation, org, org_certain=org_certain)
 

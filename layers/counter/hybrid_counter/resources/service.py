@@ -606,7 +606,7 @@ class ResourceService:
         # out; refused at its organization, its members' expired holds are looked for)
         org_refuses = at_org is not None and not at_org.would_admit
         org_held = at_org is not None and at_org.holds is not False
-        if (org_refuses and org_held) or (state.holds_used and not admits):
+        if (org_refuses and (org_held or state.holds_used)) or (state.holds_used and not admits):
             reclaiming = org_id if org_refuses and org_held else None
             # as the request would reclaim them: refused at its account first, its own page,
             # then (refused at its organization) that one's page apart (review 61: one page of
