@@ -118,3 +118,48 @@ def test_a_create_stalled_past_the_grace_period_after_its_put_never_admits_an_it
     state = org.service.counters.read(first, kind=SEATS)
     assert (org.live_units(), (state.best_effort, state.eventual), _at_org(org)) == (1, (1, 1), (1, 1))
     org.service.create(first, "z", {}, "z", kind=SEATS)
+
+
+def test_a_create_stalled_past_the_grace_period_after_its_organizations_admission_never_admits_at_its_account(
+    settings, clients, stream
+) -> None:
+    # Given a member account of limit 2 in an organization of 2 seats, empty
+    org = Org(settings, clients, stream, limit=2)
+    first, _ = org.members
+    org.service.set_limit(first, 2, kind=SEATS)
+    admitting_at_the_org: list[bool] = []
+    adopted: list[bool] = []
+
+    def note_the_orgs_admission(params: dict[str, Any], **_: Any) -> None:
+        if not adopted and _admits_at_the_org(Call("create", "UpdateItem", params)):
+            admitting_at_the_org.append(True)
+
+    def stalled_at_the_orgs_answer(http_response: Any, parsed: Any, model: Any, **_: Any) -> None:
+        # When its PUT of x is admitted at its organization and stalls, as that admission is
+        # answered, past the grace period, while the caller's retry adopts the item (C1a) and the
+        # sweeper counts it at both levels
+        if adopted or not admitting_at_the_org:
+            return
+        adopted.append(True)
+        org.clock.now += org.settings.pending_grace_seconds + 1
+        org.service.create(first, "x", {}, "x", kind=SEATS)
+        _settled(org)
+
+    # (the admissions are written by the client that makes one attempt: a lost response is theirs)
+    events = org.clients.dynamodb_single_attempt.meta.events
+    events.register("before-parameter-build.dynamodb.UpdateItem", note_the_orgs_admission)
+    events.register("after-call.dynamodb.UpdateItem", stalled_at_the_orgs_answer)
+    try:
+        # ... and then goes on
+        with pytest.raises(StoreUnavailable):
+            org.new_service().create(first, "x", {}, "x", kind=SEATS)
+    finally:
+        events.unregister("before-parameter-build.dynamodb.UpdateItem", note_the_orgs_admission)
+        events.unregister("after-call.dynamodb.UpdateItem", stalled_at_the_orgs_answer)
+    assert adopted
+    # Then it made no admission at its account after the stall: x is held once at each level,
+    # and one more create fits
+    _settled(org)
+    state = org.service.counters.read(first, kind=SEATS)
+    assert (org.live_units(), (state.best_effort, state.eventual), _at_org(org)) == (1, (1, 1), (1, 1))
+    org.service.create(first, "z", {}, "z", kind=SEATS)
