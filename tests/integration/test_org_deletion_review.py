@@ -84,6 +84,30 @@ def test_a_reshard_put_after_its_organization_is_created_again_lays_out_the_old_
     assert admitted_of(org, account, 6) == 3
 
 
+# The same with a writer that names no creation (a lowering of a split organization's limit lays
+# its allowances out first, lower_first): the epoch_base check alone fences its record off (since
+# review 68, PUT /orgs's reshard also names the creation it read, which hid this from the test above).
+def test_a_limit_lowering_stalled_past_the_organizations_deletion_never_lays_out_the_new_one(split_org):
+    # Given an organization on a plan of 100 seats, split over 4 items that hold nothing, with no
+    # members
+    org = emptied(split_org(100, 4, members=1))
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When an operator's lowering of its limit to 50 has read the picture and is about to put
+        # its rebase record (its Lambda slow) ...
+        lowering = race.start("lowering", lambda: org.new_service().set_org_limit(org.org_id, SEATS, 50))
+        stop_before(race, lowering, is_rebase_put)
+        # ... DELETE /orgs runs to its 204 meanwhile ...
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        assert partition(org) == []
+        # ... and the organization is created again under the id, on a plan of 3 seats
+        _, account = created_again(org, 3)
+        race.finish(lowering)
+    assert lowering.error is None or isinstance(lowering.error, (InProgress, NotFound)), lowering.error
+    # Then the new organization is held to its own plan: 3 of 6 creates admitted
+    assert admitted_of(org, account, 6) == 3
+
+
 # (fixed: epochs started again from 0, so the old finisher's epoch was the new organization's;
 # now the new one's epochs are above the old one's, and no record, mark or shard matches.)
 def test_a_slow_finisher_of_the_old_organization_plans_the_new_ones_rebase_of_the_same_epoch(split_org):
