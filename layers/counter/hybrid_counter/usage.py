@@ -161,13 +161,16 @@ class WouldAdmit:
     would_admit: bool
     # a member's: its organization's level (the create is judged by both: design.md §10)
     organization: OrgAnswer | None = None
+    org_first: bool = False  # (not shown) judged at its organization first: a member's grow
 
     @property
     def scope(self) -> str:
-        """Which level would refuse it: the account's first, as the create judges."""
+        """Which level would refuse it, as the request judges: a create at its account first, a
+        member's grow at its organization first (review 75: its dry run named the account where
+        the PATCH's 409 named the organization)."""
         if not self.would_admit and self.organization is not None and self.organization.would_admit is False:
             account_admits = self.units <= 0 or self.used + self.units <= self.limit
-            return "organization" if account_admits else "account"
+            return "organization" if account_admits or self.org_first else "account"
         return "account"
 
     def to_json(self) -> dict[str, Any]:

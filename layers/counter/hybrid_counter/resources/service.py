@@ -563,12 +563,24 @@ class ResourceService:
         organization, the organization's members'), then is judged again, as a create is."""
         kind = self.kind(kind)
         judge = self.limits.judge(account_id, kind)
-        return self._reclaiming(
-            account_id,
-            kind,
-            lambda: self._resize.resize(account_id, kind, resource_id, units, judge=judge),
-            "the resize",
-        )
+        try:
+            return self._reclaiming(
+                account_id,
+                kind,
+                lambda: self._resize.resize(account_id, kind, resource_id, units, judge=judge),
+                "the resize",
+            )
+        except NotFound:
+            # a hold released by its expiry (perhaps by this grow's own reclaim, its deadline
+            # passed meanwhile: review 75, 404 where its confirm said HoldExpired)
+            self._expired_hold(account_id, kind, resource_id)
+            raise
+
+    def _expired_hold(self, account_id: str, kind: str, resource_id: str) -> None:
+        """HoldExpired for an id whose item is gone after its hold's expiry (its tombstone, for a
+        week), as a confirm answers; else nothing (one GetItem, on the way to a 404 only)."""
+        if guarded(lambda: self.holds.released_by_an_expiry(account_id, kind, resource_id), "the read"):
+            raise HoldExpired(f"the hold on {resource_id} expired; its units were released")
 
     def would_resize(
         self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
@@ -576,6 +588,7 @@ class ResourceService:
         kind = self.kind(kind)
         item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
         if not items.visible(item):
+            self._expired_hold(account_id, kind, resource_id)  # as the PATCH would
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         until = items.hold_until_of(item)
@@ -632,7 +645,13 @@ class ResourceService:
         if at_org is None:
             return WouldAdmit(kind, units, judged.limit, state.used, admits)
         return WouldAdmit(
-            kind, units, judged.limit, state.used, admits and at_org.would_admit, organization=at_org
+            kind,
+            units,
+            judged.limit,
+            state.used,
+            admits and at_org.would_admit,
+            organization=at_org,
+            org_first=org_first,
         )
 
     def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
