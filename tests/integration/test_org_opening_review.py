@@ -97,6 +97,35 @@ def is_org_release(call: Call) -> bool:
     )
 
 
+# The same fix, reached by an undo that knows its admission applied: its release stalled in the
+# residual window of its half-grace check (after the check, before the write), while the sweeper
+# takes its mark as a dead undo's and gives the seat back, and DELETE /orgs runs to its 204
+# (fifteenth session: since the undo of an unknown admission only marks it, the test above no
+# longer reached the release, and mutation 123 survived).
+def test_an_undos_release_stalled_past_the_deletion_puts_no_counter_item_back(split_org):
+    # Given an organization of 10 seats whose counter item holds nothing, one member
+    org = split_org(10, 1, members=1)
+    account, rid = org.accounts[0], org.rid_on(0)
+    written_before(org, account)
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # When the member's create, judged before its account left, is admitted at the
+        # organization and refused at its account, and its undo's release is about to be sent ...
+        create = judged_then_left(race, org, account, rid)
+        stop_before(race, create, is_org_release)
+        # ... its Lambda slow past the grace period, while the sweeper finishes the undo (the
+        # census gives the seat back) and DELETE /orgs runs to its 204 ...
+        org.sweep_after_the_grace_period()
+        picture = org.picture()
+        assert (picture.best_effort, picture.eventual) == (0, 0), picture
+        deletion = race.run("delete", lambda: org.new_service().delete_org(org.org_id))
+        assert deletion.error is None, deletion.error
+        assert judged_by(org) == []
+        # ... and the release is sent
+        race.finish(create)
+    # Then nothing is in the deleted organization's partition
+    assert judged_by(org) == [], partition(org)
+
+
 # (fixed, the sweeper's route (repairs.finish_stale_undo): the same release, the same fix.)
 def test_the_sweepers_undo_after_the_deletion_puts_no_counter_item_back(split_org):
     # Given an organization of 10 seats whose counter item holds nothing, one member
