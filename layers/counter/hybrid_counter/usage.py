@@ -162,6 +162,7 @@ class WouldAdmit:
     # a member's: its organization's level (the create is judged by both: design.md §10)
     organization: OrgAnswer | None = None
     org_first: bool = False  # (not shown) judged at its organization first: a member's grow
+    account_admits: bool | None = None  # (not shown) the account's verdict, its own expired holds counted
 
     @property
     def scope(self) -> str:
@@ -169,7 +170,11 @@ class WouldAdmit:
         member's grow at its organization first (review 75: its dry run named the account where
         the PATCH's 409 named the organization)."""
         if not self.would_admit and self.organization is not None and self.organization.would_admit is False:
-            account_admits = self.units <= 0 or self.used + self.units <= self.limit
+            account_admits = (
+                self.account_admits
+                if self.account_admits is not None
+                else self.units <= 0 or self.used + self.units <= self.limit
+            )
             return "organization" if account_admits or self.org_first else "account"
         return "account"
 

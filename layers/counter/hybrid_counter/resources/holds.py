@@ -232,9 +232,12 @@ class HoldFlow:
         if guarded(partial(self._fx.waiter.until, settled), "the confirm") is None:
             raise InProgress(f"resource {rid} is being deleted; retry shortly")
 
-    def released_by_an_expiry(self, account_id: str, kind: str, rid: str) -> bool:
-        """An expiry left its tombstone for ``rid`` (removed by TTL after a week)."""
-        return self._expired_here(account_id, kind, rid)
+    def released_by_an_expiry(self, account_id: str, kind: str, rid: str, *, since: float) -> bool:
+        """An expiry left its tombstone for ``rid`` after ``since`` (by its clock)."""
+        found = self._table.clients.dynamodb.get_item(
+            TableName=self._table.name, Key=tombstone_key(account_id, kind, rid), ConsistentRead=True
+        ).get("Item")
+        return found is not None and found.get("expired_at", {}).get("S", "") > iso_utc(since)
 
     def _expired_here(self, account_id: str, kind: str, rid: str) -> bool:
         found = self._table.clients.dynamodb.get_item(

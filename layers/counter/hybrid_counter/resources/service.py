@@ -563,6 +563,7 @@ class ResourceService:
         organization, the organization's members'), then is judged again, as a create is."""
         kind = self.kind(kind)
         judge = self.limits.judge(account_id, kind)
+        started = self._fx.clock()
         try:
             return self._reclaiming(
                 account_id,
@@ -571,16 +572,17 @@ class ResourceService:
                 "the resize",
             )
         except NotFound:
-            # a hold released by its expiry (perhaps by this grow's own reclaim, its deadline
-            # passed meanwhile: review 75, 404 where its confirm said HoldExpired)
-            self._expired_hold(account_id, kind, resource_id)
+            # the hold it grows released by an expiry while it was judged (its own refusal's
+            # reclaim, the deadline passed meanwhile: review 75, 404 where its confirm said
+            # HoldExpired); only then: an id's tombstone outlives the incarnation it was left by
+            # (review 76: a resource created again under the id, then deleted, is 404)
+            expired = guarded(
+                lambda: self.holds.released_by_an_expiry(account_id, kind, resource_id, since=started),
+                "the resize",
+            )
+            if expired:
+                raise HoldExpired(f"the hold on {resource_id} expired; its units were released") from None
             raise
-
-    def _expired_hold(self, account_id: str, kind: str, resource_id: str) -> None:
-        """HoldExpired for an id whose item is gone after its hold's expiry (its tombstone, for a
-        week), as a confirm answers; else nothing (one GetItem, on the way to a 404 only)."""
-        if guarded(lambda: self.holds.released_by_an_expiry(account_id, kind, resource_id), "the read"):
-            raise HoldExpired(f"the hold on {resource_id} expired; its units were released")
 
     def would_resize(
         self, account_id: str, resource_id: str, units: int, *, kind: str | None = None
@@ -588,7 +590,6 @@ class ResourceService:
         kind = self.kind(kind)
         item = guarded(lambda: self._table.get(account_id, resource_id, kind=kind), "the read")
         if not items.visible(item):
-            self._expired_hold(account_id, kind, resource_id)  # as the PATCH would
             raise NotFound(f"resource {resource_id} not found")
         assert item is not None
         until = items.hold_until_of(item)
@@ -652,6 +653,7 @@ class ResourceService:
             admits and at_org.would_admit,
             organization=at_org,
             org_first=org_first,
+            account_admits=admits,
         )
 
     def delete(self, account_id: str, resource_id: str, *, kind: str | None = None) -> None:
