@@ -19,6 +19,7 @@ from tests.faults import injected
 from tests.integration.test_member_resizes import split_org
 from tests.integration.test_org_hold_reclaim import Requests, an_org
 from tests.integration.test_org_split import SEATS, SplitOrg
+from tests.integration.test_review73_grow_own_unmarked_hold import unmark
 
 pytestmark = pytest.mark.integration
 __all__ = ["split_org"]
@@ -51,6 +52,33 @@ def test_an_organization_whose_members_never_held_refuses_without_reading_its_ho
     assert requests.seen[f"Query:{ORG_HOLD_INDEX}"] == dry.seen[f"Query:{ORG_HOLD_INDEX}"] == 0
     assert requests.seen["Query:HoldIndex"] == dry.seen["Query:HoldIndex"] == 0
     assert answer.would_admit is False
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+def test_an_unmarked_organization_refusing_an_account_that_held_reads_only_that_accounts_holds(
+    split_org: Callable[..., SplitOrg], shards: int
+) -> None:
+    # Given an organization of 6 seats (split over `shards`) that b fills but one, and a that held
+    # once (a hold confirmed), the organization's items unmarked (as before the mark existed)
+    org = an_org(split_org, shards)
+    a, b = org.accounts[:2]
+    org.service.create(a, "h", {}, "h", kind=SEATS, hold_seconds=60)
+    org.service.confirm(a, "h", kind=SEATS)
+    for n in range(5):
+        org.service.create(b, f"s{n}", {}, f"s{n}", kind=SEATS)
+    org.drain()
+    unmark(org)
+
+    # When a's create is refused at the organization
+    with Requests(org) as requests, pytest.raises(LimitExceeded) as refused:
+        org.service.create(a, "x", {}, "x", kind=SEATS)
+
+    # Then it looked for a's own expired holds, never for its members' (none of them held there)
+    # (mutation 218: the organization's keys were read too, since review 72's answer at once
+    # covers only an account that never held)
+    assert refused.value.scope == "organization"
+    assert requests.seen["Query:HoldIndex"] == 1
+    assert requests.seen[f"Query:{ORG_HOLD_INDEX}"] == 0
 
 
 @pytest.mark.parametrize("shards", [1, 4])
