@@ -19,12 +19,15 @@ say something other than what the user guide promises.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import pytest
 
 from hybrid_counter.aws import Clients
 from hybrid_counter.errors import HoldExpired, LimitExceeded
+from hybrid_counter.resources.service import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 from tests.integration.test_org_split import SEATS, Clock, SplitOrg
@@ -38,6 +41,23 @@ def split_org(settings: Settings, clients: Clients, stream: StreamReader) -> Cal
         return SplitOrg(settings, clients, stream, Clock(), limit, shards, members)
 
     return make
+
+
+@contextmanager
+def the_deadline_passes_at_the_reclaim(service: ResourceService, clock: Any) -> Iterator[None]:
+    """Each reclaim ``service`` makes runs 11 s later by ``clock`` than the refusal before it."""
+    holds = service.holds
+    reclaim = holds.reclaim
+
+    def late_reclaim(*args: Any, **kwargs: Any) -> Any:
+        clock.now += 11
+        return reclaim(*args, **kwargs)
+
+    holds.reclaim = late_reclaim  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        holds.reclaim = reclaim  # type: ignore[method-assign]
 
 
 @pytest.mark.parametrize("shards", [1, 4])
@@ -72,19 +92,10 @@ def test_a_grow_whose_hold_expires_while_it_is_refused_answers_hold_expired_not_
     org.drain()
     # And time passes h's deadline while a grow of h, read live, is refused at the organization
     # (over HTTP, the ~10 ms between the grow's read and its refusal's reclaim)
-    holds = org.service.holds
-    reclaim = holds.reclaim
-
-    def late_reclaim(*args, **kwargs):
-        org.clock.now += 11
-        return reclaim(*args, **kwargs)
-
-    holds.reclaim = late_reclaim  # type: ignore[method-assign]
     # When h is grown to 4 (one second before its deadline)
     org.clock.now += 9
-    with pytest.raises(Exception) as answered:
+    with the_deadline_passes_at_the_reclaim(org.service, org.clock), pytest.raises(Exception) as answered:
         org.service.resize(a, "h", 4, kind=SEATS)
-    holds.reclaim = reclaim  # type: ignore[method-assign]
     # Then it is told its hold expired, as its confirm is, not that h does not exist
     with pytest.raises(HoldExpired):
         org.service.confirm(a, "h", kind=SEATS)
@@ -103,19 +114,10 @@ def test_an_accounts_grow_whose_hold_expires_while_it_is_refused_answers_hold_ex
     world.hold("h", units=2, seconds=10)
     world.service.create(world.account, "p", {}, "p", kind=SEATS)
     world.drain()
-    holds = world.service.holds
-    reclaim = holds.reclaim
-
-    def late_reclaim(*args, **kwargs):
-        world.clock.now += 11
-        return reclaim(*args, **kwargs)
-
-    holds.reclaim = late_reclaim  # type: ignore[method-assign]
     # When h is grown to 3 one second before its deadline, which passes before the reclaim
     world.clock.now += 9
-    with pytest.raises(Exception) as answered:
+    with the_deadline_passes_at_the_reclaim(world.service, world.clock), pytest.raises(Exception) as answered:
         world.service.resize(world.account, "h", 3, kind=SEATS)
-    holds.reclaim = reclaim  # type: ignore[method-assign]
     # Then HoldExpired, as its confirm says
     with pytest.raises(HoldExpired):
         world.service.confirm(world.account, "h", kind=SEATS)

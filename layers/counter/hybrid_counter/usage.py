@@ -162,7 +162,9 @@ class WouldAdmit:
     # a member's: its organization's level (the create is judged by both: design.md §10)
     organization: OrgAnswer | None = None
     org_first: bool = False  # (not shown) judged at its organization first: a member's grow
-    account_admits: bool | None = None  # (not shown) the account's verdict, its own expired holds counted
+    account_admits: bool = (
+        True  # (not shown) a member's: its account's verdict, its own expired holds counted
+    )
 
     @property
     def scope(self) -> str:
@@ -170,12 +172,7 @@ class WouldAdmit:
         member's grow at its organization first (review 75: its dry run named the account where
         the PATCH's 409 named the organization)."""
         if not self.would_admit and self.organization is not None and self.organization.would_admit is False:
-            account_admits = (
-                self.account_admits
-                if self.account_admits is not None
-                else self.units <= 0 or self.used + self.units <= self.limit
-            )
-            return "organization" if account_admits or self.org_first else "account"
+            return "organization" if self.account_admits or self.org_first else "account"
         return "account"
 
     def to_json(self) -> dict[str, Any]:

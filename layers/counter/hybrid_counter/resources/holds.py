@@ -234,16 +234,17 @@ class HoldFlow:
 
     def released_by_an_expiry(self, account_id: str, kind: str, rid: str, *, since: float) -> bool:
         """An expiry left its tombstone for ``rid`` after ``since`` (by its clock)."""
-        found = self._table.clients.dynamodb.get_item(
-            TableName=self._table.name, Key=tombstone_key(account_id, kind, rid), ConsistentRead=True
-        ).get("Item")
+        found = self._tombstone(account_id, kind, rid)
         return found is not None and found.get("expired_at", {}).get("S", "") > iso_utc(since)
 
     def _expired_here(self, account_id: str, kind: str, rid: str) -> bool:
-        found = self._table.clients.dynamodb.get_item(
+        return self._tombstone(account_id, kind, rid) is not None
+
+    def _tombstone(self, account_id: str, kind: str, rid: str) -> Item | None:
+        found: Item | None = self._table.clients.dynamodb.get_item(
             TableName=self._table.name, Key=tombstone_key(account_id, kind, rid), ConsistentRead=True
-        )
-        return "Item" in found
+        ).get("Item")
+        return found
 
     # ---- expiry -------------------------------------------------------------------------------------
     def expire(self, account_id: str, rid: str, seen: Item) -> bool:
