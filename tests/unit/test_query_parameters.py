@@ -161,3 +161,45 @@ def test_a_boolean_parameter_of_any_other_value_is_refused(value):
     route = next(r for r in ROUTES if route_id(r) == "DELETE /accounts/{account_id}/limits/{kind}")
     status, body, calls = answer(event_for(route, f"force={value}"))
     assert (status, body["error"]["code"], calls) == (400, "ValidationError", [])
+
+
+def _integer_parameters() -> list[tuple[str, str]]:
+    """(route id, name) of every query parameter the description types as an integer."""
+    openapi = next(r for r in ROUTES if route_id(r) == "GET /openapi.json")
+    _, document, _ = answer(event_for(openapi))
+    found = []
+    for route in ROUTES:
+        operation = document["paths"][route.openapi_path][route.method.lower()]
+        for parameter in operation.get("parameters", []):
+            schema = parameter["schema"]
+            types = {schema.get("type"), *(s.get("type") for s in schema.get("anyOf", []))}
+            if parameter["in"] == "query" and "integer" in types:
+                found.append((route_id(route), parameter["name"]))
+    return found
+
+
+INTEGER_PARAMETERS = _integer_parameters()
+
+
+def test_the_integer_parameters_are_found():
+    # (so that the test below cannot pass by finding none)
+    assert {name for _, name in INTEGER_PARAMETERS} == {"limit", "top", "threshold", "hold_seconds"}
+
+
+# As sent in the URL: "+5", " 5", "5 ", "1_0" (pydantic's lax int reads them as 5 and 10),
+# an Arabic-Indic 3 (a digit to str.isdigit), "5.0", "0x5"
+NOT_DECIMAL_DIGITS = ["%2B5", "%205", "5%20", "1_0", "%D9%A3", "5.0", "0x5"]
+
+
+@pytest.mark.parametrize(("route_name", "name"), INTEGER_PARAMETERS, ids=str)
+@pytest.mark.parametrize("value", NOT_DECIMAL_DIGITS)
+def test_an_integer_parameter_is_decimal_digits_only(route_name, name, value):
+    route = next(r for r in ROUTES if route_id(r) == route_name)
+    # Given the route's valid request with the integer parameter written other than in digits
+    event = event_for(route, f"{name}={value}")
+    # When it is answered
+    status, body, calls = answer(event)
+    # Then it is a 400 ValidationError, and the service was asked nothing
+    assert (status, body["error"]["code"], calls) == (400, "ValidationError", []), event[
+        "queryStringParameters"
+    ]

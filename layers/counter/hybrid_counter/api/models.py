@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.models import Example
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -19,6 +20,17 @@ from pydantic import (
 
 from hybrid_counter.keys import ID_PATTERN, RESERVED_KINDS, check_kind
 
+
+def _decimal_digits(value: object) -> object:
+    # Query strings are parsed by pydantic's lax rules, which read "+5", " 5" and "1_0" as 5 and
+    # 10; a count in a URL is written in decimal digits only, anything else a 400.
+    if isinstance(value, str) and not (value.isascii() and value.isdigit()):
+        raise ValueError("expected a whole number written in decimal digits")
+    return value
+
+
+# Metadata for every integer query parameter (beside its Query()).
+DecimalDigits = BeforeValidator(_decimal_digits)
 RESERVED_FIELDS = frozenset({"account_id", "resource_id", "created_at", "kind", "held", "expires_at"})
 MAX_LIMIT = 1_000_000_000
 Count = Annotated[StrictInt, Field(ge=0, le=MAX_LIMIT)]

@@ -40,13 +40,15 @@ from hybrid_counter.api.documented import (
 )
 from hybrid_counter.api.json_response import json_response
 from hybrid_counter.api.limit_routes import Force, KindFilter
-from hybrid_counter.api.models import LIMIT_EXAMPLES, ORG_EXAMPLES, LimitBody, OrgBody
+from hybrid_counter.api.models import LIMIT_EXAMPLES, ORG_EXAMPLES, DecimalDigits, LimitBody, OrgBody
 from hybrid_counter.api.resource_routes import AccountId, Kind, NextToken, PageSize
 from hybrid_counter.keys import ID_PATTERN
 from hybrid_counter.resources import ResourceService
 
 OrgId = Annotated[str, Path(pattern=ID_PATTERN, description="Organization id: 1-64 of A-Z a-z 0-9 _ . -")]
-Top = Annotated[int, Query(ge=0, le=100, description="How many of the members that use most, per kind")]
+Top = Annotated[
+    int, DecimalDigits, Query(ge=0, le=100, description="How many of the members that use most, per kind")
+]
 
 
 def org_routes(service: Callable[[], ResourceService]) -> Router:

@@ -15,12 +15,13 @@ from pydantic import BaseModel, ConfigDict
 
 from hybrid_counter.api.documented import ok, responses
 from hybrid_counter.api.json_response import json_response
-from hybrid_counter.api.models import KindId
+from hybrid_counter.api.models import DecimalDigits, KindId
 from hybrid_counter.api.resource_routes import PageSize
 from hybrid_counter.resources import ResourceService
 
 Threshold = Annotated[
     int | None,
+    DecimalDigits,
     Query(
         ge=1,
         le=1000,

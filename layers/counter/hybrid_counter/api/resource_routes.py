@@ -40,6 +40,7 @@ from hybrid_counter.api.models import (
     KIND_DESCRIPTION,
     RESIZE_EXAMPLES,
     RESOURCE_EXAMPLES,
+    DecimalDigits,
     KindId,
     ResizeBody,
     ResourceBody,
@@ -55,13 +56,14 @@ DryRun = Annotated[
 ]
 HoldSeconds = Annotated[
     int | None,
+    DecimalDigits,
     Query(
         ge=1,
         description="A hold: the units are held until confirmed (POST .../confirm) or released after "
         "this many seconds (at most the stack's HoldMaxSeconds, 24 h by default: above it, 400)",
     ),
 ]
-PageSize = Annotated[int, Query(ge=1, le=100)]
+PageSize = Annotated[int, DecimalDigits, Query(ge=1, le=100)]
 NextToken = Annotated[str | None, Query(max_length=512)]
 
 
