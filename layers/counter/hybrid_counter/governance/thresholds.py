@@ -448,13 +448,17 @@ class ThresholdWatcher:
     def _unlist_shard_zero(self, org_id: str, kind: str) -> None:
         """Shard 0's near-limit row, from before the split, leaves the indexes before the ALERT#
         item's first write lists the organization again (the other order, cut short by a crash,
-        would list it twice for good; this one, at worst, not at all until its next batch)."""
+        would list it twice for good; this one, at worst, not at all until its next batch). Its
+        condition: shard 0 split, or frozen by the first rebase and not laid out yet (review 79:
+        only split, refused then, and the ALERT# item listed it beside that row for good); a frozen
+        item only becomes split, or leaves with its organization, which the condition never
+        writes back."""
         try:
             self._clients.dynamodb.update_item(
                 TableName=self._table,
                 Key=org_counter_key(org_id, kind=kind),
                 UpdateExpression=f"REMOVE {OVER_KIND}, {OVER_ALL}, {OVER_SINCE}, {OVER_USED}, {OVER_LIMIT}",
-                ConditionExpression="attribute_exists(allowance)",
+                ConditionExpression="attribute_exists(allowance) OR attribute_exists(rebasing)",
             )
         except ClientError as error:
             if error_code(error) != "ConditionalCheckFailedException":
