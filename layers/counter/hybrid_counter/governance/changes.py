@@ -29,7 +29,7 @@ names.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -501,12 +501,12 @@ class LimitChanges:
         return int(added["Attributes"]["n"]["N"])
 
     def _check_org_plan_fits(self, org_id: str, plan: Plan) -> list[str]:
-        return _fits(plan, self._org_counters(org_id))
-
-    def _org_counters(self, org_id: str) -> dict[str, CounterState]:
-        return {
-            kind: shards.total() for kind, shards in org_counters(self._clients, self._table, org_id).items()
-        }
+        # A split kind's use is its shards' uses summed, as its override's check (_org_used) and
+        # its admissions count it; its total()'s larger summed counter can be below that where
+        # one shard's eventual is above its best_effort (review 79)
+        shard_sets = org_counters(self._clients, self._table, org_id)
+        states = {kind: shards.total() for kind, shards in shard_sets.items()}
+        return _fits(plan, states, used={kind: shards.used for kind, shards in shard_sets.items()})
 
     def _check_plan_fits(self, account_id: str, plan: Plan) -> list[str]:
         return _fits(plan, self._counters.read_all(account_id))
@@ -779,18 +779,24 @@ class LimitChanges:
         return True
 
 
-def _fits(plan: Plan, counters: dict[str, CounterState]) -> list[str]:
+def _fits(
+    plan: Plan, counters: dict[str, CounterState], *, used: Mapping[str, int] | None = None
+) -> list[str]:
     """LimitBelowUsage where a kind used, without an override, would be over the plan's limit;
     else the kinds whose override the move relies on (used over the plan's limit): the move is
-    written only while they still have one."""
+    written only while they still have one. ``used``: a kind's use where its state's is not it
+    (a split organization's kind)."""
+    use = {
+        kind: state.used if used is None else used.get(kind, state.used) for kind, state in counters.items()
+    }
     below = [
-        (kind, plan.limit_for(kind), state.used)
+        (kind, plan.limit_for(kind), use[kind])
         for kind, state in sorted(counters.items())
-        if state.limit is None and plan.limit_for(kind) < state.used
+        if state.limit is None and plan.limit_for(kind) < use[kind]
     ]
     if below:
         raise LimitBelowUsage(below)
-    return [kind for kind, state in sorted(counters.items()) if plan.limit_for(kind) < state.used]
+    return [kind for kind in sorted(counters) if plan.limit_for(kind) < use[kind]]
 
 
 def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) -> Check:
