@@ -417,7 +417,8 @@ def profile() -> Profile:
     (to go on from where a long run was cut off with schedules it has not tried),
     HC_EXPLORER_PAIR_SCHEDULES its cap on each pair's schedules, HC_EXPLORER_KIND_PAIR_SCHEDULES
     on each of issue 18's pairs', HC_EXPLORER_REPAIR_SCHEDULES on each repair scenario's, HC_EXPLORER_ORG_SCHEDULES on each organization scenario's, and
-    HC_EXPLORER_ORG_BACKGROUND_SETS the organizations' background sets (to run them in parts)."""
+    HC_EXPLORER_ORG_BACKGROUND_SETS the organizations' background sets (to run them in parts),
+    HC_EXPLORER_ORG_RANDOM_BACKGROUNDS the background steps their random schedules draw from."""
     chosen = PROFILES[os.environ.get("HC_EXPLORER_PROFILE", "ci")]
     seed = int(os.environ.get("HC_EXPLORER_SEED") or chosen.seed)
     runs = int(os.environ.get("HC_EXPLORER_RANDOM_RUNS") or chosen.random_runs)
@@ -428,6 +429,9 @@ def profile() -> Profile:
     org_sets = chosen.org_background_sets
     if only := os.environ.get("HC_EXPLORER_ORG_BACKGROUND_SETS"):  # e.g. "none,stream-A+stream-B+stream-org"
         org_sets = tuple(() if part == "none" else tuple(part.split("+")) for part in only.split(","))
+    org_random = chosen.org_random_backgrounds
+    if picked := os.environ.get("HC_EXPLORER_ORG_RANDOM_BACKGROUNDS"):  # e.g. "stream-A,sweep,heal"
+        org_random = tuple(picked.split(","))
     return dataclasses.replace(
         chosen,
         seed=seed,
@@ -437,6 +441,7 @@ def profile() -> Profile:
         kind_pair_schedules=kind_pairs,
         org_background_sets=org_sets,
         org_schedules=org_schedules,
+        org_random_backgrounds=org_random,
     )
 
 
