@@ -444,7 +444,7 @@ def test_lowering_a_plan_below_an_accounts_use_keeps_everything_and_admits_nothi
     service.create(other, "q2", {}, kind="projects")
 
 
-def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(settings, clients, account):
+def test_moving_an_account_to_another_plan_takes_effect_at_once_in_every_process(settings, clients, account):
     # Given two processes on one clock and an account on a plan of 1 project, at its limit
     clock = Clock()
     cached = replace(settings, plan_cache_seconds=30)
@@ -460,14 +460,22 @@ def test_moving_an_account_to_another_plan_takes_effect_within_the_cache_time(se
         assert process.would_create(account, "p1", {}, kind="projects").would_admit is False
     # When the account is moved to the larger plan
     changer.assign_plan(account, large)
-    # Then the process that moved it judges by the new plan at once, the other after expiry
-    assert changer.usage(account).plan_id == large
-    assert changer.would_create(account, "p1", {}, kind="projects").would_admit is True
-    clock.now += 29
-    assert other.would_create(account, "p1", {}, kind="projects").would_admit is False
-    clock.now += 2
+    # Then both processes judge by the new plan at once (the move marked the account's counter
+    # items: before, the other process judged by its cached plan until the cache expired)
+    for process in (changer, other):
+        assert process.usage(account).plan_id == large
+        assert process.would_create(account, "p1", {}, kind="projects").would_admit is True
     other.create(account, "p1", {}, kind="projects")
-    assert other.usage(account).plan_id == large
+    # And moved back down (forced: 2 used), the other process, which cached the larger plan,
+    # refuses at once
+    changer.assign_plan(account, small, force=True)
+    with pytest.raises(LimitExceeded) as refused:
+        other.create(account, "p2", {}, kind="projects")
+    assert (refused.value.limit, refused.value.used) == (1, 2)
+    assert other.usage(account).plan_id == small
+    # And once the cache expired, nothing changes
+    clock.now += 31
+    assert other.would_create(account, "p2", {}, kind="projects").would_admit is False
 
 
 # ---- resizes -----------------------------------------------------------------------------------

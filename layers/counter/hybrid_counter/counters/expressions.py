@@ -28,6 +28,7 @@ from hybrid_counter.counters.state import (
     ORG,
     ORG_EPOCH,
     ORG_KIND,
+    PLAN_MOVE,
     REBASING,
     best_effort_share,
     eventual_share,
@@ -132,6 +133,15 @@ def _limit_judged(expr: UpdateExpr, cap: int, override: bool) -> None:
     expr.when(f"{limit} = {expr.number(cap)}" if override else f"attribute_not_exists({limit})")
 
 
+def _plan_pinned(expr: UpdateExpr, pin: int | None) -> None:
+    """(an account's plan) The item still holds the move mark judged by: a plan move marked since
+    is judged again (0: no mark; None: nothing pinned)."""
+    if pin is None:
+        return
+    move = expr.name(PLAN_MOVE)
+    expr.when(f"attribute_not_exists({move})" if pin == 0 else f"{move} = {expr.number(pin)}")
+
+
 def _room_for(expr: UpdateExpr, units: int, cap: int) -> None:
     """Both counters leave room for ``units`` more under ``cap``."""
     be, ev, room = expr.name(BEST_EFFORT), expr.name(EVENTUAL), expr.number(cap - units)
@@ -168,6 +178,7 @@ def admission(
     limit_seen: int | None,
     *,
     units: int = 1,
+    plan_pin: int | None = None,
     membership: Membership | None = None,
     listed: bool = True,
     kind: str = DEFAULT_KIND,
@@ -196,6 +207,7 @@ def admission(
     _room_for(expr, units, cap)
     # A limit changed since we read it is judged again (CounterStore.admit).
     _limit_judged(expr, cap, override=limit_seen is not None)
+    _plan_pinned(expr, plan_pin)
     _member_of(expr, membership)
     if not listed:  # an organization's single counter item: not being split, nor split (split.py)
         # and there, opened by the creation of the organization judged by (so not removed by
@@ -255,6 +267,7 @@ def resize(
     *,
     cap: int = 0,
     limit_seen: int | None = None,
+    plan_pin: int | None = None,
     best_effort_seen: int | None = None,
     single: bool = False,
 ) -> UpdateExpr:
@@ -269,6 +282,7 @@ def resize(
         _range_delta(expr, range_of(resource_id), delta, delta if counted else 0)
         _room_for(expr, delta, cap)
         _limit_judged(expr, cap, override=limit_seen is not None)
+        _plan_pinned(expr, plan_pin)
         if single:
             expr.when(f"attribute_not_exists({expr.name(ALLOWANCE)})")
             expr.when(f"attribute_not_exists({expr.name(REBASING)})")

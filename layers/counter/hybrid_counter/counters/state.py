@@ -23,6 +23,11 @@ in *units* (a resource holds ``units`` of its kind, 1 unless the create said oth
 - ``org`` (an account's counter item): the organization the account belongs to (``-``: none),
   which every admission is conditional on (orgs/store.py); absent on an item no admission has
   written yet: the account's profile says.
+- ``plan_of`` / ``plan_move`` (an account's counter item): the plan the account was moved to by
+  its move number ``plan_move`` (its profile's ``plan_moves``), written by the move itself
+  (governance/changes.py), so that the move is judged by at once: an admission judged by a plan
+  is conditional on the mark it read (plans/limits.py). Absent: no move marked it yet; the
+  account's profile (cached) says.
 
 Nothing here grows with traffic: the item stays a few hundred bytes (one write unit per write).
 """
@@ -61,6 +66,12 @@ ORG_KIND = "org_kind"  # on a member's counter item: "<org>#<kind>", the OrgUsag
 # single counter item, the one that opened it (resources/org_level.py). An organization deleted
 # and created again under its id is then never taken for the one a create was judged by.
 ORG_EPOCH = "org_epoch"
+# (an account's) the plan its latest marked move put it on, and that move's number
+PLAN_OF = "plan_of"
+PLAN_MOVE = "plan_move"
+# What an item carries once anything counted, released, resized or overrode on it (an item with
+# none of them holds only a move's marks: never used)
+_USED_ATTRIBUTES = (BEST_EFFORT, EVENTUAL, LIMIT, LAST_ADMISSION, LAST_RELEASE, LAST_RESIZE)
 
 
 def best_effort_share(range_id: str) -> str:
@@ -118,6 +129,9 @@ class CounterState:
     rebasing: int | None = None
     holds_used: bool = False  # a hold was admitted (or counted) on it once (resources/holds.py)
     org_epoch: int | None = None  # (ORG_EPOCH) None: not written on the item
+    plan_of: str | None = None  # (PLAN_OF, PLAN_MOVE) None: no move marked the item
+    plan_move: int | None = None
+    used_once: bool = False  # anything counted, released, resized or overrode on it, ever
 
     def effective_limit(self, default_limit: int) -> int:
         return default_limit if self.limit is None else self.limit
@@ -177,4 +191,7 @@ class CounterState:
             epoch=_number(item, EPOCH),
             rebasing=_optional(item, REBASING),
             org_epoch=_optional(item, ORG_EPOCH),
+            plan_of=item.get(PLAN_OF, {}).get("S"),
+            plan_move=_optional(item, PLAN_MOVE),
+            used_once=any(name in item for name in _USED_ATTRIBUTES),
         )

@@ -47,10 +47,18 @@ class Judged:
 
     limit: int
     source: LimitSource
+    # (an account's plan) the move mark the item held when judged (0: none): the write is
+    # conditional on it, so a move marked meanwhile is judged again (plans/limits.py); None: no
+    # mark judged by (an override; an organization's item)
+    plan_move: int | None = None
 
     @property
     def override(self) -> bool:
         return self.source == "override"
+
+    @property
+    def plan_pin(self) -> int | None:
+        return None if self.override else self.plan_move
 
 
 Judge = Callable[[CounterState], Judged]
@@ -179,6 +187,7 @@ class CounterStore:
                 judged.limit,
                 judged.limit if judged.override else None,
                 units=units,
+                plan_pin=judged.plan_pin,
                 membership=membership,
                 listed=self._listed,
                 kind=kind,
@@ -301,6 +310,7 @@ class CounterStore:
                 counted,
                 cap=judged.limit,
                 limit_seen=judged.limit if judged.override else None,
+                plan_pin=judged.plan_pin,
                 best_effort_seen=floor,
                 single=not self._listed,
             )

@@ -11,10 +11,14 @@
   number of accounts on it (no per-account check: the history records it, and threshold events
   tell whom it affects as their use next changes).
 - An account's plan (``PUT /accounts/{id}/plan``): refused if any kind the account uses would be
-  under the new plan's limit (and has no override), unless forced; then one conditional write of
-  the account's plan item, while the new plan still has the limits it was judged by (review 49).
-  The check reads the account's counters first (one Query), so a create racing the move may
-  still take a kind over: plan moves are operators' decisions, not admissions.
+  under the new plan's limit (and has no override), unless forced; then one transaction: the
+  account's plan item (its ``plan_moves`` + 1), while the new plan still has the limits it was
+  judged by (review 49), and the move's mark on each of its kinds' counter items (``plan_of``,
+  ``plan_move``), each written only while that kind's use fits the new limit or has an override.
+  An admission judged by a plan is conditional on the mark it read, so from the move's answer on
+  every process judges by the new plan (plans/limits.py), and no create slips between the check
+  and the move. (An account with more than MAX_MARKS kinds to mark moves without the marks: seen
+  within PlanCacheSeconds, its check read before the write, as every move before the marks.)
 
 A request that changes nothing (the value is already the one asked for: a repeat, a removal of
 an override that is not there) writes, records and publishes nothing. A change keeps one change
@@ -43,7 +47,7 @@ from hybrid_counter.aws import (
     transact_conditionally,
 )
 from hybrid_counter.counters import CounterState
-from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, PLAN_MOVE, PLAN_OF
 from hybrid_counter.errors import InProgress, LimitBelowUsage, NotFound, ValidationError
 from hybrid_counter.governance.event_log import take_off
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
@@ -82,6 +86,10 @@ Key = dict[str, dict[str, str]]
 Guard = tuple[str, dict[str, str], dict[str, Any]]  # a condition added to a write, its names and values
 Check = dict[str, Any]  # a transaction's action on another item (a ConditionCheck, or an Update)
 ATTEMPTS = 4
+# Kinds whose counter items a plan move marks in its own transaction (DynamoDB's 100 actions: the
+# profile's write, its record's check and the plan's, and these); an account with more moves as
+# before the marks, seen within PlanCacheSeconds
+MAX_MARKS = 96
 
 
 class LimitChanges:
@@ -352,7 +360,10 @@ class LimitChanges:
             if old == plan_id:
                 self._limits.forget(account_id=account_id)
                 return  # already on it: nothing recorded
-            relied = [] if force else self._check_plan_fits(account_id, plan)
+            counters = self._counters.read_all(account_id)
+            relied = [] if force else _fits(plan, counters)
+            moves = int(item["plan_moves"]["N"]) if item and "plan_moves" in item else 0
+            marks = self._plan_marks(account_id, counters, old, plan, moves + 1, judged=not force)
             record = self._record(
                 self._after(change, named),
                 "account_plan",
@@ -368,19 +379,30 @@ class LimitChanges:
                 ":new": {"S": plan_id},
                 ":at": {"S": record.at},
                 ":name": {"S": record.name},
+                ":moves": {"N": str(moves + 1)},
             }
             if item is None or "plan_id" not in item:
                 condition = "attribute_not_exists(plan_id)"
             else:
                 values[":old"] = {"S": old}
                 condition = "plan_id = :old"
+            if moves:
+                values[":moved"] = {"N": str(moves)}
+                condition += " AND plan_moves = :moved"
+            else:
+                condition += " AND attribute_not_exists(plan_moves)"
             condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
-            checks = [_override_check(self._table, counter_key(account_id, kind=kind)) for kind in relied]
+            # each counter item marked with the move in the same write, its use judged there
+            # (_plan_marks); without the marks (too many kinds), as before: the overrides relied
+            # on checked, the counters read before it
+            checks = marks or [
+                _override_check(self._table, counter_key(account_id, kind=kind)) for kind in relied
+            ]
             checks += self._judged_by(plan_id, plan, judged=not force)
             write = partial(
                 self._update,
                 key,
-                f"SET plan_id = :new, updated_at = :at, {LIMIT_CHANGE} = :name",
+                f"SET plan_id = :new, plan_moves = :moves, updated_at = :at, {LIMIT_CHANGE} = :name",
                 condition,
                 values,
                 checks=checks,
@@ -389,6 +411,54 @@ class LimitChanges:
                 self._limits.forget(account_id=account_id)
                 return
         raise InProgress("the account's plan kept changing while it was being moved; retry the request")
+
+    def _plan_marks(
+        self,
+        account_id: str,
+        counters: Mapping[str, CounterState],
+        old: str,
+        plan: Plan,
+        move: int,
+        *,
+        judged: bool,
+    ) -> list[Check]:
+        """The move's mark on each counter item an admission may judge by the plan: every kind
+        with an item, and every kind of the old plan or the new (an item made where there is
+        none: a process that cached the old plan judges a kind without an item by it). Each
+        written only below ``move`` (a later move's mark stays), and (``judged``) only while the
+        kind's use is within the new plan's limit or it has an override (LimitBelowUsage judged
+        in the write itself: an admission between the read and the move refuses the move, which
+        reads again). [] where they would not fit in the move's transaction (MAX_MARKS kinds):
+        the move is then seen within PlanCacheSeconds, as a move was before its marks."""
+        before = self._plans.get(old)
+        kinds = sorted({*counters, *(before.limits if before else {}), *plan.limits})
+        if len(kinds) > MAX_MARKS:
+            return []
+        marks: list[Check] = []
+        for kind in kinds:
+            values: dict[str, Any] = {":plan": {"S": plan.plan_id}, ":move": {"N": str(move)}}
+            condition = "(attribute_not_exists(#move) OR #move < :move)"
+            names = {"#plan": PLAN_OF, "#move": PLAN_MOVE}
+            if judged:
+                names.update({"#limit": LIMIT, "#be": BEST_EFFORT, "#ev": EVENTUAL})
+                values[":cap"] = {"N": str(plan.limit_for(kind))}
+                condition += (
+                    " AND (attribute_exists(#limit) OR ((attribute_not_exists(#be) OR #be <= :cap)"
+                    " AND (attribute_not_exists(#ev) OR #ev <= :cap)))"
+                )
+            marks.append(
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": counter_key(account_id, kind=kind),
+                        "UpdateExpression": "SET #plan = :plan, #move = :move",
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                }
+            )
+        return marks
 
     def put_org(self, org_id: str, plan_id: str, *, force: bool, by: str) -> bool:
         """Create the organization on a plan, or move it to another (refused where a kind it
@@ -507,9 +577,6 @@ class LimitChanges:
         shard_sets = org_counters(self._clients, self._table, org_id)
         states = {kind: shards.total() for kind, shards in shard_sets.items()}
         return _fits(plan, states, used={kind: shards.used for kind, shards in shard_sets.items()})
-
-    def _check_plan_fits(self, account_id: str, plan: Plan) -> list[str]:
-        return _fits(plan, self._counters.read_all(account_id))
 
     # ---- making a change once -----------------------------------------------------------------------
     def _made(self, key: Key, record: ChangeRecord, write: Callable[..., bool]) -> bool:

@@ -4,9 +4,11 @@ The override sits on the kind's counter item (``limit``), which the admission re
 anyway, so it costs nothing and is exact: the admission's write is conditional on it (or on its
 absence). The plan's limit is not on that item: an account's plan and the plan's limits are read
 through caches that keep what they read for ``cache_seconds`` (``PlanCacheSeconds``, 60 s by
-default). So a plan change, or an account moved to another plan, writes one item and takes
-effect for every account within that time, however many accounts are on the plan; in steady
-state a create reads nothing more than before. An admission always uses one value for both its
+default). So a plan change writes one item and takes effect for every account within that
+time, however many accounts are on the plan; in steady state a create reads nothing more than
+before. An account moved to another plan is judged by its new plan at once: the move marks its
+counter items (``plan_of``, ``plan_move``; governance/changes.py), ``plan_judged`` takes the
+newer of that mark and the cached profile, and the admission is conditional on the mark it read. An admission always uses one value for both its
 check and its conditional write (judged by the old limit or the new, never a mix), and a create
 racing a change of the override is judged again on what refused its write.
 
@@ -17,7 +19,7 @@ time); the caches are bounded, so a function that sees a million accounts keeps 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -93,6 +95,28 @@ class Limits:
     def plan_limit(self, account_id: str, kind: str) -> int:
         plan = self.plan(self.plan_id_of(account_id))
         return 0 if plan is None else plan.limit_for(kind)
+
+    def plan_judged(self, account_id: str, kind: str, state: CounterState) -> Judged:
+        """The account's plan's limit for the kind, by the newest view of its plan this process
+        has: the move marked on the counter item (written by the move itself, so seen at once),
+        or its profile as cached, whichever move is later (a move whose marks were not written,
+        or not on this item: its profile says, within cache_seconds)."""
+        profile = self._profile(account_id)
+        marked = state.plan_move or 0
+        plan_id = state.plan_of if state.plan_of is not None and marked >= profile.plan_moves else None
+        plan = self.plan(profile.plan_id if plan_id is None else plan_id)
+        return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked)
+
+    def plan_id_seen(self, account_id: str, states: Iterable[CounterState]) -> str:
+        """The account's plan as ``plan_judged`` takes it: the latest of its counter items'
+        marks and its profile as cached (usage shows the plan its limits were judged by)."""
+        profile = self._profile(account_id)
+        newest = max(
+            (s for s in states if s.plan_of is not None and (s.plan_move or 0) >= profile.plan_moves),
+            key=lambda s: s.plan_move or 0,
+            default=None,
+        )
+        return profile.plan_id if newest is None or newest.plan_of is None else newest.plan_of
 
     def stored_plan(self, account_id: str, kind: str) -> StoredPlan:
         """The account's plan as stored now and its limit for the kind (consistent reads, no
@@ -203,7 +227,7 @@ class Limits:
             if state.limit is not None:
                 return Judged(state.limit, "override")
             try:
-                return Judged(self.plan_limit(account_id, kind), "plan")
+                return self.plan_judged(account_id, kind, state)
             except (ClientError, BotoCoreError) as error:
                 # A judge runs inside flows that have written (a re-judge after a refused
                 # admission): they take a domain error as "not done" and undo their writes.

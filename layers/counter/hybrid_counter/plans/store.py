@@ -45,6 +45,7 @@ class AccountProfile(NamedTuple):
     plan_id: str
     org_id: str | None = None  # the organization it belongs to
     org_epoch: int | None = None  # which creation of that organization's id it joined (orgs/store.py)
+    plan_moves: int = 0  # how many times it was moved to a plan: orders its moves' marks (counters/state.py)
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,10 @@ class PlanStore:
         org = item.get("org_id", {}).get("S")
         epoch = item.get("org_epoch", {}).get("N")
         return AccountProfile(
-            plan_id, None if org is None else str(org), None if epoch is None else int(epoch)
+            plan_id,
+            None if org is None else str(org),
+            None if epoch is None else int(epoch),
+            int(item.get("plan_moves", {}).get("N", "0")),
         )
 
     @staticmethod

@@ -176,12 +176,17 @@ class ResourceService:
 
     def usage(self, account_id: str) -> Usage:
         states = guarded(lambda: self.counters.read_all(account_id), "the read")
-        plan_id = guarded(lambda: self.limits.plan_id_of(account_id), "the read")
+        # (the plan its limits are judged by: a move marked on its counter items is seen at once)
+        plan_id = guarded(lambda: self.limits.plan_id_seen(account_id, states.values()), "the read")
         plan = guarded(lambda: self.limits.plan(plan_id), "the read")
         # Listed: the plan's kinds and every kind with a counter item (used, held or overridden,
-        # now or before). The default kind is judged for the top-level fields even when the plan
-        # lacks it, but listed only as any other kind is: a plan without it does not grow it.
-        listed = {*states, *(plan.limits if plan else {})}
+        # now or before; not one that holds only a plan move's marks). The default kind is judged
+        # for the top-level fields even when the plan lacks it, but listed only as any other kind
+        # is: a plan without it does not grow it.
+        listed = {
+            *(kind for kind, state in states.items() if state.used_once),
+            *(plan.limits if plan else {}),
+        }
         kinds = listed | {self._settings.default_kind}
         # The account's organization (its profile, read with its plan: one more Query for a
         # member only, of its organization's counters)
