@@ -43,6 +43,8 @@ def fail_with(world: World, stats: Stats) -> None:
     small_scenario, small = shrink(world, scenario, result)
     pytest.fail(
         f"{len(stats.violations)} schedule(s) broke an invariant; the smallest found:\n{report(small_scenario, small)}"
+        # (to pin it: search.replay(world, scenario, choices) runs this schedule again)
+        f"\nscenario: {small_scenario!r}\nchoices: {small.choices!r}"
     )
 
 
