@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from hybrid_counter.aws import RetryPolicy, error_code, retry_conflicts, transact_conditionally
-from hybrid_counter.counters.state import HOLDS_USED, NO_ORG, ORG_EPOCH, ORG_KIND
+from hybrid_counter.counters.state import HOLDS_USED, NO_ORG, ORG, ORG_EPOCH, ORG_KIND, CounterState
 from hybrid_counter.errors import InProgress, MembershipConflict, NotFound, ValidationError
 from hybrid_counter.keys import (
     ALERT_PREFIX,
@@ -175,7 +175,15 @@ class OrgStore:
             registered = set(profile.get("kinds", {}).get("SS", []))
             counters = self._counter_kinds(account_id)
             self._check_empty(account_id, counters)
-            kinds = sorted(registered | set(counters))
+            # (not an item that holds only a plan move's marks and names no organization: it
+            # holds nothing, and its absent ``org`` already says "the profile says"; counted, a
+            # move to a plan of many kinds left an account unable to leave: review 80)
+            moved = {
+                kind
+                for kind, item in counters.items()
+                if ORG in item or CounterState.from_item(item).used_once
+            }
+            kinds = sorted(registered | moved)
             if len(kinds) > MAX_KINDS:
                 raise ValidationError(
                     f"account {account_id} has {len(kinds)} kinds; at most {MAX_KINDS} can change organization"

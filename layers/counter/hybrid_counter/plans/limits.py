@@ -103,7 +103,7 @@ class Limits:
         or not on this item: its profile says, within cache_seconds)."""
         profile = self._profile(account_id)
         marked = state.plan_move or 0
-        plan_id = state.plan_of if state.plan_of is not None and marked >= profile.plan_moves else None
+        plan_id = state.plan_of if state.plan_of is not None and marked > profile.plan_moves else None
         plan = self.plan(profile.plan_id if plan_id is None else plan_id)
         return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked)
 
@@ -112,7 +112,7 @@ class Limits:
         marks and its profile as cached (usage shows the plan its limits were judged by)."""
         profile = self._profile(account_id)
         newest = max(
-            (s for s in states if s.plan_of is not None and (s.plan_move or 0) >= profile.plan_moves),
+            (s for s in states if s.plan_of is not None and (s.plan_move or 0) > profile.plan_moves),
             key=lambda s: s.plan_move or 0,
             default=None,
         )
