@@ -211,3 +211,27 @@ def test_an_account_with_more_kinds_than_a_transaction_holds_moves_as_before(two
     # the plan it cached until its cache expires (the documented window: PlanCacheSeconds)
     assert mover.would_create(account, "p1", {}, kind="projects").would_admit is False
     assert other.would_create(account, "p1", {}, kind="projects").would_admit is True
+
+
+def test_a_move_to_a_plan_lowered_just_before_is_judged_by_its_new_limits(two, new_account):
+    mover, other = two
+    big, target = new_plan(), new_plan()
+    mover.put_plan(big, {"projects": 50})
+    mover.put_plan(target, {"projects": 10})
+    account, neighbour = new_account(), new_account()
+    mover.assign_plan(account, big)
+    mover.assign_plan(neighbour, target)
+    # Given the other process has cached the target plan at 10 (a neighbour's usage) and the
+    # account's profile on the big plan (a create)
+    assert other.usage(neighbour).kinds["projects"].limit == 10
+    other.create(account, "p0", {}, kind="projects")
+    # When the target plan is lowered to 2, and the account moved onto it (1 in use: fits)
+    mover.put_plan(target, {"projects": 2})
+    mover.assign_plan(account, target)
+    # Then the other process judges the account by the plan's limits the move was judged by: one
+    # more is admitted, not nine (review 81: the mark named the plan, and the process read its
+    # limits through its cache, still at 10)
+    other.create(account, "p1", {}, kind="projects")
+    with pytest.raises(LimitExceeded) as refused:
+        other.create(account, "p2", {}, kind="projects")
+    assert (refused.value.limit, refused.value.used) == (2, 2)

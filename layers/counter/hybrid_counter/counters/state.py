@@ -23,8 +23,9 @@ in *units* (a resource holds ``units`` of its kind, 1 unless the create said oth
 - ``org`` (an account's counter item): the organization the account belongs to (``-``: none),
   which every admission is conditional on (orgs/store.py); absent on an item no admission has
   written yet: the account's profile says.
-- ``plan_of`` / ``plan_move`` (an account's counter item): the plan the account was moved to by
-  its move number ``plan_move`` (its profile's ``plan_moves``), written by the move itself
+- ``plan_of`` / ``plan_move`` / ``plan_version`` (an account's counter item): the plan the account
+  was moved to by its move number ``plan_move`` (its profile's ``plan_moves``), and the version of
+  that plan the move was judged by, written by the move itself
   (governance/changes.py), so that the move is judged by at once: an admission judged by a plan
   is conditional on the mark it read (plans/limits.py). Absent: no move marked it yet; the
   account's profile (cached) says.
@@ -66,9 +67,11 @@ ORG_KIND = "org_kind"  # on a member's counter item: "<org>#<kind>", the OrgUsag
 # single counter item, the one that opened it (resources/org_level.py). An organization deleted
 # and created again under its id is then never taken for the one a create was judged by.
 ORG_EPOCH = "org_epoch"
-# (an account's) the plan its latest marked move put it on, and that move's number
+# (an account's) the plan its latest marked move put it on, that move's number, and the version
+# of that plan the move was judged by
 PLAN_OF = "plan_of"
 PLAN_MOVE = "plan_move"
+PLAN_VERSION = "plan_version"
 # What an item carries once anything counted, released, resized or overrode on it (an item with
 # none of them holds only a move's marks: never used)
 _USED_ATTRIBUTES = (BEST_EFFORT, EVENTUAL, LIMIT, LAST_ADMISSION, LAST_RELEASE, LAST_RESIZE)
@@ -129,8 +132,9 @@ class CounterState:
     rebasing: int | None = None
     holds_used: bool = False  # a hold was admitted (or counted) on it once (resources/holds.py)
     org_epoch: int | None = None  # (ORG_EPOCH) None: not written on the item
-    plan_of: str | None = None  # (PLAN_OF, PLAN_MOVE) None: no move marked the item
+    plan_of: str | None = None  # (PLAN_OF, PLAN_MOVE, PLAN_VERSION) None: no move marked the item
     plan_move: int | None = None
+    plan_version: int = 0
     used_once: bool = False  # anything counted, released, resized or overrode on it, ever
 
     def effective_limit(self, default_limit: int) -> int:
@@ -193,5 +197,6 @@ class CounterState:
             org_epoch=_optional(item, ORG_EPOCH),
             plan_of=item.get(PLAN_OF, {}).get("S"),
             plan_move=_optional(item, PLAN_MOVE),
+            plan_version=_number(item, PLAN_VERSION),
             used_once=any(name in item for name in _USED_ATTRIBUTES),
         )

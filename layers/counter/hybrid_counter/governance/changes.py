@@ -47,7 +47,7 @@ from hybrid_counter.aws import (
     transact_conditionally,
 )
 from hybrid_counter.counters import CounterState
-from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, PLAN_MOVE, PLAN_OF
+from hybrid_counter.counters.state import BEST_EFFORT, EVENTUAL, LIMIT, PLAN_MOVE, PLAN_OF, PLAN_VERSION
 from hybrid_counter.errors import InProgress, LimitBelowUsage, NotFound, ValidationError
 from hybrid_counter.governance.event_log import take_off
 from hybrid_counter.governance.publisher import LIMIT_CHANGED, OUTBOX, OutboxEvent
@@ -439,9 +439,13 @@ class LimitChanges:
         # profile judged it by the old plan after the move's answer)
         marks: list[Check] = [_plan_check(self._table, old, before)]
         for kind in kinds:
-            values: dict[str, Any] = {":plan": {"S": plan.plan_id}, ":move": {"N": str(move)}}
+            values: dict[str, Any] = {
+                ":plan": {"S": plan.plan_id},
+                ":move": {"N": str(move)},
+                ":version": {"N": str(plan.version)},
+            }
             condition = "(attribute_not_exists(#move) OR #move < :move)"
-            names = {"#plan": PLAN_OF, "#move": PLAN_MOVE}
+            names = {"#plan": PLAN_OF, "#move": PLAN_MOVE, "#version": PLAN_VERSION}
             if judged:
                 names.update({"#limit": LIMIT, "#be": BEST_EFFORT, "#ev": EVENTUAL})
                 values[":cap"] = {"N": str(plan.limit_for(kind))}
@@ -454,7 +458,7 @@ class LimitChanges:
                     "Update": {
                         "TableName": self._table,
                         "Key": counter_key(account_id, kind=kind),
-                        "UpdateExpression": "SET #plan = :plan, #move = :move",
+                        "UpdateExpression": "SET #plan = :plan, #move = :move, #version = :version",
                         "ConditionExpression": condition,
                         "ExpressionAttributeNames": names,
                         "ExpressionAttributeValues": values,

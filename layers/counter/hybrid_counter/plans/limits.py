@@ -103,9 +103,24 @@ class Limits:
         or not on this item: its profile says, within cache_seconds)."""
         profile = self._profile(account_id)
         marked = state.plan_move or 0
-        plan_id = state.plan_of if state.plan_of is not None and marked > profile.plan_moves else None
-        plan = self.plan(profile.plan_id if plan_id is None else plan_id)
+        if state.plan_of is not None and marked > profile.plan_moves:
+            # and at least the version of that plan the move was judged by (review 81: a plan
+            # lowered just before the move, judged by its cached limits until they expired)
+            plan = self.plan_at_least(state.plan_of, state.plan_version)
+        else:
+            plan = self.plan(profile.plan_id)
         return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked)
+
+    def plan_at_least(self, plan_id: str, version: int) -> Plan | None:
+        """The plan through the cache, read again if what is cached is older than ``version``
+        (or cached as absent where a version says it is there)."""
+        plan = self.plan(plan_id)
+        if (plan.version if plan is not None else -1) >= version:
+            return plan
+        found = self._plans.get(plan_id)
+        with self._lock:
+            self._plan[plan_id] = found
+        return found
 
     def plan_id_seen(self, account_id: str, states: Iterable[CounterState]) -> str:
         """The account's plan as ``plan_judged`` takes it: the latest of its counter items'
