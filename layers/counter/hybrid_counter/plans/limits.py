@@ -19,8 +19,8 @@ time); the caches are bounded, so a function that sees a million accounts keeps 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, NamedTuple
 
 from botocore.exceptions import BotoCoreError, ClientError
 from cachetools import TTLCache
@@ -28,7 +28,7 @@ from cachetools import TTLCache
 from hybrid_counter.aws import store_error
 from hybrid_counter.counters import CounterState, Judge, Judged
 from hybrid_counter.counters.split import Basis
-from hybrid_counter.plans.store import AccountProfile, OrgProfile, Plan, PlanStore
+from hybrid_counter.plans.store import AccountProfile, OrgProfile, Plan, PlanStore, profile_from
 
 ACCOUNTS_CACHED = 10_000
 PLANS_CACHED = 1_000
@@ -103,13 +103,22 @@ class Limits:
         or not on this item: its profile says, within cache_seconds)."""
         profile = self._profile(account_id)
         marked = state.plan_move or 0
-        if state.plan_of is not None and marked > profile.plan_moves:
-            # and at least the version of that plan the move was judged by (review 81: a plan
-            # lowered just before the move, judged by its cached limits until they expired)
+        if state.plan_of is not None and marked >= profile.plan_moves:
+            # and at least the version of that plan the move was judged by, whether or not the
+            # profile cached says the same move (review 81: a plan lowered just before the move,
+            # judged by its cached limits until they expired; review 82: so too by a process
+            # that read the profile after the move)
             plan = self.plan_at_least(state.plan_of, state.plan_version)
         else:
             plan = self.plan(profile.plan_id)
         return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked)
+
+    def seen_profile(self, account_id: str, item: Mapping[str, Any]) -> None:
+        """The account's profile as a consistent read of it just said (a kind's first create
+        reads it for its membership, orgs/: its plan is judged by it too, at no cost; review 82:
+        a kind with no item, so no mark, was judged by a profile cached before a move)."""
+        with self._lock:
+            self._plan_of[account_id] = profile_from(item)
 
     def plan_at_least(self, plan_id: str, version: int) -> Plan | None:
         """The plan through the cache, read again if what is cached is older than ``version``
@@ -127,7 +136,7 @@ class Limits:
         marks and its profile as cached (usage shows the plan its limits were judged by)."""
         profile = self._profile(account_id)
         newest = max(
-            (s for s in states if s.plan_of is not None and (s.plan_move or 0) > profile.plan_moves),
+            (s for s in states if s.plan_of is not None and (s.plan_move or 0) >= profile.plan_moves),
             key=lambda s: s.plan_move or 0,
             default=None,
         )

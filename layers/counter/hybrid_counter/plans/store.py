@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -54,6 +55,19 @@ class OrgProfile:
     plan_moves: int = 0  # how many times its plan was set: orders views of its plan (counters/split.py)
     shards: int = 1  # its counter's shard items per kind (counters/split.py)
     epoch_base: int = 0  # which creation of the id it is (orgs/counters.py org_epoch_base)
+
+
+def profile_from(item: Mapping[str, Any]) -> AccountProfile:
+    """An account's profile as its item (or its absence: {}) says."""
+    plan_id = str(item["plan_id"]["S"]) if "plan_id" in item else DEFAULT_PLAN
+    org = item.get("org_id", {}).get("S")
+    epoch = item.get("org_epoch", {}).get("N")
+    return AccountProfile(
+        plan_id,
+        None if org is None else str(org),
+        None if epoch is None else int(epoch),
+        int(item.get("plan_moves", {}).get("N", "0")),
+    )
 
 
 @dataclass(frozen=True)
@@ -157,15 +171,7 @@ class PlanStore:
             ).get("Item")
             or {}
         )
-        plan_id = str(item["plan_id"]["S"]) if "plan_id" in item else DEFAULT_PLAN
-        org = item.get("org_id", {}).get("S")
-        epoch = item.get("org_epoch", {}).get("N")
-        return AccountProfile(
-            plan_id,
-            None if org is None else str(org),
-            None if epoch is None else int(epoch),
-            int(item.get("plan_moves", {}).get("N", "0")),
-        )
+        return profile_from(item)
 
     @staticmethod
     def _encode(position: str) -> str:

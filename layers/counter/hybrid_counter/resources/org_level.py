@@ -99,6 +99,7 @@ class OrgView(Protocol):
     def forget(
         self, account_id: str | None = None, plan_id: str | None = None, org_id: str | None = None
     ) -> None: ...
+    def seen_profile(self, account_id: str, item: dict[str, Any]) -> None: ...
 
 
 class ReleasesOnly:
@@ -127,6 +128,9 @@ class ReleasesOnly:
     def forget(
         self, account_id: str | None = None, plan_id: str | None = None, org_id: str | None = None
     ) -> None:
+        return None
+
+    def seen_profile(self, account_id: str, item: dict[str, Any]) -> None:
         return None
 
 
@@ -202,6 +206,7 @@ class OrgLevel:
             ).get("Item")
             or {}
         )
+        self._view.seen_profile(account_id, profile)  # (the plan it is on: judged by it too)
         org = profile.get("org_id", {}).get("S")
         epoch = profile.get(ORG_EPOCH, {}).get("N")
         return Membership(org, None if org is None or epoch is None else int(epoch))
