@@ -29,7 +29,10 @@ from hybrid_counter.counters.state import (
     ORG_EPOCH,
     ORG_KIND,
     PLAN_MOVE,
+    PLAN_OF,
+    PLAN_VERSION,
     REBASING,
+    PlanMark,
     best_effort_share,
     eventual_share,
     range_version,
@@ -179,6 +182,7 @@ def admission(
     *,
     units: int = 1,
     plan_pin: int | None = None,
+    plan_mark: PlanMark | None = None,
     membership: Membership | None = None,
     listed: bool = True,
     kind: str = DEFAULT_KIND,
@@ -208,6 +212,9 @@ def admission(
     # A limit changed since we read it is judged again (CounterStore.admit).
     _limit_judged(expr, cap, override=limit_seen is not None)
     _plan_pinned(expr, plan_pin)
+    if plan_mark is not None:  # (judged by a later move than the item's mark: left for others)
+        expr.set_string(PLAN_OF, plan_mark.plan_id)
+        expr.set(PLAN_MOVE, expr.number(plan_mark.move)).set(PLAN_VERSION, expr.number(plan_mark.version))
     _member_of(expr, membership)
     if not listed:  # an organization's single counter item: not being split, nor split (split.py)
         # and there, opened by the creation of the organization judged by (so not removed by

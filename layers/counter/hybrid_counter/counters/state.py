@@ -105,6 +105,15 @@ def _optional(item: Mapping[str, Any], name: str) -> int | None:
 
 
 @dataclass(frozen=True)
+class PlanMark:
+    """A plan move's mark on an account's counter item (PLAN_OF, PLAN_MOVE, PLAN_VERSION)."""
+
+    plan_id: str
+    move: int
+    version: int
+
+
+@dataclass(frozen=True)
 class RangeShare:
     best_effort: int = 0
     eventual: int = 0

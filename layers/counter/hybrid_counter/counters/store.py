@@ -21,7 +21,7 @@ from hybrid_counter.aws import (
     retry_conflicts,
 )
 from hybrid_counter.counters import expressions
-from hybrid_counter.counters.state import CounterState
+from hybrid_counter.counters.state import CounterState, PlanMark
 from hybrid_counter.errors import StoreUnavailable, Throttled
 from hybrid_counter.keys import COUNTER_PREFIX, DEFAULT_KIND, account_pk, counter_key, parse_counter_sk
 
@@ -51,6 +51,8 @@ class Judged:
     # conditional on it, so a move marked meanwhile is judged again (plans/limits.py); None: no
     # mark judged by (an override; an organization's item)
     plan_move: int | None = None
+    # (an account's plan, judged by a later move than the item's mark) the mark its write leaves
+    mark: PlanMark | None = None
 
     @property
     def override(self) -> bool:
@@ -188,6 +190,7 @@ class CounterStore:
                 judged.limit if judged.override else None,
                 units=units,
                 plan_pin=judged.plan_pin,
+                plan_mark=None if judged.override else judged.mark,
                 membership=membership,
                 listed=self._listed,
                 kind=kind,

@@ -363,7 +363,10 @@ class LimitChanges:
             counters = self._counters.read_all(account_id)
             relied = [] if force else _fits(plan, counters)
             moves = int(item["plan_moves"]["N"]) if item and "plan_moves" in item else 0
-            marks = self._plan_marks(account_id, counters, old, plan, moves + 1, judged=not force)
+            registered = set(item["kinds"]["SS"]) if item and "kinds" in item else set()
+            marks = self._plan_marks(
+                account_id, counters, old, plan, moves + 1, judged=not force, registered=registered
+            )
             record = self._record(
                 self._after(change, named),
                 "account_plan",
@@ -391,6 +394,15 @@ class LimitChanges:
                 condition += " AND plan_moves = :moved"
             else:
                 condition += " AND attribute_not_exists(plan_moves)"
+            if marks:
+                # and the kinds registered as read, each marked: a kind's first create registers
+                # it before it writes anything, so one judged before the move and admitted after
+                # finds its item marked (review 83: a kind no plan named as the move read them)
+                if registered:
+                    values[":registered"] = {"N": str(len(registered))}
+                    condition += " AND size(kinds) = :registered"
+                else:
+                    condition += " AND attribute_not_exists(kinds)"
             condition += f" AND {_still_named(named, values, LIMIT_CHANGE)}"
             # each counter item marked with the move in the same write, its use judged there
             # (_plan_marks); without the marks (too many kinds), as before: the overrides relied
@@ -421,9 +433,10 @@ class LimitChanges:
         move: int,
         *,
         judged: bool,
+        registered: set[str],
     ) -> list[Check]:
         """The move's mark on each counter item an admission may judge by the plan: every kind
-        with an item, and every kind of the old plan or the new (an item made where there is
+        with an item, registered, or of the old plan or the new (an item made where there is
         none: a process that cached the old plan judges a kind without an item by it). Each
         written only below ``move`` (a later move's mark stays), and (``judged``) only while the
         kind's use is within the new plan's limit or it has an override (LimitBelowUsage judged
@@ -431,7 +444,7 @@ class LimitChanges:
         reads again). [] where they would not fit in the move's transaction (MAX_MARKS kinds):
         the move is then seen within PlanCacheSeconds, as a move was before its marks."""
         before = self._plans.get(old)
-        kinds = sorted({*counters, *(before.limits if before else {}), *plan.limits})
+        kinds = sorted({*counters, *registered, *(before.limits if before else {}), *plan.limits})
         if len(kinds) > MAX_MARKS:
             return []
         # and the old plan still as read: a kind it gains before the move is written is marked

@@ -28,6 +28,7 @@ from cachetools import TTLCache
 from hybrid_counter.aws import store_error
 from hybrid_counter.counters import CounterState, Judge, Judged
 from hybrid_counter.counters.split import Basis
+from hybrid_counter.counters.state import PlanMark
 from hybrid_counter.plans.store import AccountProfile, OrgProfile, Plan, PlanStore, profile_from
 
 ACCOUNTS_CACHED = 10_000
@@ -109,16 +110,31 @@ class Limits:
             # judged by its cached limits until they expired; review 82: so too by a process
             # that read the profile after the move)
             plan = self.plan_at_least(state.plan_of, state.plan_version)
+            mark = None
         else:
             plan = self.plan(profile.plan_id)
-        return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked)
+            # an admission by a later move than the item's mark (none: 0) writes it there, so a
+            # process whose cache is older judges the item by it (review 83: a kind's first
+            # create after a move made an item with no mark, which such a process judged by its
+            # cached profile); never for an account never moved under marks
+            later = profile.plan_moves > marked
+            version = 0 if plan is None else plan.version
+            mark = PlanMark(profile.plan_id, profile.plan_moves, version) if later else None
+        return Judged(0 if plan is None else plan.limit_for(kind), "plan", plan_move=marked, mark=mark)
 
     def seen_profile(self, account_id: str, item: Mapping[str, Any]) -> None:
         """The account's profile as a consistent read of it just said (a kind's first create
         reads it for its membership, orgs/: its plan is judged by it too, at no cost; review 82:
         a kind with no item, so no mark, was judged by a profile cached before a move)."""
+        seen = profile_from(item)
         with self._lock:
-            self._plan_of[account_id] = profile_from(item)
+            try:
+                cached: AccountProfile | None = self._plan_of[account_id]
+            except KeyError:
+                cached = None
+            # (never an older read over a newer one: two requests of one process at once)
+            if cached is None or cached.plan_moves <= seen.plan_moves:
+                self._plan_of[account_id] = seen
 
     def plan_at_least(self, plan_id: str, version: int) -> Plan | None:
         """The plan through the cache, read again if what is cached is older than ``version``

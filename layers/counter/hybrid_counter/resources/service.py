@@ -612,9 +612,12 @@ class ResourceService:
         refused at its organization without its members' too (the request would release them
         first and be judged again)."""
         state = guarded(lambda: self.counters.read(account_id, kind=kind), "the read")
+        # (membership first, as the create reads it: a kind's first create is judged by the
+        # profile that read returns; review 83: the dry run judged by a profile cached before a
+        # move, and answered by the plan the account had left)
+        membership = guarded(lambda: self.orgs.membership(account_id, kind, state), "the read")
         judged = self.limits.judge(account_id, kind)(state)
         admits = units <= 0 or state.admits(judged.limit, units)
-        membership = guarded(lambda: self.orgs.membership(account_id, kind, state), "the read")
         org_id = membership.org
         at_org = (
             None
