@@ -31,6 +31,7 @@ def test_a_first_create_judged_before_a_drop_and_a_move_is_judged_again(two, cli
     mover.assign_plan(account, old)
     # Given the old plan gains seats after the account's move onto it (so no seats item)
     mover.put_plan(old, {"projects": 3, "seats": 5})
+
     # When the other process's first seat, judged by the old plan (5 seats), is about to be
     # admitted, the old plan drops seats and the account is moved (unforced) to the new plan
     def drop_and_move() -> None:
