@@ -235,3 +235,20 @@ def test_a_move_to_a_plan_lowered_just_before_is_judged_by_its_new_limits(two, n
     with pytest.raises(LimitExceeded) as refused:
         other.create(account, "p2", {}, kind="projects")
     assert (refused.value.limit, refused.value.used) == (2, 2)
+
+
+def test_usage_in_a_process_that_cached_the_old_plan_shows_the_new_plans_limits(two, account):
+    mover, other = two
+    old, new = new_plan(), new_plan()
+    mover.put_plan(old, {"projects": 3, "seats": 5})
+    mover.put_plan(new, {"projects": 2, "volumes": 4})
+    mover.assign_plan(account, old)
+    # Given the other process cached the old plan (a project)
+    other.create(account, "p0", {}, kind="projects")
+    # When the account is moved to the new plan
+    mover.assign_plan(account, new)
+    # Then the other process's usage shows the new plan and its limits, for kinds never used too
+    # (their items hold the move's mark; usage reads no profile)
+    usage = other.usage(account)
+    assert usage.plan_id == new
+    assert {kind: k.limit for kind, k in usage.kinds.items()} == {"projects": 2, "volumes": 4}
