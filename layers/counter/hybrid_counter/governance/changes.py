@@ -436,8 +436,10 @@ class LimitChanges:
         registered: set[str],
     ) -> list[Check]:
         """The move's mark on each counter item an admission may judge by the plan: every kind
-        with an item, registered, or of the old plan or the new (an item made where there is
-        none: a process that cached the old plan judges a kind without an item by it). Each
+        with an item, registered (a first create judged before the move and admitted after it
+        finds its item marked), or of the old plan or the new (an item made where there is none:
+        a process that cached the old plan judges such a kind by it in usage; a create reads the
+        profile at a kind's first admission, OrgLevel.membership). Each
         written only below ``move`` (a later move's mark stays), and (``judged``) only while the
         kind's use is within the new plan's limit or it has an override (LimitBelowUsage judged
         in the write itself: an admission between the read and the move refuses the move, which
