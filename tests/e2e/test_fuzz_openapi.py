@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 import pytest
@@ -27,6 +28,7 @@ from hypothesis.errors import Unsatisfiable
 from hybrid_counter.api.access import ROUTE_ACCESS
 from hybrid_counter.api.console_routes import CONSOLE_ROUTES
 from hybrid_counter.keys import account_pk, is_valid_id
+from localrun.gateway.client_connection import MAX_REQUEST_HEAD
 from tests.e2e.conftest import Target
 from tests.hostile_json import hostile_body
 
@@ -172,7 +174,19 @@ def test_hostile_json_bodies_are_400_and_write_nothing(target: Target) -> None:
     print(f"\nhostile body cases: {cases}")
 
 
-UNAUTHENTICATED = {"cases": 0, "writes_checked": 0}
+UNAUTHENTICATED = {"cases": 0, "writes_checked": 0, "over_the_head_quota": 0}
+
+
+def over_the_head_quota(request: requests.PreparedRequest) -> bool:
+    """The request line and header values as sent are over API Gateway's 10,240 bytes, which it
+    refuses before any authorizer (the local gateway: 400, docs/local-runtime.md). A generated
+    case can be: a long id and a long query, percent-encoded (a clean clone's fuzz, 2026-11-28:
+    an unauthenticated GET of an organization's history answered 400 where 401 was expected,
+    refused by the gateway's head quota)."""
+    line = len(str(request.method)) + len(request.path_url) + len(" HTTP/1.1") + 1
+    values = sum(len(str(value).encode()) for value in request.headers.values())
+    host = len(urlsplit(str(request.url)).netloc)  # (the Host header, added as it is sent)
+    return line + values + host > MAX_REQUEST_HEAD
 
 
 def test_without_credentials_every_operation_but_the_description_gets_401_and_writes_nothing(
@@ -194,6 +208,10 @@ def test_without_credentials_every_operation_but_the_description_gets_401_and_wr
         def fuzz(case: Any) -> None:
             response = with_headers(case, {}).call()
             UNAUTHENTICATED["cases"] += 1
+            if over_the_head_quota(response.request):
+                UNAUTHENTICATED["over_the_head_quota"] += 1
+                assert (response.status_code, response.json()) == (400, {"message": "Bad Request"})
+                return
             assert response.status_code == 401, (case.method, case.formatted_path, response.text)
             assert response.json() == {"message": "Unauthorized"}
             challenge = response.headers["www-authenticate"]  # schemathesis: a list per header
