@@ -10,8 +10,6 @@ Two processes (two services, each its own caches) on one clock; the cache outliv
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -30,20 +28,9 @@ from hybrid_counter.resources import ResourceService
 from hybrid_counter.settings import Settings
 from localrun.sources.stream_reader import StreamReader
 from tests.faults import target_of
+from tests.integration.test_kinds_plans_units import Clock, new_plan
 
 pytestmark = pytest.mark.integration
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def new_plan() -> str:
-    return f"plan-{uuid.uuid4().hex[:12]}"
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ from __future__ import annotations
 import pytest
 
 from hybrid_counter.errors import LimitExceeded
-from tests.integration.test_plan_move_marks import a_move, before_the_first, new_plan, two
+from tests.integration.test_kinds_plans_units import new_plan
+from tests.integration.test_plan_move_marks import a_move, before_the_first, two
 
 pytestmark = pytest.mark.integration
 __all__ = ["two"]  # the fixture

@@ -15,7 +15,8 @@ from __future__ import annotations
 import pytest
 
 from hybrid_counter.errors import LimitExceeded
-from tests.integration.test_plan_move_marks import new_plan, two
+from tests.integration.test_kinds_plans_units import new_plan
+from tests.integration.test_plan_move_marks import two
 
 pytestmark = pytest.mark.integration
 __all__ = ["two"]  # the fixture

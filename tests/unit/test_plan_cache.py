@@ -51,7 +51,7 @@ def test_a_cache_entry_that_expires_between_two_reads_is_no_error(clock: Clock) 
     # KeyError)
     plans = Plans()
     limits = Limits(plans, cache_seconds=60, clock=clock)  # type: ignore[arg-type]
-    assert limits.plan_limit("acme", "seats") == 10
+    assert limits.judge("acme", "seats")(CounterState()).limit == 10
     clock.now, clock.step = 57.95, 1.0
     # When the limit is read again (and judged, as a create judges it)
     judged = limits.judge("acme", "seats")(CounterState())
@@ -63,7 +63,7 @@ def test_a_cache_entry_that_expires_between_two_reads_is_no_error(clock: Clock) 
 def test_a_fresh_entry_is_served_from_the_cache(clock: Clock) -> None:
     plans = Plans()
     limits = Limits(plans, cache_seconds=60, clock=clock)  # type: ignore[arg-type]
-    limits.plan_limit("acme", "seats")
+    limits.judge("acme", "seats")(CounterState())  # (cached)
     clock.now += 30
-    assert limits.plan_limit("acme", "seats") == 10
+    assert limits.judge("acme", "seats")(CounterState()).limit == 10
     assert plans.reads == 2  # the account's plan and the plan, once each

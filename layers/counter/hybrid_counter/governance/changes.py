@@ -295,11 +295,7 @@ class LimitChanges:
             conditions.append("#limit = :old")
             values[":old"] = {"N": str(old)}
         if not force:
-            # The safety check, in the write itself: nothing can be admitted between the two.
-            names.update({"#be": BEST_EFFORT, "#ev": EVENTUAL})
-            values[":room"] = {"N": str(effective)}
-            conditions.append("(attribute_not_exists(#be) OR #be <= :room)")
-            conditions.append("(attribute_not_exists(#ev) OR #ev <= :room)")
+            conditions.append(_use_within(effective, names, values))
         if guard is not None:
             condition, guard_names, guard_values = guard
             conditions.append(f"({condition})")
@@ -462,12 +458,9 @@ class LimitChanges:
             condition = "(attribute_not_exists(#move) OR #move < :move)"
             names = {"#plan": PLAN_OF, "#move": PLAN_MOVE, "#version": PLAN_VERSION}
             if judged:
-                names.update({"#limit": LIMIT, "#be": BEST_EFFORT, "#ev": EVENTUAL})
-                values[":cap"] = {"N": str(plan.limit_for(kind))}
-                condition += (
-                    " AND (attribute_exists(#limit) OR ((attribute_not_exists(#be) OR #be <= :cap)"
-                    " AND (attribute_not_exists(#ev) OR #ev <= :cap)))"
-                )
+                names["#limit"] = LIMIT
+                within = _use_within(plan.limit_for(kind), names, values)
+                condition += f" AND (attribute_exists(#limit) OR ({within}))"
             marks.append(
                 {
                     "Update": {
@@ -886,6 +879,14 @@ def _fits(
     if below:
         raise LimitBelowUsage(below)
     return [kind for kind in sorted(counters) if plan.limit_for(kind) < use[kind]]
+
+
+def _use_within(limit: int, names: dict[str, str], values: dict[str, Any]) -> str:
+    """The condition that a counter item's use (both counters) is within ``limit``: a change's
+    LimitBelowUsage judged in its own write, so nothing is admitted between the two."""
+    names.update({"#be": BEST_EFFORT, "#ev": EVENTUAL})
+    values[":room"] = {"N": str(limit)}
+    return "(attribute_not_exists(#be) OR #be <= :room) AND (attribute_not_exists(#ev) OR #ev <= :room)"
 
 
 def _holder_check(table: str, key: Key, plan_id: str | None, *, exists: bool) -> Check:

@@ -93,10 +93,6 @@ class Limits:
             self._plan[plan_id] = found
         return found
 
-    def plan_limit(self, account_id: str, kind: str) -> int:
-        plan = self.plan(self.plan_id_of(account_id))
-        return 0 if plan is None else plan.limit_for(kind)
-
     def plan_judged(self, account_id: str, kind: str, state: CounterState) -> Judged:
         """The account's plan's limit for the kind, by the newest view of its plan this process
         has: the move marked on the counter item (written by the move itself, so seen at once),
@@ -104,12 +100,12 @@ class Limits:
         or not on this item: its profile says, within cache_seconds)."""
         profile = self._profile(account_id)
         marked = state.plan_move or 0
-        if state.plan_of is not None and marked >= profile.plan_moves:
+        if (by_mark := _marked_plan(state, profile)) is not None:
             # and at least the version of that plan the move was judged by, whether or not the
             # profile cached says the same move (review 81: a plan lowered just before the move,
             # judged by its cached limits until they expired; review 82: so too by a process
             # that read the profile after the move)
-            plan = self.plan_at_least(state.plan_of, state.plan_version)
+            plan = self.plan_at_least(by_mark, state.plan_version)
             mark = None
         else:
             plan = self.plan(profile.plan_id)
@@ -151,12 +147,8 @@ class Limits:
         """The account's plan as ``plan_judged`` takes it: the latest of its counter items'
         marks and its profile as cached (usage shows the plan its limits were judged by)."""
         profile = self._profile(account_id)
-        newest = max(
-            (s for s in states if s.plan_of is not None and (s.plan_move or 0) >= profile.plan_moves),
-            key=lambda s: s.plan_move or 0,
-            default=None,
-        )
-        return profile.plan_id if newest is None or newest.plan_of is None else newest.plan_of
+        marked = [(s.plan_move or 0, plan_id) for s in states if (plan_id := _marked_plan(s, profile))]
+        return max(marked)[1] if marked else profile.plan_id
 
     def stored_plan(self, account_id: str, kind: str) -> StoredPlan:
         """The account's plan as stored now and its limit for the kind (consistent reads, no
@@ -289,3 +281,9 @@ class Limits:
                 profile = self._org_profile.pop(org_id, None)
                 if profile is not None:
                     self._plan.pop(profile.plan_id, None)
+
+
+def _marked_plan(state: CounterState, profile: AccountProfile) -> str | None:
+    """The plan the item's move mark names, where it is this process's newest view of the
+    account's plan: a mark at least the cached profile's move (the same move: the same plan)."""
+    return state.plan_of if (state.plan_move or 0) >= profile.plan_moves else None
