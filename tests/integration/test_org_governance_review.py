@@ -133,6 +133,34 @@ def test_an_override_removed_while_its_organization_moves_plan_never_leaves_it_b
     assert refused or used <= limit, (limit, source, used)
 
 
+@pytest.mark.parametrize("shards", [1, 4])
+def test_an_override_removed_while_its_organizations_move_is_about_to_be_written_refuses_the_move(
+    split_org, shards
+):
+    # (the other order: the move's write relies on the override it was judged by; since the
+    # account's moves judge their use in each kind's mark, this is the one test of that check)
+    org = split_org(10, shards)
+    org.service.set_org_limit(org.org_id, SEATS, 8)
+    for n in range(6):
+        org.create_on(n % shards, n=n)
+    small = f"small-{uuid.uuid4().hex[:8]}"
+    org.service.put_plan(small, {SEATS: 4})
+    remover, mover = org.new_service(), org.new_service()
+    with Race(org.clients.dynamodb, org.clients.dynamodb_single_attempt) as race:
+        # Given a move of the organization to `small` (not forced: seats has an override), judged
+        # and about to be written
+        move = race.start("move", lambda: mover.put_org(org.org_id, small))
+        stop_before(race, move, lambda call: "plan_id = :new" in " ".join(updates_of(call)))
+        # When the override is removed meanwhile (not forced: the plan's 10 holds the 6)
+        removal = race.run("remove", lambda: remover.set_org_limit(org.org_id, SEATS, None))
+        race.finish(move)
+    # Then the move, written second, is refused: 6 seats over 4 with no override
+    assert removal.error is None, removal.error
+    assert isinstance(move.error, LimitBelowUsage), move.error
+    limit, source, used = org_limit(org)
+    assert used <= limit, (limit, source, used)
+
+
 def test_an_override_removed_while_its_account_moves_plan_never_leaves_it_below_use_unforced(
     service, settings, clients, account
 ):
